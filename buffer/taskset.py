@@ -1,0 +1,353 @@
+"""Tasksets: read a dataset into `Task`s and hand them out batch by batch, epoch after epoch.
+
+One reader for every source `datasets.load_dataset` understands: a local folder holding
+`{split}.jsonl` / `.json` / `.parquet` (our bundled `data/gsm8k`), a single file, or a Hugging Face hub
+id. Split slicing (`"test[:64]"`, `"train[10%:20%]"`) works everywhere, and task ids always use the
+*absolute* row index so a task keeps its id whatever slice it was read through.
+
+`TasksetReader` owns the position in the taskset as (epoch, offset); it is saved in checkpoints and
+restored exactly on resume (issue 4).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from schemas import TasksetConfig
+
+# File types a local taskset may be, and the `datasets` builder that reads each.
+_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+
+
+class TasksetError(ValueError):
+    """A taskset cannot be read: the message names the taskset, the file and the line/row or key."""
+
+
+@dataclass
+class Task:
+    """One row of a taskset plus everything a workflow needs to run it."""
+
+    task_id: str  # stable: "{taskset name}/{split}/{absolute row index}"
+    raw: dict[str, Any]
+    format: Any = None  # schemas.FormatConfig of the taskset
+    rollout_args: Any = None  # schemas rollout args (temperature, top_p, top_k, logprobs, max_tokens)
+    workflow_args: dict[str, Any] = field(default_factory=dict)
+    reward_fn_args: dict[str, Any] = field(default_factory=dict)
+    repeat_times: int | None = None  # per-taskset override of algorithm.repeat_times
+    workflow_type: str | None = None  # key into the workflow registry
+    reward_fn_type: str | None = None
+    taskset_name: str = ""
+
+
+# --------------------------------------------------------------------------------------------------
+# Locating the source
+# --------------------------------------------------------------------------------------------------
+
+
+def project_root() -> Path | None:
+    """The folder holding this project's pyproject.toml (None for a non-editable install)."""
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "pyproject.toml").is_file():
+            return parent
+    return None
+
+
+def resolve_local_path(path: str) -> Path | None:
+    """`path` as an existing local file/folder: as given (cwd), else relative to the project root."""
+    candidate = Path(path).expanduser()
+    if candidate.exists():
+        return candidate
+    root = project_root()
+    if not candidate.is_absolute() and root is not None and (root / candidate).exists():
+        return root / candidate
+    return None
+
+
+def _looks_local(path: str) -> bool:
+    """True for paths that cannot be a hub id, so a missing one is reported as a missing file."""
+    p = Path(path)
+    return (
+        path.startswith((".", "/", "~"))
+        or p.suffix in _BUILDERS
+        or path.count("/") > 1
+    )
+
+
+def _split_file(folder: Path, split: str) -> Path:
+    """The file holding `split` in a local dataset folder, e.g. data/gsm8k/test.jsonl."""
+    for suffix in _BUILDERS:
+        candidate = folder / f"{split}{suffix}"
+        if candidate.is_file():
+            return candidate
+    found = sorted(p.name for p in folder.iterdir() if p.suffix in _BUILDERS)
+    raise TasksetError(
+        f"no file for split '{split}' in {folder} (expected {split}.jsonl, {split}.json or "
+        f"{split}.parquet; found: {', '.join(found) or 'no data files'})"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------------
+
+
+def _first_bad_json_line(path: Path) -> str | None:
+    """Locate the first malformed line of a JSON-lines file (only called after a load failed)."""
+    if path.suffix != ".jsonl":
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            return f"{path}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}"
+        except UnicodeDecodeError as err:
+            return f"{path}: not UTF-8 text ({err.reason} at byte {err.start})"
+        return None
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as err:
+                return f"{path}: line {lineno} is not UTF-8 text ({err.reason})"
+            except json.JSONDecodeError as err:
+                return f"{path}: malformed JSON on line {lineno}, column {err.colno}: {err.msg}"
+            if not isinstance(value, dict):
+                return f"{path}: line {lineno} is a JSON {type(value).__name__}, expected an object"
+    return None
+
+
+def _load_split(
+    source: str, local: Path | None, subset_name: str | None, split: str
+) -> tuple[Any, str]:
+    """Load one whole split as a `datasets.Dataset`; returns it and a label for error messages."""
+    import datasets  # heavy import, only when a taskset is actually read
+
+    if local is None:  # a Hugging Face hub id
+        try:
+            return datasets.load_dataset(source, subset_name, split=split), f"{source}[{split}]"
+        except Exception as err:
+            raise TasksetError(
+                f"cannot load '{source}' (subset {subset_name!r}, split '{split}') from the "
+                f"Hugging Face hub, and no local file or folder has that path: {err}"
+            ) from err
+
+    file = _split_file(local, split) if local.is_dir() else local
+    builder = _BUILDERS.get(file.suffix)
+    if builder is None:
+        raise TasksetError(
+            f"{file}: unsupported taskset file type '{file.suffix}' (use .jsonl, .json or .parquet)"
+        )
+    try:
+        # data_files keyed by the split name, so a single file serves whatever split is asked for.
+        ds = datasets.load_dataset(builder, data_files={split: str(file)}, split=split)
+    except Exception as err:
+        detail = _first_bad_json_line(file) if builder == "json" else None
+        raise TasksetError(detail or f"{file}: cannot be read as {builder}: {err}") from err
+    return ds, str(file)
+
+
+def _prompt_keys(fmt: Any) -> list[str]:
+    """The row keys every task needs: the chat messages or the prompt text, per prompt_type."""
+    if fmt is None:
+        return []
+    if getattr(fmt, "prompt_type", None) == "messages":
+        return [fmt.messages_key]
+    return [fmt.prompt_key]
+
+
+def load_taskset(config: TasksetConfig, required_keys: Sequence[str] | None = None) -> list[Task]:
+    """Read every row of a taskset (after split slicing) into `Task`s, validating required keys.
+
+    `required_keys` defaults to the prompt key of the taskset's format; a workflow can add more
+    (see `Workflow.required_keys`, e.g. the math workflow also needs the answer key).
+    """
+    import datasets
+
+    name = config.name or Path(config.path).stem
+    split_spec = config.split or "train"
+    keys = list(required_keys) if required_keys is not None else _prompt_keys(config.format)
+    local = resolve_local_path(config.path)
+    if local is None and _looks_local(config.path):
+        root = project_root()
+        raise TasksetError(
+            f"taskset '{name}': path '{config.path}' not found (looked in {Path.cwd()}"
+            + (f" and {root}" if root else "")
+            + ")"
+        )
+
+    try:
+        instruction = datasets.ReadInstruction.from_spec(split_spec)
+    except Exception as err:
+        raise TasksetError(f"taskset '{name}': invalid split '{split_spec}': {err}") from err
+    # The split names of a spec like "train[:10]+test[:5]", each loaded once.
+    wanted = list(dict.fromkeys(part.split("[")[0].strip() for part in split_spec.split("+")))
+
+    loaded = {split: _load_split(config.path, local, config.subset_name, split) for split in wanted}
+    try:
+        absolute = instruction.to_absolute({s: len(ds) for s, (ds, _) in loaded.items()})
+    except Exception as err:
+        raise TasksetError(f"taskset '{name}': invalid split '{split_spec}': {err}") from err
+
+    tasks: list[Task] = []
+    for part in absolute:
+        ds, label = loaded[part.splitname]
+        for key in keys:
+            if key not in ds.column_names:
+                raise TasksetError(
+                    f"taskset '{name}': key '{key}' not in {label} "
+                    f"(columns: {', '.join(ds.column_names)})"
+                )
+        rows = ds.select(range(part.from_, part.to)) if (part.from_, part.to) != (0, len(ds)) else ds
+        for index, row in enumerate(rows, start=part.from_):
+            for key in keys:
+                if row.get(key) is None:
+                    raise TasksetError(
+                        f"taskset '{name}': key '{key}' missing in row {index} of {label}"
+                        + (f" (line {index + 1})" if label.endswith(".jsonl") else "")
+                    )
+            tasks.append(
+                Task(
+                    task_id=f"{name}/{part.splitname}/{index}",
+                    raw=dict(row),
+                    format=config.format,
+                    rollout_args=config.rollout_args,
+                    workflow_args=dict(config.workflow_args or {}),
+                    reward_fn_args=dict(config.reward_fn_args or {}),
+                    repeat_times=config.repeat_times,
+                    workflow_type=config.default_workflow_type,
+                    reward_fn_type=config.default_reward_fn_type,
+                    taskset_name=name,
+                )
+            )
+    if not tasks:
+        raise TasksetError(f"taskset '{name}': split '{split_spec}' of '{config.path}' is empty")
+    return tasks
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading batch by batch
+# --------------------------------------------------------------------------------------------------
+
+
+def compute_total_steps(
+    num_tasks: int, batch_size: int, total_epochs: int, total_steps: int | None = None
+) -> int:
+    """Explore steps of a run: `total_steps` when set, else enough batches to cover total_epochs.
+
+    Batches run on across epoch boundaries (see `TasksetReader`), so every task is used exactly
+    `total_epochs` times and only the very last batch may be short.
+    """
+    if total_steps is not None:
+        if total_steps < 1:
+            raise ValueError(f"total_steps must be >= 1, got {total_steps}")
+        return total_steps
+    if num_tasks < 1 or batch_size < 1 or total_epochs < 1:
+        raise ValueError(
+            f"need num_tasks, batch_size and total_epochs >= 1 "
+            f"(got {num_tasks}, {batch_size}, {total_epochs})"
+        )
+    return math.ceil(num_tasks * total_epochs / batch_size)
+
+
+class TasksetReader:
+    """Hands out batches of tasks, epoch after epoch, from a position that can be saved and restored.
+
+    Each epoch visits every task once in an order fixed by (seed, epoch), so the position
+    (epoch, offset into that epoch's order) determines all later batches. A batch that reaches the
+    end of an epoch continues into the next one, keeping batches full. `total_epochs=None` reads
+    without end (a run bounded by total_steps instead).
+    """
+
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        batch_size: int,
+        total_epochs: int | None = 1,
+        *,
+        shuffle: bool = True,
+        seed: int = 42,
+    ) -> None:
+        if not tasks:
+            raise ValueError("TasksetReader needs at least one task")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if total_epochs is not None and total_epochs < 1:
+            raise ValueError(f"total_epochs must be >= 1 or None, got {total_epochs}")
+        self.tasks = list(tasks)
+        self.batch_size = batch_size
+        self.total_epochs = total_epochs
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = 0
+        self.offset = 0
+        self._order_epoch = -1
+        self._order: list[int] = []
+
+    def _epoch_order(self, epoch: int) -> list[int]:
+        if epoch != self._order_epoch:
+            order = list(range(len(self.tasks)))
+            if self.shuffle:
+                random.Random(f"{self.seed}/{epoch}").shuffle(order)
+            self._order, self._order_epoch = order, epoch
+        return self._order
+
+    @property
+    def finished(self) -> bool:
+        """True once total_epochs have been handed out (never, when total_epochs is None)."""
+        return self.total_epochs is not None and self.epoch >= self.total_epochs
+
+    @property
+    def consumed(self) -> int:
+        """Tasks handed out so far, across epochs."""
+        return self.epoch * len(self.tasks) + self.offset
+
+    def read(self) -> list[Task]:
+        """The next batch (the last one may be short); raises StopIteration when finished."""
+        if self.finished:
+            raise StopIteration
+        batch: list[Task] = []
+        while len(batch) < self.batch_size and not self.finished:
+            order = self._epoch_order(self.epoch)
+            take = min(self.batch_size - len(batch), len(order) - self.offset)
+            batch.extend(self.tasks[i] for i in order[self.offset : self.offset + take])
+            self.offset += take
+            if self.offset == len(order):
+                self.epoch, self.offset = self.epoch + 1, 0
+        return batch
+
+    def __iter__(self) -> Iterator[list[Task]]:
+        return self
+
+    def __next__(self) -> list[Task]:
+        return self.read()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position, JSON-serialisable; with the same tasks and seed it restores exactly."""
+        return {
+            "epoch": self.epoch,
+            "offset": self.offset,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "num_tasks": len(self.tasks),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a saved position; refuses one saved over a different taskset or order."""
+        mine_by_key = {"seed": self.seed, "shuffle": self.shuffle, "num_tasks": len(self.tasks)}
+        for key, mine in mine_by_key.items():
+            if key in state and state[key] != mine:
+                raise ValueError(
+                    f"taskset position was saved with {key}={state[key]!r} but this reader has "
+                    f"{key}={mine!r}: the taskset or its order changed since the checkpoint"
+                )
+        epoch, offset = int(state["epoch"]), int(state["offset"])
+        if epoch < 0 or not 0 <= offset < len(self.tasks):
+            raise ValueError(f"invalid taskset position epoch={epoch}, offset={offset}")
+        self.epoch, self.offset = epoch, offset
