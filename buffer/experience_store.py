@@ -1,0 +1,284 @@
+"""The experience buffer: a SQLite file under the experiment directory, and the explore→train queue.
+
+Explore `put`s experiences as they are produced (one transaction, durable on return). Train `take`s
+the oldest untrained ones and, only after its optimizer step succeeded, `mark_trained`s them with the
+train step. Until marked, an experience stays untrained, so a crash between take and mark never
+loses one; marking refuses an experience already trained, so none is trained twice.
+
+On resume from a checkpoint taken at train step K, `restore_read_position` un-marks what later
+(lost) train steps consumed, so those experiences are trained again by the restored weights.
+
+Several processes may open the same file (WAL mode; writers serialise on SQLite's lock). One
+consumer at a time is assumed: two trainers calling `take` would get the same experiences.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from buffer.experience import Experience
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS experiences (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,  -- insertion order = queue order
+    eid           TEXT NOT NULL UNIQUE,
+    task_id       TEXT NOT NULL,
+    group_id      TEXT NOT NULL,
+    explore_step  INTEGER NOT NULL,
+    model_version INTEGER NOT NULL,
+    reward        REAL NOT NULL,
+    created_at    REAL NOT NULL,
+    train_step    INTEGER,                            -- NULL until trained
+    data          TEXT NOT NULL                       -- the whole Experience as JSON
+);
+CREATE INDEX IF NOT EXISTS experiences_untrained ON experiences (seq) WHERE train_step IS NULL;
+CREATE INDEX IF NOT EXISTS experiences_train_step ON experiences (train_step);
+CREATE INDEX IF NOT EXISTS experiences_explore_step ON experiences (explore_step);
+"""
+
+DB_RELATIVE_PATH = Path("buffer") / "experiences.db"
+
+
+class ExperienceStore:
+    """Durable queue of experiences in one SQLite file; safe across threads and processes."""
+
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit mode; writes use explicit BEGIN IMMEDIATE so each call is one transaction.
+        self._conn = sqlite3.connect(
+            self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+        )
+        self._lock = threading.Lock()  # one connection shared by the runner threads
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: a commit survives power loss too, not only a killed process; writes are few.
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.executescript(_SCHEMA)
+
+    @classmethod
+    def for_experiment(cls, experiment_dir: str | Path) -> ExperienceStore:
+        """The store of an experiment: `{experiment_dir}/buffer/experiences.db`."""
+        return cls(Path(experiment_dir) / DB_RELATIVE_PATH)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> ExperienceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self, fn: Any) -> Any:
+        """Run `fn(conn)` inside one immediate transaction (rolled back if it raises)."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(self._conn)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+            return result
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    # -- producer side -----------------------------------------------------------------------------
+
+    def put(self, experiences: Iterable[Experience]) -> int:
+        """Persist experiences (all or none); returns how many. A duplicate eid is an error."""
+        now = time.time()
+        rows = [
+            (
+                e.eid, e.task_id, e.group_id, e.explore_step, e.model_version, float(e.reward), now,
+                json.dumps(asdict(e)),
+            )
+            for e in experiences
+        ]
+        if not rows:
+            return 0
+
+        def insert(conn: sqlite3.Connection) -> int:
+            try:
+                conn.executemany(
+                    "INSERT INTO experiences (eid, task_id, group_id, explore_step, model_version,"
+                    " reward, created_at, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+            except sqlite3.IntegrityError as err:
+                eids = [r[0] for r in rows]
+                placeholders = ",".join("?" * len(eids))
+                dup = conn.execute(
+                    f"SELECT eid FROM experiences WHERE eid IN ({placeholders}) LIMIT 1", eids
+                ).fetchone()
+                dup_eid = dup[0] if dup else next(e for e in eids if eids.count(e) > 1)
+                raise ValueError(f"{self.path}: experience eid '{dup_eid}' is already stored") from err
+            return len(rows)
+
+        return self._write(insert)
+
+    # -- consumer side -----------------------------------------------------------------------------
+
+    def take(self, n: int, *, timeout_s: float = 0.0, poll_s: float = 0.2) -> list[Experience]:
+        """The `n` oldest untrained experiences, in insertion order; nothing changes until marked.
+
+        Waits up to `timeout_s` for `n` to be available (explore may be filling the queue from
+        another process) and then returns what there is, possibly fewer.
+        """
+        if n < 1:
+            raise ValueError(f"take(n) needs n >= 1, got {n}")
+        deadline = time.monotonic() + timeout_s
+        while self.count_untrained() < n and time.monotonic() < deadline:
+            time.sleep(poll_s)
+        rows = self._query(
+            "SELECT data FROM experiences WHERE train_step IS NULL ORDER BY seq LIMIT ?", (n,)
+        )
+        return [Experience(**json.loads(data)) for (data,) in rows]
+
+    def mark_trained(self, eids: Sequence[str], train_step: int) -> None:
+        """Commit a train step: these experiences are trained (all or none).
+
+        Raises if an eid is unknown or already trained, so a double-train is caught, not recorded.
+        """
+        eids = list(eids)
+        if not eids:
+            return
+        if len(set(eids)) != len(eids):
+            raise ValueError(f"mark_trained: duplicate eids in one train step {train_step}")
+
+        def mark(conn: sqlite3.Connection) -> None:
+            placeholders = ",".join("?" * len(eids))
+            found = dict(
+                conn.execute(
+                    f"SELECT eid, train_step FROM experiences WHERE eid IN ({placeholders})", eids
+                ).fetchall()
+            )
+            unknown = [e for e in eids if e not in found]
+            if unknown:
+                raise KeyError(f"{self.path}: unknown experience eids {unknown[:5]}")
+            trained = {e: s for e, s in found.items() if s is not None}
+            if trained:
+                eid, step = next(iter(trained.items()))
+                raise ValueError(
+                    f"{self.path}: experience '{eid}' was already trained at train step {step} "
+                    f"({len(trained)} of {len(eids)} already trained); refusing to train it again"
+                )
+            conn.execute(
+                f"UPDATE experiences SET train_step = ? WHERE eid IN ({placeholders})",
+                [train_step, *eids],
+            )
+
+        self._write(mark)
+
+    # -- resumption --------------------------------------------------------------------------------
+
+    def read_position(self) -> dict[str, int]:
+        """What a checkpoint saves: the last committed train step and how many were trained by it."""
+        (last_step, trained), = self._query(
+            "SELECT MAX(train_step), COUNT(train_step) FROM experiences"
+        )
+        return {"train_step": -1 if last_step is None else int(last_step), "trained": int(trained)}
+
+    def restore_read_position(self, position: dict[str, int]) -> int:
+        """Rewind to a checkpoint's position: un-mark experiences of later train steps.
+
+        Returns how many went back to untrained. Raises if the store has fewer trained than the
+        checkpoint recorded (the buffer file is not the one the checkpoint was taken with).
+        """
+        step, trained = int(position["train_step"]), int(position["trained"])
+
+        def rewind(conn: sqlite3.Connection) -> int:
+            cur = conn.execute(
+                "UPDATE experiences SET train_step = NULL WHERE train_step > ?", (step,)
+            )
+            (now_trained,) = conn.execute(
+                "SELECT COUNT(*) FROM experiences WHERE train_step IS NOT NULL"
+            ).fetchone()
+            if now_trained != trained:
+                raise ValueError(
+                    f"{self.path}: checkpoint expects {trained} experiences trained up to train "
+                    f"step {step}, the buffer has {now_trained}: buffer and checkpoint do not match"
+                )
+            return cur.rowcount
+
+        return self._write(rewind)
+
+    def delete_explored_after(self, explore_step: int) -> int:
+        """Drop untrained experiences from explore steps after `explore_step` (to re-explore them)."""
+
+        def delete(conn: sqlite3.Connection) -> int:
+            trained = conn.execute(
+                "SELECT COUNT(*) FROM experiences WHERE explore_step > ? AND train_step IS NOT NULL",
+                (explore_step,),
+            ).fetchone()[0]
+            if trained:
+                raise ValueError(
+                    f"{self.path}: {trained} experiences of explore steps after {explore_step} "
+                    "are already trained; restore the read position first"
+                )
+            return conn.execute(
+                "DELETE FROM experiences WHERE explore_step > ?", (explore_step,)
+            ).rowcount
+
+        return self._write(delete)
+
+    # -- inspection --------------------------------------------------------------------------------
+
+    def count(self) -> int:
+        return int(self._query("SELECT COUNT(*) FROM experiences")[0][0])
+
+    def count_untrained(self) -> int:
+        return int(self._query("SELECT COUNT(*) FROM experiences WHERE train_step IS NULL")[0][0])
+
+    def all_eids(self) -> list[str]:
+        """Every stored eid, in insertion order."""
+        return [eid for (eid,) in self._query("SELECT eid FROM experiences ORDER BY seq")]
+
+    def trained_eids(self) -> dict[str, int]:
+        """eid → train step, for every trained experience (what "trained exactly once" checks)."""
+        return dict(
+            self._query(
+                "SELECT eid, train_step FROM experiences WHERE train_step IS NOT NULL ORDER BY seq"
+            )
+        )
+
+    def max_explore_step(self) -> int:
+        """The latest explore step with stored experiences (-1 when empty)."""
+        (step,), = self._query("SELECT MAX(explore_step) FROM experiences")
+        return -1 if step is None else int(step)
+
+    def reward_stats(
+        self, *, explore_step: int | None = None, train_step: int | None = None
+    ) -> dict[str, float]:
+        """count, mean, std (population), min and max of rewards, optionally for one step."""
+        where, params = [], []
+        if explore_step is not None:
+            where.append("explore_step = ?")
+            params.append(explore_step)
+        if train_step is not None:
+            where.append("train_step = ?")
+            params.append(train_step)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        (n, mean, mean_sq, lo, hi), = self._query(
+            "SELECT COUNT(*), AVG(reward), AVG(reward * reward), MIN(reward), MAX(reward) "
+            f"FROM experiences{clause}",
+            params,
+        )
+        if not n:
+            return {"count": 0, "mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0}
+        std = math.sqrt(max(mean_sq - mean * mean, 0.0))
+        return {"count": int(n), "mean": float(mean), "std": std, "min": float(lo), "max": float(hi)}
