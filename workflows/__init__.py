@@ -1,0 +1,22 @@
+"""Rollout workflows, selected by a taskset's `default_workflow_type`.
+
+Adding one: write `workflows/<name>.py` with a `@register_workflow("<name>")` subclass of `Workflow`
+and import it below.
+"""
+
+from __future__ import annotations
+
+from workflows import math_workflow as _math_workflow  # noqa: F401  (registers math_workflow)
+from workflows.base import WORKFLOWS, Workflow, register_workflow
+
+
+def get_workflow(name: str) -> type[Workflow]:
+    """The workflow class registered as `name`; an unknown name lists the known ones."""
+    try:
+        return WORKFLOWS[name]
+    except KeyError:
+        known = ", ".join(sorted(WORKFLOWS)) or "none"
+        raise ValueError(f"unknown workflow type '{name}' (known: {known})") from None
+
+
+__all__ = ["WORKFLOWS", "Workflow", "get_workflow", "register_workflow"]

@@ -1,0 +1,127 @@
+"""The workflow interface and its registry.
+
+A workflow turns one `Task` into experiences: it builds the prompt, samples `repeat_times` responses
+from a `RolloutEngine` and scores them. A new workflow is one small module:
+
+    @register_workflow("my_workflow")
+    class MyWorkflow(Workflow):
+        def run(self) -> list[Experience]:
+            samples = self.sample([{"role": "user", "content": self.task.raw["prompt"]}])
+            return [self.make_experience(s, reward=..., breakdown={...}) for s in samples]
+
+and an import line in `workflows/__init__.py`. The taskset's `default_workflow_type` picks it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from backends.rollout import Messages, RolloutEngine, Sample, SamplingSettings
+from buffer.experience import Experience
+from buffer.taskset import Task
+
+WORKFLOWS: dict[str, type[Workflow]] = {}
+
+
+def register_workflow(name: str) -> Callable[[type[Workflow]], type[Workflow]]:
+    """Class decorator: make a workflow selectable as `default_workflow_type: name`."""
+
+    def decorate(cls: type[Workflow]) -> type[Workflow]:
+        if name in WORKFLOWS and WORKFLOWS[name] is not cls:
+            raise ValueError(f"workflow '{name}' is already registered by {WORKFLOWS[name]!r}")
+        cls.name = name
+        WORKFLOWS[name] = cls
+        return cls
+
+    return decorate
+
+
+class Workflow(ABC):
+    """Runs one task once: `repeat_times` samples → experiences sharing one group id.
+
+    One instance per (task, explore step); instances are cheap and run in runner threads.
+    """
+
+    name: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        task: Task,
+        engine: RolloutEngine,
+        *,
+        repeat_times: int,
+        explore_step: int,
+        model_version: int,
+        max_tokens: int | None = None,
+    ) -> None:
+        if repeat_times < 1:
+            raise ValueError(f"repeat_times must be >= 1, got {repeat_times}")
+        self.task = task
+        self.engine = engine
+        self.repeat_times = repeat_times
+        self.explore_step = explore_step
+        self.model_version = model_version
+        self.max_tokens = max_tokens  # model.max_response_tokens; rollout_args.max_tokens wins
+        # Unique even when one task appears twice in a step (a batch spanning an epoch boundary).
+        self.group_id = f"{task.task_id}@{explore_step}/{uuid.uuid4().hex[:8]}"
+
+    @classmethod
+    def required_keys(cls, fmt: Any) -> list[str]:
+        """Row keys this workflow reads (checked when the taskset is loaded); default: the prompt."""
+        if fmt is None:
+            return []
+        if getattr(fmt, "prompt_type", None) == "messages":
+            return [fmt.messages_key]
+        return [fmt.prompt_key]
+
+    @abstractmethod
+    def run(self) -> list[Experience]:
+        """Sample and score; returns the experiences of this task for this explore step."""
+
+    # -- helpers for subclasses --------------------------------------------------------------------
+
+    def sampling_settings(self) -> SamplingSettings:
+        """`repeat_times` samples with the taskset's rollout_args (unset args keep the defaults)."""
+        settings = SamplingSettings(n=self.repeat_times)
+        if self.max_tokens is not None:
+            settings.max_tokens = self.max_tokens
+        args = self.task.rollout_args
+        for name in ("temperature", "top_p", "top_k", "max_tokens"):
+            value = getattr(args, name, None) if args is not None else None
+            if value is not None:
+                setattr(settings, name, value)
+        return settings
+
+    def sample(self, messages: Messages) -> list[Sample]:
+        """`repeat_times` responses to one chat."""
+        (samples,) = self.engine.generate([messages], self.sampling_settings())
+        return samples
+
+    def make_experience(
+        self,
+        sample: Sample,
+        index: int,
+        reward: float,
+        breakdown: dict[str, float] | None = None,
+        prompt_text: str = "",
+        info: dict[str, Any] | None = None,
+    ) -> Experience:
+        """An experience of this task's group from one sample (index = its place in the group)."""
+        return Experience(
+            eid=f"{self.group_id}/{index}",
+            task_id=self.task.task_id,
+            group_id=self.group_id,
+            prompt_token_ids=list(sample.prompt_token_ids),
+            response_token_ids=list(sample.response_token_ids),
+            logprobs=list(sample.logprobs),
+            reward=float(reward),
+            reward_breakdown=dict(breakdown or {}),
+            model_version=self.model_version,
+            explore_step=self.explore_step,
+            prompt_text=prompt_text,
+            response_text=sample.text,
+            info={"finish_reason": sample.finish_reason, **(info or {})},
+        )

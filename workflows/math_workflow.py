@@ -1,0 +1,138 @@
+"""`math_workflow`: GSM8K-style math problems, scored with math-verify.
+
+Reward = accuracy (1.0 when the final answer equals the gold answer, checked by math-verify) +
+format (`format_score`, default 0.1, when the response puts an answer in \\boxed{}). The gold answer is
+the text after the last `####` of the response_key column (GSM8K's convention), or the whole column
+when there is none. Both parts are recorded in `Experience.reward_breakdown`.
+
+reward_fn_args of the taskset:
+  format_score (float, default 0.1)    the bonus for a \\boxed{} answer
+  require_boxed (bool, default False)  when True, an answer outside \\boxed{} scores no accuracy;
+                                       when False the last number/expression of the response counts
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from math_verify import parse, verify
+
+from backends.rollout import Messages
+from buffer.experience import Experience
+from workflows.base import Workflow, register_workflow
+
+# Used when the taskset's format.system_prompt is None.
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful assistant. Solve the math problem step by step. "
+    "Put the final answer, a number only, in \\boxed{}, e.g. \\boxed{42}."
+)
+DEFAULT_FORMAT_SCORE = 0.1
+_MAX_ANSWER_CHARS = 200  # bounds math-verify's work in runner threads, where it cannot time out
+_THOUSANDS_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+
+
+def gold_answer(solution: str) -> str:
+    """The final answer of a GSM8K solution ("... #### 1,234" → "1234")."""
+    answer = solution.rsplit("####", 1)[-1] if "####" in solution else solution
+    return _THOUSANDS_COMMA.sub("", answer.strip())
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last \\boxed{...} (or \\fbox{...}) in `text`, braces balanced; None if none."""
+    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
+    if start < 0:
+        return None
+    i = text.index("{", start) + 1
+    depth, begin = 1, i
+    while i < len(text):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[begin:i].strip()
+        i += 1
+    return None  # unclosed: the response was cut off
+
+
+def _timeout_s() -> int | None:
+    # math-verify times out with signal.alarm, which only works in the main thread.
+    return 5 if threading.current_thread() is threading.main_thread() else None
+
+
+def score_math(
+    response: str,
+    gold: str,
+    *,
+    format_score: float = DEFAULT_FORMAT_SCORE,
+    require_boxed: bool = False,
+) -> dict[str, float]:
+    """Reward breakdown {"accuracy", "format"} of one response against the gold final answer."""
+    boxed = last_boxed(response)
+    timeout = _timeout_s()
+    if boxed is not None:
+        candidate = f"\\boxed{{{_THOUSANDS_COMMA.sub('', boxed)[:_MAX_ANSWER_CHARS]}}}"
+    elif require_boxed:
+        candidate = None
+    else:
+        candidate = _THOUSANDS_COMMA.sub("", response)[-_MAX_ANSWER_CHARS:]
+    correct = False
+    if candidate:
+        predicted = parse(candidate, parsing_timeout=timeout)
+        expected = parse(gold, parsing_timeout=timeout)
+        correct = bool(predicted and expected and verify(expected, predicted, timeout_seconds=timeout))
+    return {
+        "accuracy": 1.0 if correct else 0.0,
+        "format": format_score if boxed is not None else 0.0,
+    }
+
+
+@register_workflow("math_workflow")
+class MathWorkflow(Workflow):
+    """Prompt = system prompt + the problem; reward = math-verify accuracy + a format bonus."""
+
+    @classmethod
+    def required_keys(cls, fmt: Any) -> list[str]:
+        return [*super().required_keys(fmt), fmt.response_key]
+
+    def messages(self) -> Messages:
+        fmt = self.task.format
+        system = fmt.system_prompt if fmt.system_prompt is not None else DEFAULT_SYSTEM_PROMPT
+        if getattr(fmt, "prompt_type", None) == "messages":
+            chat = [dict(m) for m in self.task.raw[fmt.messages_key]]
+            has_system = bool(chat) and chat[0].get("role") == "system"
+            return chat if has_system or not system else [{"role": "system", "content": system}, *chat]
+        prompt = {"role": "user", "content": str(self.task.raw[fmt.prompt_key])}
+        return [{"role": "system", "content": system}, prompt] if system else [prompt]
+
+    def run(self) -> list[Experience]:
+        fmt = self.task.format
+        if self.task.raw.get(fmt.response_key) is None:
+            raise KeyError(
+                f"task {self.task.task_id}: response_key '{fmt.response_key}' (the gold answer) "
+                f"missing; row keys: {sorted(self.task.raw)}"
+            )
+        gold = gold_answer(str(self.task.raw[fmt.response_key]))
+        args = self.task.reward_fn_args or {}
+        format_score = float(args.get("format_score", DEFAULT_FORMAT_SCORE))
+        require_boxed = bool(args.get("require_boxed", False))
+
+        messages = self.messages()
+        experiences = []
+        for index, sample in enumerate(self.sample(messages)):
+            breakdown = score_math(
+                sample.text, gold, format_score=format_score, require_boxed=require_boxed
+            )
+            experiences.append(
+                self.make_experience(
+                    sample,
+                    index,
+                    reward=sum(breakdown.values()),
+                    breakdown=breakdown,
+                    prompt_text=messages[-1]["content"],
+                    info={"gold": gold},
+                )
+            )
+        return experiences
