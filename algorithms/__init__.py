@@ -1,0 +1,35 @@
+"""RL algorithm pieces shared by the trainer backends, built on veRL's ``core_algos``.
+
+Registries (a new piece is one decorated function in one small module):
+``ADVANTAGE_FNS`` (algorithms/advantage/), ``POLICY_LOSS_FNS`` (algorithms/policy_loss/),
+``KL_LOSS_FNS`` (algorithms/kl.py), ``ENTROPY_LOSS_FNS`` (algorithms/entropy.py).
+veRL is imported lazily, on first use, so ``import algorithms`` stays cheap for config validation.
+"""
+
+from algorithms.advantage import ADVANTAGE_FNS, compute_advantages, register_advantage_fn
+from algorithms.aggregation import LOSS_AGG_MODES
+from algorithms.entropy import ENTROPY_LOSS_FNS, register_entropy_loss_fn
+from algorithms.inputs import LossInputs
+from algorithms.kl import KL_LOSS_FNS, register_kl_loss_fn
+from algorithms.loss import compute_loss, needs_entropy, needs_reference_model
+from algorithms.policy_loss import POLICY_LOSS_FNS, register_policy_loss_fn
+from algorithms.registry import Registry, is_off
+
+__all__ = [
+    "ADVANTAGE_FNS",
+    "ENTROPY_LOSS_FNS",
+    "KL_LOSS_FNS",
+    "LOSS_AGG_MODES",
+    "POLICY_LOSS_FNS",
+    "LossInputs",
+    "Registry",
+    "compute_advantages",
+    "compute_loss",
+    "is_off",
+    "needs_entropy",
+    "needs_reference_model",
+    "register_advantage_fn",
+    "register_entropy_loss_fn",
+    "register_kl_loss_fn",
+    "register_policy_loss_fn",
+]

@@ -1,0 +1,34 @@
+"""Advantage functions (registry ``ADVANTAGE_FNS``); one module per estimator."""
+
+from __future__ import annotations
+
+import torch
+
+from algorithms.advantage import grpo, opmd, reinforce_plus_plus, rloo  # noqa: F401  (register)
+from algorithms.advantage.base import ADVANTAGE_FNS, register_advantage_fn
+from algorithms.registry import is_off
+
+
+def compute_advantages(
+    algorithm, rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor
+) -> torch.Tensor:
+    """Per-token advantages [B, T] from one scalar reward per sequence, grouped by ``group_ids``."""
+    rewards = torch.as_tensor(rewards, dtype=torch.float32)
+    if rewards.dim() != 1 or rewards.shape[0] != response_mask.shape[0] or len(group_ids) != rewards.shape[0]:
+        raise ValueError(
+            f"compute_advantages: rewards {tuple(rewards.shape)}, group_ids ({len(group_ids)}) and "
+            f"response_mask {tuple(response_mask.shape)} must agree on the batch size"
+        )
+    kl_penalty_fn = getattr(algorithm, "kl_penalty_fn", None)
+    if not is_off(kl_penalty_fn):
+        raise ValueError(
+            f"algorithm.kl_penalty_fn: {kl_penalty_fn!r} (KL in the reward) is not supported yet; "
+            "use kl_loss_fn for a KL term in the loss"
+        )
+    name = algorithm.advantage_fn
+    fn = ADVANTAGE_FNS.lookup(name)
+    args = ADVANTAGE_FNS.resolve_args(name, getattr(algorithm, "advantage_fn_args", None))
+    return fn(rewards.to(response_mask.device), list(group_ids), response_mask, args)
+
+
+__all__ = ["ADVANTAGE_FNS", "compute_advantages", "register_advantage_fn"]

@@ -1,0 +1,78 @@
+"""The training loss: policy loss + kl_coef × KL-to-reference − entropy_coef × entropy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from algorithms.aggregation import aggregate
+from algorithms.entropy import ENTROPY_LOSS_FNS
+from algorithms.inputs import LossInputs
+from algorithms.kl import KL_LOSS_FNS
+from algorithms.policy_loss import POLICY_LOSS_FNS
+from algorithms.registry import is_off
+
+
+def _kl_term(algorithm) -> tuple[str, float] | None:
+    name = getattr(algorithm, "kl_loss_fn", None)
+    if is_off(name):
+        return None
+    KL_LOSS_FNS.lookup(name)
+    coef = float(KL_LOSS_FNS.resolve_args(name, getattr(algorithm, "kl_loss_fn_args", None))["kl_coef"])
+    return (name, coef) if coef != 0.0 else None
+
+
+def _entropy_term(algorithm) -> tuple[str, float] | None:
+    name = getattr(algorithm, "entropy_loss_fn", None)
+    if is_off(name):
+        return None
+    ENTROPY_LOSS_FNS.lookup(name)
+    coef = float(ENTROPY_LOSS_FNS.resolve_args(name, getattr(algorithm, "entropy_loss_fn_args", None))["entropy_coef"])
+    return (name, coef) if coef != 0.0 else None
+
+
+def needs_reference_model(algorithm) -> bool:
+    """True when a KL term with a non-zero kl_coef is on (a zero coefficient would waste a forward pass)."""
+    return _kl_term(algorithm) is not None
+
+
+def needs_entropy(algorithm) -> bool:
+    """True when an entropy term with a non-zero entropy_coef is on."""
+    return _entropy_term(algorithm) is not None
+
+
+def compute_loss(algorithm, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, float]]:
+    """Scalar loss to backpropagate, and float metrics: pg_loss, pg_clipfrac, pg_clipfrac_lower, ppo_kl
+    (policy losses that have them), kl_loss (KL on), entropy (entropy given), loss."""
+    inputs.validate()
+    name = algorithm.policy_loss_fn
+    fn = POLICY_LOSS_FNS.lookup(name)
+    args: dict[str, Any] = POLICY_LOSS_FNS.resolve_args(name, getattr(algorithm, "policy_loss_fn_args", None))
+    agg_mode = args.get("loss_agg_mode", "token-mean")
+    scale = args.get("loss_scale_factor")
+
+    loss, metrics = fn(inputs, args)
+
+    kl = _kl_term(algorithm)
+    if kl is not None:
+        kl_name, kl_coef = kl
+        if inputs.ref_logprobs is None:
+            raise ValueError(f"algorithm.kl_loss_fn is {kl_name!r} but LossInputs.ref_logprobs is None")
+        kl_mat = KL_LOSS_FNS[kl_name](inputs.logprobs, inputs.ref_logprobs)
+        kl_loss = aggregate(kl_mat, inputs, agg_mode, scale)
+        loss = loss + kl_coef * kl_loss
+        metrics["kl_loss"] = kl_loss.item()
+
+    ent = _entropy_term(algorithm)
+    if ent is not None and inputs.entropy is None:
+        raise ValueError(f"algorithm.entropy_loss_fn is {ent[0]!r} but LossInputs.entropy is None")
+    if inputs.entropy is not None:
+        ent_name = ent[0] if ent is not None else "default"
+        entropy = aggregate(ENTROPY_LOSS_FNS[ent_name](inputs.entropy), inputs, agg_mode, scale)
+        if ent is not None:
+            loss = loss - ent[1] * entropy
+        metrics["entropy"] = entropy.item()
+
+    metrics["loss"] = loss.item()
+    return loss, metrics

@@ -1,0 +1,364 @@
+"""algorithms/: every advantage fn, policy loss, aggregation mode, KL and entropy term against values
+worked out by hand in the test (small tensors, expected numbers written out)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+import algorithms
+from algorithms import LossInputs, compute_advantages, compute_loss, needs_entropy, needs_reference_model
+
+EPS = 1e-6  # GRPO's default epsilon in the std denominator
+
+
+def make_algorithm(**overrides: Any) -> Any:
+    """An AlgorithmConfig-shaped object (attribute names from the schema contract)."""
+    fields: dict[str, Any] = {
+        "algorithm_type": "grpo",
+        "repeat_times": 4,
+        "policy_loss_fn": "ppo",
+        "policy_loss_fn_args": {"clip_range": 0.2, "clip_ratio_c": 3.0, "loss_agg_mode": "token-mean"},
+        "advantage_fn": "grpo",
+        "advantage_fn_args": {"epsilon": EPS, "norm_adv_by_std_in_grpo": True},
+        "kl_penalty_fn": "none",
+        "kl_loss_fn": "none",
+        "kl_loss_fn_args": {"kl_coef": 0.0},
+        "entropy_loss_fn": "none",
+        "entropy_loss_fn_args": {"entropy_coef": 0.0},
+    }
+    fields.update(overrides)
+    return SimpleNamespace(**fields)
+
+
+def ones(b: int, t: int) -> torch.Tensor:
+    return torch.ones(b, t)
+
+
+def approx(values: list[float] | float, abs_tol: float = 1e-5):
+    return pytest.approx(values, abs=abs_tol)
+
+
+def loss_inputs(log_ratios: list[list[float]], advantages: list[list[float]], mask=None, **kw) -> LossInputs:
+    """Inputs whose old logprobs are fixed and whose current logprobs differ by ``log_ratios``."""
+    old = torch.full((len(log_ratios), len(log_ratios[0])), -1.0)
+    logprobs = (old + torch.tensor(log_ratios)).requires_grad_(True)
+    mask = torch.ones_like(old) if mask is None else torch.tensor(mask, dtype=torch.float32)
+    return LossInputs(logprobs=logprobs, old_logprobs=old, advantages=torch.tensor(advantages),
+                      response_mask=mask, **kw)
+
+
+# ---------------------------------------------------------------- advantages
+
+
+def test_grpo_one_group_scaled_by_std() -> None:
+    # rewards 1,0,0,1: mean 0.5, sample std sqrt(((0.5^2) * 4) / 3) = sqrt(1/3)
+    expected = 0.5 / (math.sqrt(1 / 3) + EPS)  # = 0.86602...
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
+    adv = compute_advantages(make_algorithm(), torch.tensor([1.0, 0.0, 0.0, 1.0]), ["g"] * 4, mask)
+    assert adv.shape == (4, 3)
+    assert adv.tolist() == [
+        approx([expected, expected, 0.0]),
+        approx([-expected, -expected, -expected]),
+        approx([-expected, 0.0, 0.0]),
+        approx([expected, expected, expected]),
+    ]
+
+
+def test_grpo_without_std_scaling_is_mean_centred() -> None:
+    algo = make_algorithm(advantage_fn_args={"epsilon": EPS, "norm_adv_by_std_in_grpo": False})
+    adv = compute_advantages(algo, torch.tensor([1.0, 0.0, 0.0, 1.0]), ["g"] * 4, ones(4, 2))
+    assert adv[:, 0].tolist() == approx([0.5, -0.5, -0.5, 0.5])
+
+
+def test_grpo_groups_are_independent() -> None:
+    # group a: 2, 0 -> mean 1, std sqrt(2) ; group b: 3, 3, 3 -> std 0 -> all zero
+    adv = compute_advantages(make_algorithm(), torch.tensor([2.0, 3.0, 0.0, 3.0, 3.0]),
+                             ["a", "b", "a", "b", "b"], ones(5, 1))
+    a = 1 / (math.sqrt(2) + EPS)
+    assert adv[:, 0].tolist() == approx([a, 0.0, -a, 0.0, 0.0])
+
+
+def test_grpo_std_threshold_zeroes_near_constant_groups() -> None:
+    # group a: 0.1, 0.2 (std 0.0707 <= 0.2 -> zeroed); group b: 1, 0 (std 0.707, kept)
+    algo = make_algorithm(advantage_fn_args={"epsilon": EPS, "norm_adv_by_std_in_grpo": True, "std_threshold": 0.2})
+    adv = compute_advantages(algo, torch.tensor([0.1, 0.2, 1.0, 0.0]), ["a", "a", "b", "b"], ones(4, 1))
+    b = 0.5 / (math.sqrt(0.5) + EPS)
+    assert adv[:, 0].tolist() == approx([0.0, 0.0, b, -b])
+
+
+def test_rloo_leave_one_out_baseline() -> None:
+    # r_i - mean(others): 1 - 1/3 = 2/3 ; 0 - 2/3 = -2/3
+    adv = compute_advantages(make_algorithm(advantage_fn="rloo"), torch.tensor([1.0, 0.0, 0.0, 1.0]), ["g"] * 4,
+                             ones(4, 2))
+    assert adv.tolist() == [approx([2 / 3] * 2), approx([-2 / 3] * 2), approx([-2 / 3] * 2), approx([2 / 3] * 2)]
+
+
+def test_reinforce_plus_plus_discounted_returns_whitened_over_batch() -> None:
+    # reward on the last token, gamma 0.5: returns row0 = [0.5, 1.0], row1 = [0, 0]
+    # batch mean 0.375; unbiased var = (0.125^2 + 0.625^2 + 2 * 0.375^2) / 3
+    algo = make_algorithm(advantage_fn="reinforceplusplus", advantage_fn_args={"gamma": 0.5})
+    adv = compute_advantages(algo, torch.tensor([1.0, 0.0]), ["a", "b"], ones(2, 2))
+    std = math.sqrt((0.125**2 + 0.625**2 + 2 * 0.375**2) / 3)
+    assert adv.tolist() == [approx([0.125 / std, 0.625 / std]), approx([-0.375 / std, -0.375 / std])]
+
+
+def test_opmd_mean_baseline() -> None:
+    algo = make_algorithm(advantage_fn="opmd", advantage_fn_args={"opmd_baseline": "mean", "tau": 1.0})
+    adv = compute_advantages(algo, torch.tensor([1.0, 0.0, 0.0, 1.0]), ["g"] * 4, ones(4, 1))
+    assert adv[:, 0].tolist() == approx([0.5, -0.5, -0.5, 0.5])
+
+
+def test_opmd_logavgexp_baseline_and_singleton_group() -> None:
+    # group g: baseline tau*log((e^(1/tau) + e^0) / 2) with tau=1 = log((e + 1) / 2) = 0.62011...
+    # group s has one member: baseline 0, advantage = reward
+    algo = make_algorithm(advantage_fn="opmd", advantage_fn_args={"opmd_baseline": "logavgexp", "tau": 1.0})
+    adv = compute_advantages(algo, torch.tensor([1.0, 0.0, 0.7]), ["g", "g", "s"], ones(3, 1))
+    base = math.log((math.e + 1) / 2)
+    assert adv[:, 0].tolist() == approx([1 - base, -base, 0.7])
+
+
+def test_advantage_args_missing_keys_fall_back_to_defaults() -> None:
+    adv = compute_advantages(make_algorithm(advantage_fn_args={}), torch.tensor([1.0, 0.0]), ["g", "g"], ones(2, 1))
+    a = 0.5 / (math.sqrt(0.5) + 1e-6)
+    assert adv[:, 0].tolist() == approx([a, -a])
+
+
+# ---------------------------------------------------------------- PPO clip
+
+
+PPO_RATIOS = [1.5, 0.5, 1.1, 0.7, 4.0, 9.0]
+PPO_ADV = [1.0, 1.0, -1.0, -1.0, -1.0, 1.0]
+PPO_MASK = [1, 1, 1, 1, 1, 0]  # the last token (wild ratio) is not trained on
+
+
+def ppo_inputs() -> LossInputs:
+    return loss_inputs([[math.log(r) for r in PPO_RATIOS]], [PPO_ADV], mask=[PPO_MASK])
+
+
+def test_ppo_clip_asymmetric_ranges_and_dual_clip() -> None:
+    # clip to [1 - 0.2, 1 + 0.3]; dual clip c = 3 for negative advantages. Per token -A * ratio terms:
+    #   r=1.5, A=+1: max(-1.5, -1.3) = -1.3   (upper clip)
+    #   r=0.5, A=+1: max(-0.5, -0.8) = -0.5   (unclipped)
+    #   r=1.1, A=-1: max(1.1, 1.1)   = 1.1    (unclipped)
+    #   r=0.7, A=-1: max(0.7, 0.8)   = 0.8    (lower clip)
+    #   r=4.0, A=-1: max(4.0, 1.3) = 4.0 -> min(4.0, 3 * 1) = 3.0 (dual clip)
+    algo = make_algorithm(policy_loss_fn_args={"clip_range": 0.2, "clip_range_low": 0.2, "clip_range_high": 0.3,
+                                               "clip_ratio_c": 3.0, "loss_agg_mode": "token-mean"})
+    inputs = ppo_inputs()
+    loss, metrics = compute_loss(algo, inputs)
+    assert loss.item() == approx((-1.3 - 0.5 + 1.1 + 0.8 + 3.0) / 5)
+    assert metrics["pg_loss"] == approx(0.62)
+    assert metrics["loss"] == approx(0.62)
+    assert metrics["pg_clipfrac"] == approx(2 / 5)  # tokens 0 and 3
+    assert metrics["pg_clipfrac_lower"] == approx(1 / 5)  # token 4
+    assert metrics["ppo_kl"] == approx(-sum(math.log(r) for r in PPO_RATIOS[:5]) / 5)
+    assert "kl_loss" not in metrics and "entropy" not in metrics
+
+    # Gradient flows only through unclipped tokens: d/dlogp (-A * ratio) / 5 = -A * ratio / 5.
+    loss.backward()
+    assert inputs.logprobs.grad[0].tolist() == approx([0.0, -0.5 / 5, 1.1 / 5, 0.0, 0.0, 0.0])
+
+
+def test_ppo_symmetric_clip_from_clip_range_only() -> None:
+    # clip_range 0.1 -> [0.9, 1.1]; r = 1.5 with A = +1 is clipped to 1.1, r = 0.5 with A = -1 to 0.9
+    algo = make_algorithm(policy_loss_fn_args={"clip_range": 0.1})
+    loss, metrics = compute_loss(algo, loss_inputs([[math.log(1.5), math.log(0.5)]], [[1.0, -1.0]]))
+    assert loss.item() == approx((-1.1 + 0.9) / 2)
+    assert metrics["pg_clipfrac"] == approx(1.0)
+
+
+def test_ppo_on_policy_equals_minus_mean_advantage() -> None:
+    # ratio 1 everywhere: loss = -mean(A); nothing clipped; ppo_kl 0
+    loss, metrics = compute_loss(make_algorithm(), loss_inputs([[0.0, 0.0], [0.0, 0.0]], [[2.0, 2.0], [-1.0, -1.0]]))
+    assert loss.item() == approx(-0.5)
+    assert metrics["pg_clipfrac"] == 0.0 and metrics["pg_clipfrac_lower"] == 0.0
+    assert metrics["ppo_kl"] == approx(0.0)
+
+
+# ---------------------------------------------------------------- aggregation modes, via SFT
+
+
+# per-token NLL [[1, 2, 3], [4, 9, 9]] with mask [[1, 1, 1], [1, 0, 0]]
+NLL = [[1.0, 2.0, 3.0], [4.0, 9.0, 9.0]]
+NLL_MASK = [[1, 1, 1], [1, 0, 0]]
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("token-mean", (1 + 2 + 3 + 4) / 4),
+        ("seq-mean-token-mean", ((1 + 2 + 3) / 3 + 4 / 1) / 2),
+        ("seq-mean-token-sum", ((1 + 2 + 3) + 4) / 2),
+        ("token-sum", 1 + 2 + 3 + 4),
+        ("seq-mean-token-sum-norm", ((1 + 2 + 3) + 4) / 2 / 3),  # divided by T = 3
+    ],
+)
+def test_sft_nll_each_aggregation_mode(mode: str, expected: float) -> None:
+    algo = make_algorithm(algorithm_type="sft", policy_loss_fn="sft", policy_loss_fn_args={"loss_agg_mode": mode})
+    logprobs = (-torch.tensor(NLL)).requires_grad_(True)
+    mask = torch.tensor(NLL_MASK, dtype=torch.float32)
+    inputs = LossInputs(logprobs=logprobs, old_logprobs=logprobs.detach(), advantages=torch.zeros(2, 3),
+                        response_mask=mask)
+    loss, metrics = compute_loss(algo, inputs)
+    assert loss.item() == approx(expected)
+    assert metrics["sft_loss"] == approx(expected) and metrics["loss"] == approx(expected)
+    loss.backward()
+    assert (logprobs.grad * (1 - mask)).abs().sum() == 0  # masked tokens get no gradient
+
+
+def test_ppo_aggregation_mode_changes_the_reduction() -> None:
+    # on-policy (ratio 1), per-token loss = -A: [[-1, -2], [-6, ·]] with the last token masked
+    args = {"clip_range": 0.2, "loss_agg_mode": "seq-mean-token-mean"}
+    inputs = loss_inputs([[0.0, 0.0], [0.0, 0.0]], [[1.0, 2.0], [6.0, 100.0]], mask=[[1, 1], [1, 0]])
+    loss, _ = compute_loss(make_algorithm(policy_loss_fn_args=args), inputs)
+    assert loss.item() == approx(((-1 - 2) / 2 + -6) / 2)
+
+
+def test_micro_batches_with_global_counts_sum_to_the_full_batch_loss() -> None:
+    algo = make_algorithm(algorithm_type="sft", policy_loss_fn="sft", policy_loss_fn_args={"loss_agg_mode": "token-mean"})
+    logprobs = -torch.tensor(NLL)
+    mask = torch.tensor(NLL_MASK, dtype=torch.float32)
+    full, _ = compute_loss(algo, LossInputs(logprobs, logprobs, torch.zeros(2, 3), mask))
+    parts = [
+        compute_loss(algo, LossInputs(logprobs[i:i + 1], logprobs[i:i + 1], torch.zeros(1, 3), mask[i:i + 1],
+                                      global_num_tokens=4, global_num_seqs=2))[0]
+        for i in range(2)
+    ]
+    assert full.item() == approx(2.5)
+    assert sum(p.item() for p in parts) == approx(2.5)  # 6/4 + 4/4
+
+
+# ---------------------------------------------------------------- GSPO
+
+
+def test_gspo_sequence_level_ratio_is_clipped() -> None:
+    # log ratios [0.2, 0.0] -> sequence ratio exp(mean) = exp(0.1) = 1.105; A = +1 clipped at 1 + 0.0004
+    algo = make_algorithm(policy_loss_fn="gspo", policy_loss_fn_args={})  # Trinity defaults
+    loss, metrics = compute_loss(algo, loss_inputs([[0.2, 0.0]], [[1.0, 1.0]]))
+    assert loss.item() == approx(-1.0004)
+    assert metrics["pg_clipfrac"] == approx(1.0)
+    assert metrics["ppo_kl"] == approx(-0.1)
+
+
+# ---------------------------------------------------------------- KL and entropy terms
+
+
+LOG_P, LOG_REF = math.log(0.5), math.log(0.25)  # current policy 0.5, reference 0.25 on every token
+
+
+@pytest.mark.parametrize(
+    ("kl_fn", "per_token"),
+    [
+        ("k1", math.log(2)),  # log p - log p_ref
+        ("k2", 0.5 * math.log(2) ** 2),  # ½ (log p - log p_ref)^2
+        ("k3", 0.5 + math.log(2) - 1),  # r = log p_ref - log p = -log 2 ; e^r - r - 1
+        ("low_var_kl", 0.5 + math.log(2) - 1),
+    ],
+)
+def test_kl_loss_terms(kl_fn: str, per_token: float) -> None:
+    algo = make_algorithm(kl_loss_fn=kl_fn, kl_loss_fn_args={"kl_coef": 0.1})
+    assert needs_reference_model(algo)
+    logprobs = torch.full((2, 2), LOG_P, requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    # on-policy with zero advantages: the policy term is 0, the loss is kl_coef * KL
+    inputs = LossInputs(logprobs=logprobs, old_logprobs=logprobs.detach(), advantages=torch.zeros(2, 2),
+                        response_mask=mask, ref_logprobs=torch.full((2, 2), LOG_REF))
+    loss, metrics = compute_loss(algo, inputs)
+    assert metrics["kl_loss"] == approx(per_token)
+    assert metrics["pg_loss"] == approx(0.0)
+    assert loss.item() == approx(0.1 * per_token)
+
+
+def test_kl_on_without_reference_logprobs_is_a_clear_error() -> None:
+    algo = make_algorithm(kl_loss_fn="k2", kl_loss_fn_args={"kl_coef": 0.1})
+    with pytest.raises(ValueError, match="ref_logprobs"):
+        compute_loss(algo, loss_inputs([[0.0]], [[1.0]]))
+
+
+def test_entropy_bonus_is_subtracted() -> None:
+    # entropy [[0.5, 1.5]] token-mean 1.0 ; loss = pg (-mean A = -1) - 0.1 * 1.0
+    algo = make_algorithm(entropy_loss_fn="default", entropy_loss_fn_args={"entropy_coef": 0.1})
+    assert needs_entropy(algo)
+    inputs = loss_inputs([[0.0, 0.0]], [[1.0, 1.0]], entropy=torch.tensor([[0.5, 1.5]], requires_grad=True))
+    loss, metrics = compute_loss(algo, inputs)
+    assert metrics["entropy"] == approx(1.0)
+    assert loss.item() == approx(-1.0 - 0.1)
+    loss.backward()
+    assert inputs.entropy.grad.tolist() == [approx([-0.05, -0.05])]
+
+
+def test_entropy_given_without_the_term_is_only_a_metric() -> None:
+    algo = make_algorithm()
+    assert not needs_entropy(algo)
+    loss, metrics = compute_loss(algo, loss_inputs([[0.0, 0.0]], [[1.0, 1.0]], entropy=torch.tensor([[2.0, 4.0]])))
+    assert metrics["entropy"] == approx(3.0)
+    assert loss.item() == approx(-1.0)
+
+
+def test_needs_reference_model_and_entropy_switches() -> None:
+    assert not needs_reference_model(make_algorithm(kl_loss_fn="none", kl_loss_fn_args={"kl_coef": 0.1}))
+    assert not needs_reference_model(make_algorithm(kl_loss_fn="k2", kl_loss_fn_args={"kl_coef": 0.0}))
+    assert needs_reference_model(make_algorithm(kl_loss_fn="k2", kl_loss_fn_args={}))  # default kl_coef 0.001
+    assert not needs_entropy(make_algorithm(entropy_loss_fn="default", entropy_loss_fn_args={"entropy_coef": 0.0}))
+    assert needs_entropy(make_algorithm(entropy_loss_fn="basic", entropy_loss_fn_args={"entropy_coef": 0.01}))
+
+
+# ---------------------------------------------------------------- errors and extension
+
+
+def test_unknown_names_and_bad_settings_name_the_field() -> None:
+    one = (torch.tensor([1.0]), ["g"], ones(1, 1))
+    with pytest.raises(ValueError, match=r"algorithm\.advantage_fn: unknown name 'nope'"):
+        compute_advantages(make_algorithm(advantage_fn="nope"), *one)
+    with pytest.raises(ValueError, match=r"algorithm\.kl_penalty_fn"):
+        compute_advantages(make_algorithm(kl_penalty_fn="k1"), *one)
+    with pytest.raises(ValueError, match=r"algorithm\.policy_loss_fn: unknown name"):
+        compute_loss(make_algorithm(policy_loss_fn="nope"), loss_inputs([[0.0]], [[1.0]]))
+    with pytest.raises(ValueError, match=r"algorithm\.kl_loss_fn: unknown name"):
+        needs_reference_model(make_algorithm(kl_loss_fn="k9", kl_loss_fn_args={"kl_coef": 0.1}))
+    with pytest.raises(ValueError, match="loss_agg_mode"):
+        compute_loss(make_algorithm(policy_loss_fn_args={"clip_range": 0.2, "loss_agg_mode": "mean"}),
+                     loss_inputs([[0.0]], [[1.0]]))
+    with pytest.raises(ValueError, match="clip_ratio_c"):
+        compute_loss(make_algorithm(policy_loss_fn_args={"clip_range": 0.2, "clip_ratio_c": 1.0}),
+                     loss_inputs([[0.0]], [[1.0]]))
+    with pytest.raises(ValueError, match="old_logprobs"):
+        compute_loss(make_algorithm(), LossInputs(torch.zeros(2, 3), torch.zeros(2, 2), torch.zeros(2, 3),
+                                                  torch.ones(2, 3)))
+
+
+def test_a_new_advantage_fn_is_one_registration() -> None:
+    @algorithms.register_advantage_fn("test_constant", defaults={"value": 2.0})
+    def constant(rewards, group_ids, response_mask, args):
+        return torch.full_like(response_mask, args["value"]) * response_mask
+
+    try:
+        adv = compute_advantages(make_algorithm(advantage_fn="test_constant", advantage_fn_args={}),
+                                 torch.tensor([0.0]), ["g"], torch.tensor([[1.0, 0.0]]))
+        assert adv.tolist() == [[2.0, 0.0]]
+    finally:
+        del algorithms.ADVANTAGE_FNS["test_constant"]
+
+
+def test_verl_actor_overrides_mirror_our_settings() -> None:
+    from algorithms.verl_compat import actor_overrides
+
+    algo = make_algorithm(policy_loss_fn_args={"clip_range": 0.2, "clip_range_high": 0.28},
+                          kl_loss_fn="low_var_kl", kl_loss_fn_args={"kl_coef": 0.01},
+                          entropy_loss_fn="default", entropy_loss_fn_args={"entropy_coef": 0.001})
+    assert actor_overrides(algo) == {
+        "policy_loss": {"loss_mode": "vanilla"},
+        "clip_ratio_low": 0.2,
+        "clip_ratio_high": 0.28,
+        "clip_ratio_c": 3.0,
+        "loss_agg_mode": "token-mean",
+        "use_kl_loss": True,
+        "kl_loss_type": "low_var_kl",
+        "kl_loss_coef": 0.01,
+        "entropy_coeff": 0.001,
+    }
