@@ -112,21 +112,23 @@ class ExperienceStore:
         if not rows:
             return 0
 
+        eids = [r[0] for r in rows]
+        if len(set(eids)) != len(eids):
+            dup = next(e for e in eids if eids.count(e) > 1)
+            raise ValueError(f"{self.path}: experience eid '{dup}' appears twice in one put")
+
         def insert(conn: sqlite3.Connection) -> int:
-            try:
-                conn.executemany(
-                    "INSERT INTO experiences (eid, task_id, group_id, explore_step, model_version,"
-                    " reward, created_at, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-            except sqlite3.IntegrityError as err:
-                eids = [r[0] for r in rows]
-                placeholders = ",".join("?" * len(eids))
-                dup = conn.execute(
-                    f"SELECT eid FROM experiences WHERE eid IN ({placeholders}) LIMIT 1", eids
-                ).fetchone()
-                dup_eid = dup[0] if dup else next(e for e in eids if eids.count(e) > 1)
-                raise ValueError(f"{self.path}: experience eid '{dup_eid}' is already stored") from err
+            placeholders = ",".join("?" * len(eids))
+            stored = conn.execute(
+                f"SELECT eid FROM experiences WHERE eid IN ({placeholders}) LIMIT 1", eids
+            ).fetchone()
+            if stored:
+                raise ValueError(f"{self.path}: experience eid '{stored[0]}' is already stored")
+            conn.executemany(
+                "INSERT INTO experiences (eid, task_id, group_id, explore_step, model_version,"
+                " reward, created_at, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
             return len(rows)
 
         return self._write(insert)
