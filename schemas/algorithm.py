@@ -1,0 +1,100 @@
+"""`algorithm`: the RL algorithm, its loss/advantage/KL functions and the optimizer.
+
+Function fields left unset take the preset of `algorithm_type` (see `schemas.algorithm_registry`);
+`*_args` dicts are checked against the chosen function and completed with its defaults. Both happen
+in `ExperimentConfig` validation and are listed in `ExperimentConfig.derived`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from schemas.base import Section
+
+
+class OptimizerConfig(Section):
+    """Optimizer and learning-rate schedule of the policy."""
+
+    lr: float = Field(1e-6, gt=0, description="Peak learning rate.")
+    lr_warmup_steps: int = Field(
+        -1, ge=-1, description="Linear warm-up steps; -1: use lr_warmup_steps_ratio × total training steps."
+    )
+    lr_warmup_steps_ratio: float = Field(0.0, ge=0, le=1, description="Warm-up as a fraction of all training steps.")
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="Final lr as a fraction of lr (cosine schedule).")
+    lr_scheduler_type: Literal["constant", "cosine"] = Field(
+        "constant", description="Schedule after warm-up (Trinity's alias: warmup_style)."
+    )
+    optimizer_type: Literal["adam", "adamw"] = Field(
+        "adam", description="Optimizer; both apply decoupled weight decay (AdamW) as veRL does."
+    )
+    betas: tuple[float, float] = Field((0.9, 0.999), description="Adam β1, β2.")
+    eps: float = Field(1e-8, gt=0, description="Adam ε.")
+    weight_decay: float = Field(0.01, ge=0, description="Decoupled weight decay.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _alias_warmup_style(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "warmup_style" in data:
+            data = dict(data)
+            if "lr_scheduler_type" in data and data["lr_scheduler_type"] != data["warmup_style"]:
+                raise ValueError(
+                    "algorithm.optimizer.warmup_style is Trinity's alias of lr_scheduler_type; "
+                    "set only one of them"
+                )
+            data["lr_scheduler_type"] = data.pop("warmup_style")
+        return data
+
+
+class AlgorithmConfig(Section):
+    """The RL algorithm. Unset function fields come from the `algorithm_type` preset."""
+
+    algorithm_type: str = Field(
+        "ppo",
+        description="Algorithm preset: grpo, ppo, rloo, reinforceplusplus, gspo, opmd, asymre, topr, cispo, "
+        "sft, raft, dpo, on_policy_distill. It fills every function field left unset.",
+    )
+    repeat_times: int | None = Field(
+        None, ge=1, description="Responses sampled per task (group size); None: the preset's value."
+    )
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig, description="Optimizer and lr schedule.")
+    sample_strategy: str | None = Field(
+        None, description="How the trainer samples experiences: default, warmup, mix; None: preset."
+    )
+    sample_strategy_args: dict[str, Any] | None = Field(
+        None, description="Arguments of sample_strategy; missing ones take the strategy's defaults."
+    )
+    policy_loss_fn: str | None = Field(
+        None, description="Policy loss: ppo (PPO-clip), gspo, sft, opmd, dpo, topr, cispo, importance_sampling; "
+        "None: preset."
+    )
+    policy_loss_fn_args: dict[str, Any] | None = Field(
+        None, description="Arguments of policy_loss_fn (e.g. ppo: clip_range, clip_range_low, clip_range_high, "
+        "clip_ratio_c, loss_agg_mode); missing ones take the function's defaults."
+    )
+    advantage_fn: str | None = Field(
+        None, description="Advantage estimator: grpo, rloo, reinforceplusplus, ppo (GAE), opmd, asymre, "
+        "reinforce, remax, on_policy_distill, none; None: preset."
+    )
+    advantage_fn_args: dict[str, Any] | None = Field(
+        None, description="Arguments of advantage_fn (e.g. grpo: epsilon, std_threshold, norm_adv_by_std_in_grpo)."
+    )
+    kl_loss_fn: str | None = Field(
+        None, description="KL-to-reference term in the loss: none, k1, k2, k3, low_var_kl, abs, corrected_k3; "
+        "None: preset."
+    )
+    kl_loss_fn_args: dict[str, Any] | None = Field(
+        None, description="Arguments of kl_loss_fn (kl_coef, adaptive, target_kl, horizon)."
+    )
+    kl_penalty_fn: str | None = Field(
+        None, description="KL-to-reference penalty subtracted from the reward (same names as kl_loss_fn); "
+        "None: preset."
+    )
+    kl_penalty_fn_args: dict[str, Any] | None = Field(None, description="Arguments of kl_penalty_fn.")
+    entropy_loss_fn: str | None = Field(
+        None, description="Entropy term: default, basic, none; None: preset."
+    )
+    entropy_loss_fn_args: dict[str, Any] | None = Field(
+        None, description="Arguments of entropy_loss_fn (entropy_coef)."
+    )

@@ -1,0 +1,40 @@
+"""Shared base for every settings model, and the error type cross-field rules raise.
+
+Conventions used across `schemas/`:
+- every model forbids unknown keys and every field carries a description (Prefect's run form shows it);
+- a value the schema fills in for the user (a preset, a derived size, a default taken from another
+  section) is *derived*: it is written into the model without marking the field as user-set and is
+  listed in `ExperimentConfig.derived` with the reason. User-set values are never changed silently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Section(BaseModel):
+    """Base of every settings model: unknown keys are errors; nested instances are copied on use."""
+
+    model_config = ConfigDict(extra="forbid", revalidate_instances="always", validate_assignment=False)
+
+    def is_set(self, field: str) -> bool:
+        """True when the user gave `field` (as opposed to a schema default or a derived value)."""
+        return field in self.model_fields_set
+
+
+class ConfigRuleError(ValueError):
+    """One or more broken cross-field rules, each as (dotted field path, explanation)."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        super().__init__("\n".join(f"{path}: {msg}" for path, msg in problems))
+
+
+def set_unmarked(model: BaseModel, field: str, value: Any) -> None:
+    """Assign a derived value without recording it as user-set (so re-derivation stays possible)."""
+    was_set = field in model.model_fields_set
+    setattr(model, field, value)
+    if not was_set:
+        model.__pydantic_fields_set__.discard(field)

@@ -1,0 +1,172 @@
+"""`buffer`: task sets the explorer reads, the experience buffer the trainer reads, batch sizes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from schemas.base import Section
+
+StorageType = Literal["file", "queue", "sqlite"]
+
+
+def _storage_alias(data: Any) -> Any:
+    # Trinity spells the SQL storage "sql"; its selector was called data_selector before task_selector.
+    if isinstance(data, dict):
+        data = dict(data)
+        if isinstance(data.get("storage_type"), str):
+            data["storage_type"] = {"sql": "sqlite"}.get(data["storage_type"].lower(), data["storage_type"].lower())
+        if "data_selector" in data:
+            if "task_selector" in data:
+                raise ValueError("data_selector is Trinity's old name of task_selector; set only one of them")
+            data["task_selector"] = data.pop("data_selector")
+    return data
+
+
+class FormatConfig(Section):
+    """How dataset rows map to prompts and answers."""
+
+    prompt_type: Literal["messages", "chatpair", "plaintext"] = Field(
+        "messages", description="Row layout for SFT/DPO data: messages list, chat pair or plain text."
+    )
+    prompt_key: str = Field("prompt", description="Column holding the user prompt.")
+    response_key: str = Field("response", description="Column holding the reference answer / response.")
+    system_prompt_key: str | None = Field(None, description="Column holding a per-row system prompt.")
+    system_prompt: str | None = Field(None, description="System prompt for every row (after system_prompt_key).")
+    messages_key: str = Field("message", description="Column holding a message list (prompt_type messages).")
+    tools_key: str = Field("tools", description="Column holding tool definitions.")
+    reply_prefix: str | None = Field(None, description="Text the assistant reply is forced to start with.")
+    workflow_key: str = Field("", description="Column naming a per-row workflow; '' : none.")
+    reward_fn_key: str = Field("", description="Column naming a per-row reward function; '' : none.")
+    chosen_key: str = Field("chosen", description="Column of the preferred response (DPO).")
+    rejected_key: str = Field("rejected", description="Column of the rejected response (DPO).")
+    chat_template: str | None = Field(None, description="Chat template for SFT/DPO rows; None: model's.")
+
+
+class GenerationConfig(Section):
+    """Sampling settings of a taskset; None fields take the model section's defaults (derived)."""
+
+    temperature: float | None = Field(None, ge=0, description="Sampling temperature (0: greedy).")
+    top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling p.")
+    top_k: int | None = Field(None, ge=-1, description="Top-k (-1: off).")
+    logprobs: int | None = Field(None, ge=0, description="Top logprobs returned per token.")
+    max_tokens: int | None = Field(None, ge=1, description="Longest response; None: model.max_response_tokens.")
+
+
+class TaskSelectorConfig(Section):
+    """Order in which tasks are drawn (Trinity alias: data_selector)."""
+
+    selector_type: Literal["sequential", "shuffle", "random"] = Field(
+        "sequential", description="sequential: file order; shuffle: a seeded permutation per epoch; random."
+    )
+    seed: int = Field(42, description="Seed of shuffle/random.")
+
+
+class _DatasetFields(Section):
+    """Fields shared by task sets and experience storages."""
+
+    name: str = Field("", description="Name used in metrics and storage; '' : derived from the position.")
+    storage_type: StorageType = Field(
+        "file", description="file: a dataset folder/file or HF hub id; queue: in-memory queue; sqlite: database."
+    )
+    path: str | None = Field(None, description="Dataset folder, file, HF id or sqlite:/// URL.")
+    subset_name: str | None = Field(None, description="Dataset config/subset name (datasets' `name`).")
+    split: str = Field("train", description="Split, with slicing (e.g. 'test[:64]').")
+    format: FormatConfig = Field(default_factory=FormatConfig, description="Column mapping.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, data: Any) -> Any:
+        return _storage_alias(data)
+
+
+class TasksetConfig(_DatasetFields):
+    """A set of tasks the explorer rolls out (training or evaluation)."""
+
+    rollout_args: GenerationConfig = Field(default_factory=GenerationConfig, description="Sampling settings.")
+    workflow_args: dict[str, Any] = Field(default_factory=dict, description="Extra arguments of the workflow.")
+    reward_fn_args: dict[str, Any] = Field(default_factory=dict, description="Extra arguments of the reward fn.")
+    repeat_times: int | None = Field(
+        None, ge=1, description="Rollouts per task; None: algorithm.repeat_times (training) or 1 (evaluation)."
+    )
+    default_workflow_type: str | None = Field(
+        None, description="Workflow that turns a task into experiences (e.g. math_workflow); "
+        "None: buffer.explorer_input.default_workflow_type."
+    )
+    default_reward_fn_type: str | None = Field(
+        None, description="Reward function; None: buffer.explorer_input.default_reward_fn_type or the workflow's."
+    )
+    task_selector: TaskSelectorConfig = Field(
+        default_factory=TaskSelectorConfig, description="Task order (Trinity alias: data_selector)."
+    )
+
+
+class StorageConfig(_DatasetFields):
+    """Where experiences (or SFT/DPO rows) are kept for the trainer."""
+
+    capacity: int = Field(10000, ge=1, description="Queue capacity in experiences (queue storage).")
+    max_read_timeout: float = Field(1800, gt=0, description="Seconds a reader waits for data before failing.")
+
+
+class ExplorerInput(Section):
+    """What the explorer reads."""
+
+    taskset: TasksetConfig | None = Field(None, description="Training tasks (Trinity alias: tasksets, one item).")
+    eval_tasksets: list[TasksetConfig] = Field(default_factory=list, description="Evaluation task sets.")
+    default_workflow_type: str | None = Field(None, description="Workflow for task sets that name none.")
+    default_eval_workflow_type: str | None = Field(
+        None, description="Workflow for eval task sets that name none (before default_workflow_type)."
+    )
+    default_reward_fn_type: str | None = Field(None, description="Reward function for task sets that name none.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tasksets_alias(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "tasksets" in data:
+            data = dict(data)
+            tasksets = data.pop("tasksets") or []
+            if "taskset" in data and data["taskset"] is not None and tasksets:
+                raise ValueError("buffer.explorer_input: set taskset or tasksets (Trinity alias), not both")
+            if len(tasksets) > 1:
+                raise ValueError(
+                    f"buffer.explorer_input.tasksets: {len(tasksets)} training task sets given; one is supported"
+                )
+            if tasksets:
+                data["taskset"] = tasksets[0]
+        return data
+
+
+class TrainerInput(Section):
+    """What the trainer reads."""
+
+    experience_buffer: StorageConfig | None = Field(
+        None, description="Experiences from the explorer (mode both: a queue, derived when unset), "
+        "or a dataset (mode train, e.g. SFT)."
+    )
+    sft_warmup_dataset: StorageConfig | None = Field(
+        None, description="SFT data for a warm-up before RL (prefer a `stages:` entry with algorithm sft)."
+    )
+    sft_warmup_steps: int = Field(0, ge=0, description="Steps of SFT warm-up on sft_warmup_dataset.")
+
+
+class BufferConfig(Section):
+    """Batch sizes, length of the run, and the explorer/trainer inputs."""
+
+    batch_size: int = Field(1, ge=1, description="Tasks per explore step.")
+    train_batch_size: int | None = Field(
+        None, ge=1, description="Experiences per train step; None: batch_size × algorithm.repeat_times (derived). "
+        "Required in mode train and for sft/dpo."
+    )
+    total_epochs: int = Field(1, ge=1, description="Passes over the training task set.")
+    total_steps: int | None = Field(None, ge=1, description="Stop after this many steps; None: total_epochs decides.")
+    explorer_input: ExplorerInput = Field(default_factory=ExplorerInput, description="Explorer input.")
+    trainer_input: TrainerInput = Field(default_factory=TrainerInput, description="Trainer input.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _zero_means_unset(cls, data: Any) -> Any:
+        # Trinity writes train_batch_size: 0 for "derive it".
+        if isinstance(data, dict) and data.get("train_batch_size") == 0:
+            data = {k: v for k, v in data.items() if k != "train_batch_size"}
+        return data

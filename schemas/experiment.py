@@ -1,0 +1,213 @@
+"""`ExperimentConfig`: one typed, validated description of a whole experiment, and its stages.
+
+Resolution (what validation does beyond field types), in order:
+1. Trinity aliases are normalised (warmup_style, online/offline, dynamic_by_*, tasksets, data_selector, sql).
+2. `schemas.rules.apply_rules` fills what the user left unset — algorithm presets, function-argument
+   defaults, token budgets, batch sizes, per-taskset defaults — and records each such value in
+   `derived` as `{dotted.path: reason}`; contradictions raise one error listing every offending path;
+   settings without effect are listed in `warnings`.
+3. Every stage is resolved (see `resolve_stages`) so a bad stage fails validation of the whole config.
+
+`derived` round-trips: validating a dump of a resolved config drops the listed values first and derives
+them again, so `with_overrides({"algorithm.algorithm_type": "sft"})` re-derives the loss functions
+instead of keeping grpo's.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from schemas.algorithm import AlgorithmConfig
+from schemas.base import ConfigRuleError, Section
+from schemas.buffer import BufferConfig
+from schemas.cluster import ClusterConfig
+from schemas.explorer import ExplorerConfig
+from schemas.model import ModelConfig
+from schemas.monitor import MonitorConfig
+from schemas.overrides import UnknownSettingError, check_path, set_path, strip_paths
+from schemas.rules import TRAINING_MODES, apply_rules
+from schemas.synchronizer import SynchronizerConfig
+from schemas.trainer import TrainerConfig
+
+Mode = Literal["both", "explore", "train", "bench", "serve", "colocate"]
+SECTIONS = ("algorithm", "model", "cluster", "buffer", "explorer", "trainer", "synchronizer", "monitor")
+# Reasons starting with this prefix were set by stage resolution; they survive re-validation.
+STAGE_CHAIN = "stage chaining: "
+
+
+class StageConfig(Section):
+    """One stage: a name, an optional mode and whole sections that replace the base config's."""
+
+    stage_name: str = Field(
+        ..., min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description="Stage name; also its sub-folder of the experiment."
+    )
+    mode: Mode | None = Field(None, description="Mode of this stage; None: the base config's mode.")
+    algorithm: AlgorithmConfig | None = Field(None, description="Replaces the whole algorithm section.")
+    model: ModelConfig | None = Field(None, description="Replaces the whole model section.")
+    cluster: ClusterConfig | None = Field(None, description="Replaces the whole cluster section.")
+    buffer: BufferConfig | None = Field(None, description="Replaces the whole buffer section.")
+    explorer: ExplorerConfig | None = Field(None, description="Replaces the whole explorer section.")
+    trainer: TrainerConfig | None = Field(None, description="Replaces the whole trainer section.")
+    synchronizer: SynchronizerConfig | None = Field(None, description="Replaces the whole synchronizer section.")
+    monitor: MonitorConfig | None = Field(None, description="Replaces the whole monitor section.")
+
+
+class ExperimentConfig(Section):
+    """A whole RFT experiment (Trinity-RFT's config, typed). See the module docstring for resolution."""
+
+    mode: Mode = Field(
+        "both",
+        description="both: explore and train together; explore: rollouts only; train: train on a dataset/buffer; "
+        "bench: evaluate checkpoints; serve: serve the model; colocate: explorer and trainer share devices.",
+    )
+    project: str = Field(..., min_length=1, description="Project name (checkpoint folder level, MLflow experiment).")
+    group: str = Field("", description="Group of related experiments (a tag).")
+    name: str = Field(..., min_length=1, description="Experiment name; checkpoints go to {checkpoint_root_dir}/{project}/{name}.")
+    checkpoint_root_dir: str = Field("./checkpoints", description="Root folder of all checkpoints and run data.")
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="Algorithm, losses and optimizer.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="Policy model and token budget.")
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="Ray cluster and devices.")
+    buffer: BufferConfig = Field(default_factory=BufferConfig, description="Batch sizes, task sets, experience buffer.")
+    explorer: ExplorerConfig = Field(default_factory=ExplorerConfig, description="Rollout engines and evaluation.")
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Training backend.")
+    synchronizer: SynchronizerConfig = Field(
+        default_factory=SynchronizerConfig, description="Weight sync from trainer to engines."
+    )
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="Metrics tracking.")
+    stages: list[StageConfig] = Field(
+        default_factory=list,
+        description="Ordered stages (e.g. SFT warm-up, then RFT); each replaces the sections it sets. Empty: one "
+        "stage, this config.",
+    )
+    derived: dict[str, str] = Field(
+        default_factory=dict,
+        description="Output: values the schema filled in, as {dotted.path: reason}. Re-derived on validation.",
+    )
+    warnings: list[str] = Field(default_factory=list, description="Output: settings that have no effect, and why.")
+
+    # ------------------------------------------------------------------ validation
+    @model_validator(mode="before")
+    @classmethod
+    def _forget_derived(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        derived = data.get("derived") or {}
+        recomputable = [p for p, why in derived.items() if not str(why).startswith(STAGE_CHAIN)]
+        data = strip_paths(data, recomputable) if recomputable else dict(data)
+        data["derived"] = {p: why for p, why in derived.items() if str(why).startswith(STAGE_CHAIN)}
+        data["warnings"] = []
+        return data
+
+    @model_validator(mode="after")
+    def _resolve(self) -> ExperimentConfig:
+        self.warnings = []
+        apply_rules(self)
+        if self.stages:
+            self.resolve_stages()  # raises naming `stages.<i>...` paths
+        return self
+
+    # ------------------------------------------------------------------ contract API
+    @property
+    def experiment_dir(self) -> Path:
+        """{checkpoint_root_dir}/{project}/{name}; a stage's name is "{name}/{stage_name}"."""
+        return Path(self.checkpoint_root_dir) / self.project / self.name
+
+    @property
+    def final_model_dir(self) -> Path:
+        """Where the runtime writes the final Hugging Face model: {experiment_dir}/final/huggingface."""
+        return self.experiment_dir / "final" / "huggingface"
+
+    def user_data(self) -> dict[str, Any]:
+        """What the user set (no schema defaults, no derived values), as plain data."""
+        data = self.model_dump(mode="json", exclude_unset=True, exclude={"derived", "warnings"})
+        recomputable = [p for p, why in self.derived.items() if not why.startswith(STAGE_CHAIN)]
+        data = strip_paths(data, recomputable)
+        chained = {p: why for p, why in self.derived.items() if why.startswith(STAGE_CHAIN)}
+        if chained:
+            data["derived"] = chained
+        return data
+
+    def with_overrides(self, overrides: dict[str, Any]) -> ExperimentConfig:
+        """A new config with `{dotted.path: value}` applied to what the user set, then re-validated.
+
+        Derived values are derived again (override `algorithm.algorithm_type` and the preset follows);
+        an unknown path raises `UnknownSettingError` naming it.
+        """
+        data = self.user_data()
+        for path, value in overrides.items():
+            if path.split(".")[0] in ("derived", "warnings"):
+                raise UnknownSettingError(f"unknown setting {path!r}: {path.split('.')[0]} is an output, not a setting")
+            check_path(ExperimentConfig, path)
+            set_path(data, path, value)
+            if "derived" in data:
+                data["derived"].pop(path, None)
+        return ExperimentConfig.model_validate(data)
+
+    def resolve_stages(self) -> list[ExperimentConfig]:
+        """One complete, validated config per stage (a config without stages is its own single stage).
+
+        Merge rule (Trinity's): a stage starts from what the base config sets and *replaces every whole
+        section it sets* — fields of that section the stage leaves out take schema defaults, not the base's.
+        `mode` is replaced when the stage gives it. The stage's `name` is "{base name}/{stage_name}", so its
+        experiment_dir is {checkpoint_root_dir}/{project}/{name}/{stage_name}.
+
+        Model chaining: a stage after a training stage (mode both/train/colocate) starts from that stage's
+        final model unless its own `model` section sets `model_path`: model_path becomes
+        "{previous stage experiment_dir}/final/huggingface" (`final_model_dir`), the folder the runtime
+        writes at the end of every training stage. Chained values are listed in `derived`.
+        """
+        if not self.stages:
+            return [self.model_copy(deep=True)]
+        base = self.user_data()
+        base.pop("stages", None)
+        base.pop("derived", None)
+        configs: list[ExperimentConfig] = []
+        problems: list[tuple[str, str]] = []
+        last_trained: ExperimentConfig | None = None
+        last_trained_name = ""
+        for i, stage in enumerate(self.stages):
+            data = copy.deepcopy(base)
+            for section in SECTIONS:
+                value = getattr(stage, section)
+                if value is not None:
+                    data[section] = value.user_data() if hasattr(value, "user_data") else value.model_dump(
+                        mode="json", exclude_unset=True)
+            if stage.mode is not None:
+                data["mode"] = stage.mode
+            data["name"] = f"{self.name}/{stage.stage_name}"
+            chain = {"name": f"{STAGE_CHAIN}'{self.name}/' + stage_name"}
+            names_own_model = stage.model is not None and stage.model.is_set("model_path")
+            if last_trained is not None and not names_own_model:
+                data.setdefault("model", {})["model_path"] = str(last_trained.final_model_dir)
+                chain["model.model_path"] = f"{STAGE_CHAIN}final model of stage {last_trained_name!r}"
+            data["derived"] = chain
+            try:
+                resolved = ExperimentConfig.model_validate(data)
+            except ValidationError as exc:
+                problems.extend(_prefixed(exc, f"stages.{i}", stage.stage_name))
+                continue
+            configs.append(resolved)
+            if resolved.mode in TRAINING_MODES:
+                last_trained, last_trained_name = resolved, stage.stage_name
+        if not problems and len(configs) > 1 and any(c.model.tinker.enable for c in configs):
+            problems.append(("stages", "multi-stage training with model.tinker.enable is not supported: the Tinker "
+                                       "adapter of one stage cannot seed the next; run the stages as separate experiments"))
+        if problems:
+            raise ConfigRuleError(problems)
+        return configs
+
+
+def _prefixed(exc: ValidationError, prefix: str, stage_name: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for err in exc.errors():
+        inner = (err.get("ctx") or {}).get("error")
+        if isinstance(inner, ConfigRuleError):
+            out.extend((f"{prefix}.{p}", f"[stage {stage_name!r}] {m}") for p, m in inner.problems)
+        else:
+            loc = ".".join(str(p) for p in err["loc"])
+            out.append((f"{prefix}.{loc}" if loc else prefix, f"[stage {stage_name!r}] {err['msg']}"))
+    return out

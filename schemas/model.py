@@ -1,0 +1,65 @@
+"""`model`: the policy model, its context lengths, LoRA and the Tinker service."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from schemas.base import Section
+
+
+class LoRAConfig(Section):
+    """A LoRA adapter trained on the policy (veRL/torch trainers; vLLM serves it)."""
+
+    name: str | None = Field(None, description="Adapter name served by the rollout engine.")
+    path: str | None = Field(None, description="Initial adapter folder; None: a fresh adapter is created.")
+    base_model_name: str | None = Field(None, description="Base model name the adapter belongs to.")
+    lora_rank: int = Field(32, ge=1, description="LoRA rank r.")
+    lora_alpha: int = Field(32, ge=1, description="LoRA α (scale α/r).")
+    lora_dtype: str = Field("auto", description="Adapter dtype; auto: the model's dtype.")
+    target_modules: str | list[str] = Field(
+        "all-linear", description="Modules that get adapters: 'all-linear' or a list of module names."
+    )
+
+
+class TinkerConfig(Section):
+    """Train (and sample) through the Tinker service instead of local GPUs; it trains a LoRA."""
+
+    enable: bool = Field(False, description="Use Tinker for training and rollouts.")
+    base_model: str | None = Field(
+        None, description="Tinker base model name; None: model.model_path (derived)."
+    )
+    rank: int = Field(32, ge=1, description="LoRA rank Tinker trains.")
+    seed: int | None = Field(None, description="Seed of the Tinker training client; None: service default.")
+    train_mlp: bool = Field(True, description="Put adapters on MLP layers.")
+    train_attn: bool = Field(True, description="Put adapters on attention layers.")
+    train_unembed: bool = Field(True, description="Put an adapter on the unembedding (LM head).")
+
+
+class ModelConfig(Section):
+    """The policy model and its token budget."""
+
+    model_path: str | None = Field(
+        None,
+        description="Hugging Face model id or local folder of the policy (required). A stage after a training "
+        "stage defaults to the previous stage's final model.",
+    )
+    critic_model_path: str | None = Field(None, description="Critic model (ppo); None: model_path.")
+    custom_chat_template: str | None = Field(None, description="Jinja chat template replacing the tokenizer's.")
+    temperature: float = Field(1.0, ge=0, description="Default sampling temperature of tasksets' rollout_args.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Default top-p of tasksets' rollout_args.")
+    top_k: int = Field(-1, ge=-1, description="Default top-k of tasksets' rollout_args (-1: off).")
+    logprobs: int = Field(0, ge=0, description="Default number of top logprobs returned per token.")
+    max_model_len: int | None = Field(
+        None, ge=1, description="Context length of the engines; None: max_prompt_tokens + max_response_tokens."
+    )
+    max_prompt_tokens: int | None = Field(
+        None, ge=1, description="Longest prompt; None: max_model_len - max_response_tokens (derived)."
+    )
+    max_response_tokens: int | None = Field(
+        None, ge=1, description="Longest response; None: max_model_len - max_prompt_tokens (derived)."
+    )
+    min_response_tokens: int = Field(1, ge=0, description="Shortest response the engine generates.")
+    lora_configs: list[LoRAConfig] | None = Field(
+        None, description="LoRA adapters to train (at most one); None: full fine-tuning. Ignored with Tinker."
+    )
+    tinker: TinkerConfig = Field(default_factory=TinkerConfig, description="Tinker service settings.")

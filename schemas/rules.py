@@ -1,0 +1,378 @@
+"""Cross-field rules of `ExperimentConfig`: derived values and contradictions.
+
+Each rule reads the whole config and either
+- derives a value the user left unset (recorded in `config.derived` as path → reason),
+- refuses a contradiction (an error naming every field involved), or
+- records a warning (`config.warnings`) for a setting that has no effect.
+A value the user set is never changed, with one documented exception: `synchronizer.sync_method`
+in a mode without an explorer (nothing to synchronise) becomes `checkpoint`, shown in `derived`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from schemas.algorithm_registry import (
+    ALGORITHM_PRESETS,
+    FUNCTION_REGISTRIES,
+    GROUP_ADVANTAGE_FNS,
+)
+from schemas.base import ConfigRuleError, set_unmarked
+from schemas.buffer import StorageConfig, TasksetConfig
+
+if TYPE_CHECKING:
+    from schemas.experiment import ExperimentConfig
+
+TRAINING_MODES = frozenset({"both", "train", "colocate"})
+EXPLORING_MODES = frozenset({"both", "explore", "colocate"})
+
+
+class Resolver:
+    """Collects derived values, warnings and errors while the rules run."""
+
+    def __init__(self, config: ExperimentConfig):
+        self.config = config
+        self.errors: list[tuple[str, str]] = []
+
+    def derive(self, model: BaseModel, field: str, value: Any, path: str, reason: str) -> None:
+        set_unmarked(model, field, value)
+        self.config.derived[path] = reason
+
+    def error(self, path: str, msg: str) -> None:
+        self.errors.append((path, msg))
+
+    def warn(self, msg: str) -> None:
+        self.config.warnings.append(msg)
+
+    def raise_if_errors(self) -> None:
+        if self.errors:
+            raise ConfigRuleError(self.errors)
+
+
+def apply_rules(config: ExperimentConfig) -> None:
+    """Run every rule in dependency order; raise ConfigRuleError listing all problems found."""
+    r = Resolver(config)
+    _algorithm(r)
+    r.raise_if_errors()  # later rules need the resolved algorithm
+    _model(r)
+    _tinker_and_lora(r)
+    _synchronizer(r)
+    _buffer(r)
+    _explorer(r)
+    _monitor(r)
+    r.raise_if_errors()
+
+
+# ----------------------------------------------------------------------------- algorithm
+def _algorithm(r: Resolver) -> None:
+    alg = r.config.algorithm
+    preset = ALGORITHM_PRESETS.get(alg.algorithm_type)
+    if preset is None:
+        r.error("algorithm.algorithm_type", f"unknown algorithm {alg.algorithm_type!r}; known: {sorted(ALGORITHM_PRESETS)}")
+        return
+    for key, value in preset.defaults.items():
+        if getattr(alg, key) is None:
+            r.derive(alg, key, value, f"algorithm.{key}", f"preset of algorithm_type {alg.algorithm_type!r}")
+    for fn_field, registry in FUNCTION_REGISTRIES.items():
+        name = getattr(alg, fn_field)
+        args_field = f"{fn_field}_args"
+        if name not in registry:
+            r.error(f"algorithm.{fn_field}", f"unknown {fn_field} {name!r}; known: {sorted(registry)}")
+            continue
+        given = dict(getattr(alg, args_field) or {})
+        args_model = registry[name]
+        try:
+            validated = args_model.model_validate(given)
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = ".".join(str(p) for p in err["loc"])
+                if err["type"] == "extra_forbidden":
+                    msg = f"{fn_field} {name!r} has no argument {loc!r}; its arguments: {sorted(args_model.model_fields)}"
+                else:
+                    msg = err["msg"]
+                r.error(f"algorithm.{args_field}.{loc}", msg)
+            continue
+        resolved = validated.model_dump()
+        for key in resolved:
+            if key not in given:
+                r.config.derived[f"algorithm.{args_field}.{key}"] = f"default of {fn_field} {name!r}"
+        set_unmarked(alg, args_field, resolved)
+        if not given:
+            r.config.derived.pop(f"algorithm.{args_field}", None)
+    if r.errors:
+        return
+    # PPO-style clip ranges: None low/high mean "use clip_range"; show the value actually used.
+    ploss = alg.policy_loss_fn_args
+    if "clip_range_low" in ploss and "clip_range_high" in ploss:
+        for side in ("clip_range_low", "clip_range_high"):
+            if ploss[side] is None:
+                if ploss.get("clip_range") is None:
+                    r.error(f"algorithm.policy_loss_fn_args.{side}", "set it or clip_range")
+                else:
+                    ploss[side] = ploss["clip_range"]
+                    r.config.derived[f"algorithm.policy_loss_fn_args.{side}"] = "clip_range"
+    for fn_field, coef in (("kl_loss_fn", "kl_coef"), ("kl_penalty_fn", "kl_coef"), ("entropy_loss_fn", "entropy_coef")):
+        args = getattr(alg, f"{fn_field}_args")
+        if getattr(alg, fn_field) == "none" and args.get(coef, 0.0) != 0.0:
+            r.error(f"algorithm.{fn_field}_args.{coef}",
+                    f"{coef}={args[coef]} has no effect with algorithm.{fn_field} 'none'; choose a {fn_field} or set 0")
+        if args.get("adaptive") and (args.get("target_kl") is None or args.get("horizon") is None):
+            r.error(f"algorithm.{fn_field}_args.adaptive", "adaptive KL needs target_kl and horizon")
+    if alg.repeat_times is None:  # no preset value (cannot happen for built-ins); keep the type promise
+        r.derive(alg, "repeat_times", 1, "algorithm.repeat_times", "no preset group size")
+    if alg.advantage_fn in GROUP_ADVANTAGE_FNS and alg.repeat_times < 2 and r.config.mode in EXPLORING_MODES:
+        r.error("algorithm.repeat_times",
+                f"advantage_fn {alg.advantage_fn!r} compares responses within a group; repeat_times must be ≥ 2 "
+                f"(got {alg.repeat_times})")
+    if alg.algorithm_type == "dpo" and r.config.mode != "train":
+        r.error("mode", f"algorithm.algorithm_type 'dpo' learns from a preference dataset; mode must be 'train' "
+                        f"(got {r.config.mode!r})")
+
+
+# ----------------------------------------------------------------------------- model
+def _model(r: Resolver) -> None:
+    m = r.config.model
+    if not m.model_path:
+        r.error("model.model_path", "required: a Hugging Face model id or a local folder")
+    p, q, total = m.max_prompt_tokens, m.max_response_tokens, m.max_model_len
+    if p is not None and q is not None and total is not None and p + q > total:
+        r.error("model.max_model_len",
+                f"model.max_prompt_tokens + model.max_response_tokens ({p} + {q}) exceed model.max_model_len ({total})")
+        return
+    if total is None:
+        if p is None or q is None:
+            r.error("model.max_model_len",
+                    "cannot be derived: set it, or both model.max_prompt_tokens and model.max_response_tokens")
+            return
+        r.derive(m, "max_model_len", p + q, "model.max_model_len", "max_prompt_tokens + max_response_tokens")
+        total = p + q
+    if p is None and q is None:
+        r.derive(m, "max_prompt_tokens", total // 2, "model.max_prompt_tokens", "half of max_model_len")
+        r.derive(m, "max_response_tokens", total - total // 2, "model.max_response_tokens", "max_model_len - max_prompt_tokens")
+    elif p is None:
+        if q >= total:
+            r.error("model.max_response_tokens", f"must be below model.max_model_len ({total}) to leave room for a prompt")
+            return
+        r.derive(m, "max_prompt_tokens", total - q, "model.max_prompt_tokens", "max_model_len - max_response_tokens")
+    elif q is None:
+        if p >= total:
+            r.error("model.max_prompt_tokens", f"must be below model.max_model_len ({total}) to leave room for a response")
+            return
+        r.derive(m, "max_response_tokens", total - p, "model.max_response_tokens", "max_model_len - max_prompt_tokens")
+    if m.min_response_tokens > m.max_response_tokens:
+        r.error("model.min_response_tokens",
+                f"{m.min_response_tokens} exceeds model.max_response_tokens ({m.max_response_tokens})")
+    if m.critic_model_path is None and ALGORITHM_PRESETS[r.config.algorithm.algorithm_type].use_critic:
+        r.derive(m, "critic_model_path", m.model_path, "model.critic_model_path", "model_path (the critic starts from the policy)")
+    if m.lora_configs is not None and len(m.lora_configs) > 1:
+        r.error("model.lora_configs", f"at most one LoRA adapter is supported (got {len(m.lora_configs)})")
+
+
+def _tinker_and_lora(r: Resolver) -> None:
+    c = r.config
+    tinker = c.model.tinker
+    if not tinker.enable:
+        if c.trainer.trainer_type == "tinker":
+            r.error("trainer.trainer_type", "'tinker' needs model.tinker.enable: true")
+        if c.explorer.rollout_model.engine_type == "tinker":
+            r.error("explorer.rollout_model.engine_type", "'tinker' needs model.tinker.enable: true")
+        return
+    preset = ALGORITHM_PRESETS[c.algorithm.algorithm_type]
+    if preset.compute_advantage_in_trainer or preset.use_critic:
+        r.error("algorithm.algorithm_type",
+                f"{c.algorithm.algorithm_type!r} computes advantages in the trainer (critic/reference tensors), which "
+                "Tinker does not expose; with model.tinker.enable use grpo, gspo, opmd, cispo, topr, asymre or sft")
+    if tinker.base_model is None:
+        r.derive(tinker, "base_model", c.model.model_path, "model.tinker.base_model", "model.model_path")
+    if c.model.lora_configs is not None:
+        r.warn("model.lora_configs is ignored: model.tinker.enable is true and Tinker trains its own LoRA "
+               f"(rank model.tinker.rank = {tinker.rank})")
+    for section, field, path in ((c.trainer, "trainer_type", "trainer.trainer_type"),
+                                 (c.explorer.rollout_model, "engine_type", "explorer.rollout_model.engine_type")):
+        if getattr(section, field) != "tinker":
+            if section.is_set(field):
+                r.error(path, f"{getattr(section, field)!r} contradicts model.tinker.enable: true (use 'tinker')")
+            else:
+                r.derive(section, field, "tinker", path, "model.tinker.enable is true")
+
+
+# ----------------------------------------------------------------------------- synchronizer
+def _synchronizer(r: Resolver) -> None:
+    c = r.config
+    s = c.synchronizer
+    if c.mode not in EXPLORING_MODES or c.mode not in TRAINING_MODES:
+        if s.sync_method != "checkpoint":
+            r.derive(s, "sync_method", "checkpoint", "synchronizer.sync_method",
+                     f"mode {c.mode!r} runs explorer and trainer apart: weights move only through checkpoints"
+                     + (f" (was {s.sync_method!r})" if s.is_set("sync_method") else ""))
+        return
+    uses_lora = c.model.lora_configs is not None and not c.model.tinker.enable
+    if s.sync_method == "nccl":
+        reason = None
+        if c.model.tinker.enable:
+            reason = "model.tinker.enable is true (Tinker serves its own weights)"
+        elif uses_lora:
+            reason = "model.lora_configs is set (adapters are loaded from checkpoints)"
+        elif c.cluster.gpu_per_node == 0:
+            reason = "cluster.gpu_per_node is 0 (NCCL needs GPUs)"
+        if reason:
+            if s.is_set("sync_method"):
+                r.error("synchronizer.sync_method", f"'nccl' cannot be used: {reason}; use checkpoint"
+                        + (" or memory" if c.cluster.gpu_per_node == 0 else ""))
+            else:
+                new = "memory" if c.cluster.gpu_per_node == 0 and not c.model.tinker.enable and not uses_lora else "checkpoint"
+                r.derive(s, "sync_method", new, "synchronizer.sync_method", f"default 'nccl' impossible: {reason}")
+    if s.sync_method == "memory":
+        if c.cluster.node_num is not None and c.cluster.node_num > 1:
+            r.error("synchronizer.sync_method",
+                    f"'memory' writes weights into the engines' local folder; it needs cluster.node_num 1 "
+                    f"(got {c.cluster.node_num})")
+        if c.model.tinker.enable:
+            r.error("synchronizer.sync_method", "'memory' is impossible with model.tinker.enable (remote weights)")
+    total = c.buffer.total_steps
+    if total is not None:
+        if s.sync_interval > total:
+            r.error("synchronizer.sync_interval",
+                    f"{s.sync_interval} exceeds buffer.total_steps ({total}): the explorer would never get new weights")
+        if s.sync_offset >= total:
+            r.error("synchronizer.sync_offset", f"{s.sync_offset} must be below buffer.total_steps ({total})")
+    if s.sync_offset > 0 and s.sync_style != "fixed":
+        r.error("synchronizer.sync_offset", f"only meaningful with synchronizer.sync_style 'fixed' (got {s.sync_style!r})")
+    if c.buffer.explorer_input.eval_tasksets and c.explorer.eval_interval % s.sync_interval != 0:
+        r.error("explorer.eval_interval",
+                f"{c.explorer.eval_interval} is not a multiple of synchronizer.sync_interval ({s.sync_interval}); "
+                "evaluations happen right after a sync (Trinity would round it silently)")
+
+
+# ----------------------------------------------------------------------------- buffer
+def _buffer(r: Resolver) -> None:
+    c = r.config
+    b = c.buffer
+    alg = c.algorithm
+    preset = ALGORITHM_PRESETS[alg.algorithm_type]
+    if b.train_batch_size is None:
+        if c.mode == "train" or not preset.needs_rollout:
+            r.error("buffer.train_batch_size",
+                    f"required when mode is 'train' or algorithm.algorithm_type is {alg.algorithm_type!r} "
+                    "(it cannot be derived from rollouts)")
+        else:
+            r.derive(b, "train_batch_size", b.batch_size * alg.repeat_times, "buffer.train_batch_size",
+                     f"buffer.batch_size ({b.batch_size}) × algorithm.repeat_times ({alg.repeat_times})")
+    elif c.mode in EXPLORING_MODES and alg.advantage_fn in GROUP_ADVANTAGE_FNS and b.train_batch_size % alg.repeat_times:
+        r.error("buffer.train_batch_size",
+                f"{b.train_batch_size} is not a multiple of algorithm.repeat_times ({alg.repeat_times}): train "
+                f"batches must hold whole groups for advantage_fn {alg.advantage_fn!r}")
+    _explorer_input(r)
+    _trainer_input(r)
+
+
+def _explorer_input(r: Resolver) -> None:
+    c = r.config
+    ei = c.buffer.explorer_input
+    if c.mode in EXPLORING_MODES:
+        if ei.taskset is None:
+            r.error("buffer.explorer_input.taskset", f"required in mode {c.mode!r}")
+        elif not ei.taskset.path:
+            r.error("buffer.explorer_input.taskset.path", f"required in mode {c.mode!r}")
+    if ei.taskset is not None:
+        _taskset(r, ei.taskset, "buffer.explorer_input.taskset", is_eval=False, index=0)
+    for i, ts in enumerate(ei.eval_tasksets):
+        _taskset(r, ts, f"buffer.explorer_input.eval_tasksets.{i}", is_eval=True, index=i)
+
+
+def _taskset(r: Resolver, ts: TasksetConfig, path: str, *, is_eval: bool, index: int) -> None:
+    c = r.config
+    ei = c.buffer.explorer_input
+    if is_eval and not ts.path:
+        r.error(f"{path}.path", "required: evaluation needs a dataset")
+    if not ts.name:
+        r.derive(ts, "name", f"eval_taskset_{index}" if is_eval else "taskset", f"{path}.name", "position in the config")
+    if ts.storage_type != "file":
+        r.error(f"{path}.storage_type", f"task sets are read from files or the hub; got {ts.storage_type!r}")
+    group = c.algorithm.repeat_times
+    if ts.repeat_times is None:
+        value, reason = (1, "evaluation default") if is_eval else (group, "algorithm.repeat_times")
+        r.derive(ts, "repeat_times", value, f"{path}.repeat_times", reason)
+    elif not is_eval and ts.repeat_times != group:
+        r.error(f"{path}.repeat_times",
+                f"{ts.repeat_times} differs from algorithm.repeat_times ({group}); set only algorithm.repeat_times")
+    if ts.default_workflow_type is None:
+        candidates = ([("default_eval_workflow_type", ei.default_eval_workflow_type)] if is_eval else []) + [
+            ("default_workflow_type", ei.default_workflow_type)]
+        for name, value in candidates:
+            if value is not None:
+                r.derive(ts, "default_workflow_type", value, f"{path}.default_workflow_type",
+                         f"buffer.explorer_input.{name}")
+                break
+        else:
+            r.error(f"{path}.default_workflow_type",
+                    "no workflow: set it, or buffer.explorer_input.default_workflow_type"
+                    + (" / default_eval_workflow_type" if is_eval else ""))
+    if ts.default_reward_fn_type is None and ei.default_reward_fn_type is not None:
+        r.derive(ts, "default_reward_fn_type", ei.default_reward_fn_type, f"{path}.default_reward_fn_type",
+                 "buffer.explorer_input.default_reward_fn_type")
+    ra = ts.rollout_args
+    for field in ("temperature", "top_p", "top_k", "logprobs"):
+        if getattr(ra, field) is None:
+            r.derive(ra, field, getattr(c.model, field), f"{path}.rollout_args.{field}", f"model.{field}")
+    if ra.max_tokens is None:
+        r.derive(ra, "max_tokens", c.model.max_response_tokens, f"{path}.rollout_args.max_tokens",
+                 "model.max_response_tokens")
+    elif c.model.max_response_tokens is not None and ra.max_tokens > c.model.max_response_tokens:
+        r.error(f"{path}.rollout_args.max_tokens",
+                f"{ra.max_tokens} exceeds model.max_response_tokens ({c.model.max_response_tokens})")
+
+
+def _trainer_input(r: Resolver) -> None:
+    c = r.config
+    ti = c.buffer.trainer_input
+    path = "buffer.trainer_input.experience_buffer"
+    eb = ti.experience_buffer
+    if c.mode == "train":
+        if eb is None or not eb.path:
+            r.error(f"{path}.path" if eb is not None else path,
+                    "required in mode 'train': the dataset (or stored experiences) to train on")
+    elif c.mode in EXPLORING_MODES and c.mode in TRAINING_MODES:
+        if eb is None:
+            r.derive(ti, "experience_buffer", StorageConfig(name="experience_buffer", storage_type="queue"), path,
+                     f"mode {c.mode!r} streams experiences from explorer to trainer through a queue")
+        elif eb.storage_type == "file":
+            r.error(f"{path}.storage_type",
+                    f"'file' cannot stream experiences in mode {c.mode!r}; use 'queue' (or 'sqlite') "
+                    "(Trinity would switch it to queue silently)")
+    if eb is not None and not eb.name:
+        r.derive(eb, "name", "experience_buffer", f"{path}.name", "default name")
+    if ti.sft_warmup_steps and ti.sft_warmup_dataset is None:
+        r.error("buffer.trainer_input.sft_warmup_dataset",
+                f"required when buffer.trainer_input.sft_warmup_steps is {ti.sft_warmup_steps}")
+
+
+# ----------------------------------------------------------------------------- explorer, monitor
+def _explorer(r: Resolver) -> None:
+    c = r.config
+    e = c.explorer
+    for i, aux in enumerate(e.auxiliary_models):
+        if not aux.model_path:
+            r.error(f"explorer.auxiliary_models.{i}.model_path", "required for an auxiliary model")
+    if e.rollout_model.model_path is not None:
+        r.error("explorer.rollout_model.model_path", "do not set: the rollout model always serves model.model_path")
+    gpus, nodes = c.cluster.gpu_per_node, c.cluster.node_num
+    if gpus and nodes and e.rollout_model.engine_type == "vllm" and c.mode in EXPLORING_MODES:
+        rollout = e.rollout_model.engine_num * e.rollout_model.tensor_parallel_size + sum(
+            a.engine_num * a.tensor_parallel_size for a in e.auxiliary_models)
+        total = gpus * nodes
+        if c.mode == "both" and rollout >= total:
+            r.error("explorer.rollout_model.engine_num",
+                    f"engines need {rollout} GPUs (engine_num × tensor_parallel_size, plus auxiliary models) but "
+                    f"cluster.node_num × cluster.gpu_per_node = {total} leaves none for the trainer in mode 'both'")
+        elif rollout > total:
+            r.error("explorer.rollout_model.engine_num",
+                    f"engines need {rollout} GPUs but the cluster has {total}")
+
+
+def _monitor(r: Resolver) -> None:
+    mon = r.config.monitor
+    if mon.experiment_name is None:
+        r.derive(mon, "experiment_name", r.config.project, "monitor.experiment_name", "project")
