@@ -1,0 +1,75 @@
+"""Experiences → padded tensors, in the layout veRL uses too.
+
+Prompts are left-padded and responses right-padded, so every response starts at the same column:
+the logits predicting response token j sit at column `prompt_width - 1 + j` for every row, and a
+forward pass only needs the last `response_width + 1` logits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from buffer.experience import Experience
+
+
+@dataclass
+class TrainBatch:
+    input_ids: torch.Tensor  # [B, P + R]
+    attention_mask: torch.Tensor  # [B, P + R]
+    position_ids: torch.Tensor  # [B, P + R]
+    response_ids: torch.Tensor  # [B, R]
+    response_mask: torch.Tensor  # [B, R] float, 1 where trained on
+    old_logprobs: torch.Tensor  # [B, R]
+    advantages: torch.Tensor  # [B, R] (outcome advantage broadcast over the response)
+    prompt_width: int
+    response_width: int
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.attention_mask.sum())
+
+
+def collate(experiences: list[Experience], pad_token_id: int) -> TrainBatch:
+    """Pad a micro-batch; experiences must carry their advantage."""
+    missing = [e.eid for e in experiences if e.advantage is None]
+    if missing:
+        raise ValueError(f"experiences without an advantage cannot be trained on: {missing[:5]}")
+    prompt_width = max(len(e.prompt_token_ids) for e in experiences)
+    response_width = max(max(len(e.response_token_ids) for e in experiences), 1)
+    rows = len(experiences)
+    width = prompt_width + response_width
+
+    input_ids = torch.full((rows, width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((rows, width), dtype=torch.long)
+    response_mask = torch.zeros((rows, response_width), dtype=torch.float32)
+    old_logprobs = torch.zeros((rows, response_width), dtype=torch.float32)
+    advantages = torch.zeros((rows, response_width), dtype=torch.float32)
+    for row, exp in enumerate(experiences):
+        prompt, response = exp.prompt_token_ids, exp.response_token_ids
+        start = prompt_width - len(prompt)
+        input_ids[row, start:prompt_width] = torch.tensor(prompt, dtype=torch.long)
+        input_ids[row, prompt_width : prompt_width + len(response)] = torch.tensor(response, dtype=torch.long)
+        attention_mask[row, start : prompt_width + len(response)] = 1
+        response_mask[row, : len(response)] = torch.tensor(exp.response_mask, dtype=torch.float32)
+        old_logprobs[row, : len(response)] = torch.tensor(exp.logprobs, dtype=torch.float32)
+        advantages[row, : len(response)] = float(exp.advantage)  # type: ignore[arg-type]
+    position_ids = (attention_mask.cumsum(dim=-1) - 1).clamp(min=0)
+    return TrainBatch(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        response_ids=input_ids[:, prompt_width:],
+        response_mask=response_mask,
+        old_logprobs=old_logprobs,
+        advantages=advantages,
+        prompt_width=prompt_width,
+        response_width=response_width,
+    )
+
+
+def micro_batches(experiences: list[Experience], size: int) -> list[list[Experience]]:
+    """Split a batch into micro-batches of similar length, so little compute goes to padding."""
+    ordered = sorted(experiences, key=lambda e: len(e.prompt_token_ids) + len(e.response_token_ids))
+    return [ordered[i : i + size] for i in range(0, len(ordered), max(size, 1))]

