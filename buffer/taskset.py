@@ -153,26 +153,23 @@ def _load_split(
     return ds, str(file)
 
 
-def _prompt_keys(fmt: Any) -> list[str]:
-    """The row keys every task needs: the chat messages or the prompt text, per prompt_type."""
-    if fmt is None:
-        return []
-    if getattr(fmt, "prompt_type", None) == "messages":
-        return [fmt.messages_key]
-    return [fmt.prompt_key]
-
-
 def load_taskset(config: TasksetConfig, required_keys: Sequence[str] | None = None) -> list[Task]:
     """Read every row of a taskset (after split slicing) into `Task`s, validating required keys.
 
     `required_keys` defaults to the prompt key of the taskset's format; a workflow can add more
-    (see `Workflow.required_keys`, e.g. the math workflow also needs the answer key).
+    (see `Workflow.required_keys`, e.g. the math workflow also needs the answer key). A row's
+    `format.workflow_key` / `format.reward_fn_key` column, when set, overrides the taskset's types.
     """
     import datasets
 
+    if not config.path:
+        raise TasksetError(f"taskset '{config.name}': path is not set")
     name = config.name or Path(config.path).stem
     split_spec = config.split or "train"
-    keys = list(required_keys) if required_keys is not None else _prompt_keys(config.format)
+    fmt = config.format
+    keys = list(required_keys) if required_keys is not None else [fmt.prompt_key]
+    workflow_key = getattr(fmt, "workflow_key", "") or ""
+    reward_fn_key = getattr(fmt, "reward_fn_key", "") or ""
     local = resolve_local_path(config.path)
     if local is None and _looks_local(config.path):
         root = project_root()
@@ -221,8 +218,10 @@ def load_taskset(config: TasksetConfig, required_keys: Sequence[str] | None = No
                     workflow_args=dict(config.workflow_args or {}),
                     reward_fn_args=dict(config.reward_fn_args or {}),
                     repeat_times=config.repeat_times,
-                    workflow_type=config.default_workflow_type,
-                    reward_fn_type=config.default_reward_fn_type,
+                    workflow_type=(workflow_key and row.get(workflow_key))
+                    or config.default_workflow_type,
+                    reward_fn_type=(reward_fn_key and row.get(reward_fn_key))
+                    or config.default_reward_fn_type,
                     taskset_name=name,
                 )
             )
@@ -256,13 +255,20 @@ def compute_total_steps(
     return math.ceil(num_tasks * total_epochs / batch_size)
 
 
+SELECTORS = ("sequential", "shuffle", "random")
+
+
 class TasksetReader:
     """Hands out batches of tasks, epoch after epoch, from a position that can be saved and restored.
 
-    Each epoch visits every task once in an order fixed by (seed, epoch), so the position
-    (epoch, offset into that epoch's order) determines all later batches. A batch that reaches the
-    end of an epoch continues into the next one, keeping batches full. `total_epochs=None` reads
-    without end (a run bounded by total_steps instead).
+    The position is (epoch, offset): how many tasks of the current epoch were handed out. Every later
+    batch is a function of it and the seed, so a restored reader continues exactly. Selectors (the
+    taskset's `task_selector.selector_type`):
+      sequential  file order, every epoch
+      shuffle     a permutation per epoch fixed by (seed, epoch): each task once per epoch
+      random      each batch drawn uniformly, fixed by (seed, tasks handed out so far)
+    A batch that reaches the end of an epoch continues into the next one, keeping batches full.
+    `total_epochs=None` reads without end (a run bounded by total_steps instead).
     """
 
     def __init__(
@@ -271,7 +277,7 @@ class TasksetReader:
         batch_size: int,
         total_epochs: int | None = 1,
         *,
-        shuffle: bool = True,
+        selector: str = "sequential",
         seed: int = 42,
     ) -> None:
         if not tasks:
@@ -280,20 +286,32 @@ class TasksetReader:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if total_epochs is not None and total_epochs < 1:
             raise ValueError(f"total_epochs must be >= 1 or None, got {total_epochs}")
+        if selector not in SELECTORS:
+            raise ValueError(f"unknown task selector '{selector}' (known: {', '.join(SELECTORS)})")
         self.tasks = list(tasks)
         self.batch_size = batch_size
         self.total_epochs = total_epochs
-        self.shuffle = shuffle
+        self.selector = selector
         self.seed = seed
         self.epoch = 0
         self.offset = 0
         self._order_epoch = -1
         self._order: list[int] = []
 
+    @classmethod
+    def for_taskset(
+        cls, tasks: Sequence[Task], config: TasksetConfig, batch_size: int, total_epochs: int | None
+    ) -> TasksetReader:
+        """A reader with the taskset's task_selector (selector_type and seed)."""
+        selector = config.task_selector
+        return cls(
+            tasks, batch_size, total_epochs, selector=selector.selector_type, seed=selector.seed
+        )
+
     def _epoch_order(self, epoch: int) -> list[int]:
         if epoch != self._order_epoch:
             order = list(range(len(self.tasks)))
-            if self.shuffle:
+            if self.selector == "shuffle":
                 random.Random(f"{self.seed}/{epoch}").shuffle(order)
             self._order, self._order_epoch = order, epoch
         return self._order
@@ -308,18 +326,28 @@ class TasksetReader:
         """Tasks handed out so far, across epochs."""
         return self.epoch * len(self.tasks) + self.offset
 
+    def _advance(self, count: int) -> None:
+        self.epoch, self.offset = divmod(self.consumed + count, len(self.tasks))
+
     def read(self) -> list[Task]:
         """The next batch (the last one may be short); raises StopIteration when finished."""
         if self.finished:
             raise StopIteration
+        size = self.batch_size
+        if self.total_epochs is not None:
+            size = min(size, self.total_epochs * len(self.tasks) - self.consumed)
+        if self.selector == "random":
+            rng = random.Random(f"{self.seed}/random/{self.consumed}")
+            n = len(self.tasks)
+            picks = rng.sample(range(n), size) if size <= n else rng.choices(range(n), k=size)
+            self._advance(size)
+            return [self.tasks[i] for i in picks]
         batch: list[Task] = []
-        while len(batch) < self.batch_size and not self.finished:
+        while len(batch) < size:
             order = self._epoch_order(self.epoch)
-            take = min(self.batch_size - len(batch), len(order) - self.offset)
+            take = min(size - len(batch), len(order) - self.offset)
             batch.extend(self.tasks[i] for i in order[self.offset : self.offset + take])
-            self.offset += take
-            if self.offset == len(order):
-                self.epoch, self.offset = self.epoch + 1, 0
+            self._advance(take)
         return batch
 
     def __iter__(self) -> Iterator[list[Task]]:
@@ -334,13 +362,13 @@ class TasksetReader:
             "epoch": self.epoch,
             "offset": self.offset,
             "seed": self.seed,
-            "shuffle": self.shuffle,
+            "selector": self.selector,
             "num_tasks": len(self.tasks),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a saved position; refuses one saved over a different taskset or order."""
-        mine_by_key = {"seed": self.seed, "shuffle": self.shuffle, "num_tasks": len(self.tasks)}
+        mine_by_key = {"seed": self.seed, "selector": self.selector, "num_tasks": len(self.tasks)}
         for key, mine in mine_by_key.items():
             if key in state and state[key] != mine:
                 raise ValueError(

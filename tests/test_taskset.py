@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,33 +15,18 @@ from buffer.taskset import (
     load_taskset,
     project_root,
 )
+from schemas import TasksetConfig
 
 GSM8K = "data/gsm8k"
 
 
-def taskset_config(**overrides: Any) -> Any:
-    """A GSM8K TasksetConfig from the schemas package (a plain stand-in until it lands)."""
-    fmt = {"prompt_key": "question", "response_key": "answer"}
-    fmt.update(overrides.pop("format", {}))
+def taskset_config(**overrides: Any) -> TasksetConfig:
+    """The bundled GSM8K as a training taskset, with overrides."""
+    fmt = {"prompt_key": "question", "response_key": "answer", **overrides.pop("format", {})}
     values: dict[str, Any] = {
         "name": "gsm8k", "path": GSM8K, "split": "train", "default_workflow_type": "math_workflow",
     }
-    values.update(overrides)
-    try:
-        from schemas import TasksetConfig  # type: ignore[attr-defined]
-    except ImportError:
-        TasksetConfig = None
-    if TasksetConfig is not None:
-        return TasksetConfig(format=fmt, **values)
-    defaults = {
-        "storage_type": "file", "subset_name": None, "workflow_args": {}, "reward_fn_args": {},
-        "repeat_times": None, "default_reward_fn_type": None,
-        "rollout_args": SimpleNamespace(temperature=1.0, top_p=1.0, top_k=-1, logprobs=0, max_tokens=None),
-    }
-    fmt_ns = SimpleNamespace(
-        **{"system_prompt": None, "prompt_type": "plaintext", "messages_key": "messages", **fmt}
-    )
-    return SimpleNamespace(**{**defaults, **values, "format": fmt_ns})
+    return TasksetConfig(**{**values, **overrides}, format=fmt)
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +132,20 @@ def test_workflow_required_keys_are_checked(tmp_path):
         load_taskset(config, required_keys=keys)
 
 
+def test_a_row_can_name_its_own_workflow(tmp_path):
+    rows = write_jsonl(
+        tmp_path / "mixed.jsonl",
+        [{"question": "a", "wf": "other_workflow"}, {"question": "b", "wf": None}],
+    )
+    tasks = load_taskset(taskset_config(path=str(rows), format={"workflow_key": "wf"}))
+    assert [t.workflow_type for t in tasks] == ["other_workflow", "math_workflow"]
+
+
+def test_unset_path_is_an_error():
+    with pytest.raises(TasksetError, match="taskset 'gsm8k': path is not set"):
+        load_taskset(taskset_config(path=None))
+
+
 def test_invalid_split_spec():
     with pytest.raises(TasksetError, match=r"invalid split 'train\[:x\]'"):
         load_taskset(taskset_config(split="train[:x]"))
@@ -162,7 +160,7 @@ def ids(batch):
 
 def test_epochs_visit_every_task_once_with_full_batches_across_boundaries(gsm8k_train):
     tasks = gsm8k_train[:10]
-    reader = TasksetReader(tasks, batch_size=4, total_epochs=3, seed=7)
+    reader = TasksetReader(tasks, batch_size=4, total_epochs=3, selector="shuffle", seed=7)
     batches = list(reader)
     assert [len(b) for b in batches] == [4] * 7 + [2]
     assert len(batches) == compute_total_steps(10, 4, 3)
@@ -175,36 +173,56 @@ def test_epochs_visit_every_task_once_with_full_batches_across_boundaries(gsm8k_
         reader.read()
 
 
-def test_same_seed_same_order_other_seed_other_order(gsm8k_train):
-    a = TasksetReader(gsm8k_train, batch_size=16, seed=1).read()
-    b = TasksetReader(gsm8k_train, batch_size=16, seed=1).read()
-    c = TasksetReader(gsm8k_train, batch_size=16, seed=2).read()
-    assert ids(a) == ids(b) != ids(c)
-    plain = TasksetReader(gsm8k_train, batch_size=3, shuffle=False).read()
-    assert ids(plain) == ["gsm8k/train/0", "gsm8k/train/1", "gsm8k/train/2"]
+def test_selectors_sequential_shuffle_random(gsm8k_train):
+    def first(selector: str, seed: int = 1) -> list[str]:
+        return ids(TasksetReader(gsm8k_train, batch_size=16, selector=selector, seed=seed).read())
+
+    assert first("sequential")[:3] == ["gsm8k/train/0", "gsm8k/train/1", "gsm8k/train/2"]
+    assert first("shuffle") == first("shuffle") != first("shuffle", seed=2)
+    assert first("random") == first("random") != first("shuffle")
+    assert len(set(first("random"))) == 16  # no repeats inside a batch
+    with pytest.raises(ValueError, match="unknown task selector 'best'"):
+        TasksetReader(gsm8k_train, batch_size=1, selector="best")
 
 
-def test_saved_position_restores_identical_later_batches(gsm8k_train):
+def test_reader_follows_the_tasksets_task_selector(gsm8k_train):
+    config = taskset_config(task_selector={"selector_type": "shuffle", "seed": 5})
+    reader = TasksetReader.for_taskset(gsm8k_train, config, batch_size=8, total_epochs=2)
+    assert (reader.selector, reader.seed, reader.total_epochs) == ("shuffle", 5, 2)
+    assert ids(reader.read()) == ids(
+        TasksetReader(gsm8k_train, batch_size=8, selector="shuffle", seed=5).read()
+    )
+
+
+@pytest.mark.parametrize("selector", ["sequential", "shuffle", "random"])
+def test_saved_position_restores_identical_later_batches(gsm8k_train, selector):
     tasks = gsm8k_train[:50]
-    uninterrupted = TasksetReader(tasks, batch_size=8, total_epochs=2, seed=3)
-    expected = [ids(b) for b in uninterrupted]
 
-    first = TasksetReader(tasks, batch_size=8, total_epochs=2, seed=3)
+    def reader() -> TasksetReader:
+        return TasksetReader(tasks, batch_size=8, total_epochs=2, selector=selector, seed=3)
+
+    expected = [ids(b) for b in reader()]
+    assert len(expected) == compute_total_steps(50, 8, 2) == 13
+
+    first = reader()
     head = [ids(first.read()) for _ in range(7)]  # 56 tasks: into the second epoch
     saved = json.loads(json.dumps(first.state_dict()))  # as a checkpoint stores it
     assert saved["epoch"] == 1 and saved["offset"] == 6
 
-    resumed = TasksetReader(tasks, batch_size=8, total_epochs=2, seed=3)
+    resumed = reader()
     resumed.load_state_dict(saved)
     assert head + [ids(b) for b in resumed] == expected
+    assert resumed.finished and resumed.consumed == 100
 
 
 def test_position_from_another_taskset_or_seed_is_refused(gsm8k_train):
-    state = TasksetReader(gsm8k_train[:20], batch_size=4, seed=3).state_dict()
+    state = TasksetReader(gsm8k_train[:20], batch_size=4, selector="shuffle", seed=3).state_dict()
     with pytest.raises(ValueError, match="num_tasks=20 .* num_tasks=21"):
-        TasksetReader(gsm8k_train[:21], batch_size=4, seed=3).load_state_dict(state)
+        TasksetReader(gsm8k_train[:21], batch_size=4, selector="shuffle", seed=3).load_state_dict(state)
     with pytest.raises(ValueError, match="seed=3 .* seed=4"):
-        TasksetReader(gsm8k_train[:20], batch_size=4, seed=4).load_state_dict(state)
+        TasksetReader(gsm8k_train[:20], batch_size=4, selector="shuffle", seed=4).load_state_dict(state)
+    with pytest.raises(ValueError, match="selector='shuffle' .* selector='random'"):
+        TasksetReader(gsm8k_train[:20], batch_size=4, selector="random", seed=3).load_state_dict(state)
 
 
 def test_unbounded_reader_and_total_steps_helper(gsm8k_train):

@@ -71,10 +71,6 @@ class Workflow(ABC):
     @classmethod
     def required_keys(cls, fmt: Any) -> list[str]:
         """Row keys this workflow reads (checked when the taskset is loaded); default: the prompt."""
-        if fmt is None:
-            return []
-        if getattr(fmt, "prompt_type", None) == "messages":
-            return [fmt.messages_key]
         return [fmt.prompt_key]
 
     @abstractmethod

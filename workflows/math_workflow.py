@@ -5,6 +5,9 @@ format (`format_score`, default 0.1, when the response puts an answer in \\boxed
 the text after the last `####` of the response_key column (GSM8K's convention), or the whole column
 when there is none. Both parts are recorded in `Experience.reward_breakdown`.
 
+Prompt: a system message (the row's format.system_prompt_key column, else format.system_prompt, else
+DEFAULT_SYSTEM_PROMPT below; "" for none) and the format.prompt_key column as the user message.
+
 reward_fn_args of the taskset:
   format_score (float, default 0.1)    the bonus for a \\boxed{} answer
   require_boxed (bool, default False)  when True, an answer outside \\boxed{} scores no accuracy;
@@ -97,15 +100,25 @@ class MathWorkflow(Workflow):
     def required_keys(cls, fmt: Any) -> list[str]:
         return [*super().required_keys(fmt), fmt.response_key]
 
-    def messages(self) -> Messages:
+    def system_prompt(self) -> str:
+        """The row's system_prompt_key column, else format.system_prompt, else the default."""
         fmt = self.task.format
-        system = fmt.system_prompt if fmt.system_prompt is not None else DEFAULT_SYSTEM_PROMPT
-        if getattr(fmt, "prompt_type", None) == "messages":
-            chat = [dict(m) for m in self.task.raw[fmt.messages_key]]
-            has_system = bool(chat) and chat[0].get("role") == "system"
-            return chat if has_system or not system else [{"role": "system", "content": system}, *chat]
-        prompt = {"role": "user", "content": str(self.task.raw[fmt.prompt_key])}
-        return [{"role": "system", "content": system}, prompt] if system else [prompt]
+        key = getattr(fmt, "system_prompt_key", None)
+        if key and self.task.raw.get(key) is not None:
+            return str(self.task.raw[key])
+        return fmt.system_prompt if fmt.system_prompt is not None else DEFAULT_SYSTEM_PROMPT
+
+    def messages(self) -> Messages:
+        """System prompt + the prompt_key column (a string, or already a list of chat messages)."""
+        system = self.system_prompt()
+        prompt = self.task.raw[self.task.format.prompt_key]
+        if isinstance(prompt, list):
+            chat = [dict(m) for m in prompt]
+            if chat and chat[0].get("role") == "system":
+                return chat
+        else:
+            chat = [{"role": "user", "content": str(prompt)}]
+        return [{"role": "system", "content": system}, *chat] if system else chat
 
     def run(self) -> list[Experience]:
         fmt = self.task.format

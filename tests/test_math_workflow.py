@@ -1,0 +1,273 @@
+"""math_workflow on real GSM8K rows, the workflow registry and the runner pool.
+
+The engine here is a scripted stand-in implementing `RolloutEngine` so the workflow logic (prompts,
+rewards, groups) can be checked exactly; the real vLLM engine has its own tests.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from backends.rollout import Messages, RolloutEngine, Sample, SamplingSettings
+from buffer.experience import Experience
+from buffer.taskset import Task, load_taskset
+from tests.test_taskset import taskset_config
+from workflows import WORKFLOWS, Workflow, get_workflow, register_workflow
+from workflows.math_workflow import DEFAULT_SYSTEM_PROMPT, gold_answer, last_boxed, score_math
+from workflows.runner import AllTasksFailedError, WorkflowRunner
+
+Responder = Callable[[Messages, int], str]  # (chat, sample index) -> response text
+
+
+class ScriptedEngine(RolloutEngine):
+    """Answers each chat with text from `respond`; records what it was asked."""
+
+    def __init__(self, respond: Responder, version: int = 0) -> None:
+        self.respond = respond
+        self.version = version
+        self.calls: list[tuple[list[Messages], SamplingSettings]] = []
+        self.threads: set[str] = set()
+        self._lock = threading.Lock()
+
+    def generate(self, prompts: list[Messages], sampling: SamplingSettings) -> list[list[Sample]]:
+        with self._lock:
+            self.calls.append((prompts, sampling))
+            self.threads.add(threading.current_thread().name)
+        out = []
+        for chat in prompts:
+            prompt_ids = list(chat[-1]["content"].encode()[:16])
+            samples = []
+            for i in range(sampling.n):
+                text = self.respond(chat, i)
+                ids = list(text.encode())
+                samples.append(Sample(prompt_ids, ids, [-0.1] * len(ids), text, "stop"))
+            out.append(samples)
+        return out
+
+    def load_weights_from(self, model_dir: str, version: int) -> float:
+        self.version = version
+        return 0.0
+
+    def model_version(self) -> int:
+        return self.version
+
+    def info(self) -> dict[str, Any]:
+        return {"model_path": "scripted"}
+
+
+@pytest.fixture(scope="module")
+def tasks() -> list[Task]:
+    return load_taskset(taskset_config(split="train[:400]"))
+
+
+def gold_of(task: Task) -> str:
+    return gold_answer(task.raw["answer"])
+
+
+def run_math(task: Task, engine: RolloutEngine, repeat_times: int = 1, **kw: Any) -> list[Experience]:
+    workflow = get_workflow("math_workflow")(
+        task, engine, repeat_times=repeat_times, explore_step=kw.pop("explore_step", 3),
+        model_version=kw.pop("model_version", 2), **kw,
+    )
+    return workflow.run()
+
+
+# -- reward ----------------------------------------------------------------------------------------
+
+
+def test_gold_answers_of_real_rows(tasks):
+    assert gold_of(tasks[0]) == "72"  # Natalia's clips
+    assert gold_of(tasks[345]) == "1080"  # "#### 1,080": commas stripped
+
+
+def test_correct_boxed_answer_scores_accuracy_plus_format(tasks):
+    task = tasks[0]
+    engine = ScriptedEngine(lambda chat, i: "48 + 24 = 72 clips.\nThe answer is \\boxed{72}.")
+    (exp,) = run_math(task, engine)
+    assert exp.reward_breakdown == {"accuracy": 1.0, "format": 0.1}
+    assert exp.reward == pytest.approx(1.1)
+    assert exp.info["gold"] == "72"
+
+
+def test_incorrect_boxed_answer_gets_only_the_format_bonus(tasks):
+    (exp,) = run_math(tasks[0], ScriptedEngine(lambda chat, i: "So \\boxed{70}"))
+    assert exp.reward_breakdown == {"accuracy": 0.0, "format": 0.1}
+    assert exp.reward == pytest.approx(0.1)
+
+
+def test_unformatted_answers(tasks):
+    correct_plain = ScriptedEngine(lambda chat, i: "She sold 48 + 24 = 72 clips in total.")
+    (exp,) = run_math(tasks[0], correct_plain)
+    assert exp.reward_breakdown == {"accuracy": 1.0, "format": 0.0}
+
+    strict = tasks[0].__class__(**{**tasks[0].__dict__, "reward_fn_args": {"require_boxed": True}})
+    (exp,) = run_math(strict, correct_plain)
+    assert exp.reward == 0.0
+
+    (exp,) = run_math(tasks[0], ScriptedEngine(lambda chat, i: "I do not know."))
+    assert exp.reward == 0.0 and exp.reward_breakdown == {"accuracy": 0.0, "format": 0.0}
+
+    truncated = ScriptedEngine(lambda chat, i: "48 + 24 = 72 so \\boxed{7")  # cut off by max_tokens
+    (exp,) = run_math(tasks[0], truncated)
+    assert exp.reward_breakdown["format"] == 0.0
+
+
+def test_thousands_and_equivalent_forms(tasks):
+    gold = gold_of(tasks[345])
+    assert score_math("\\boxed{1,080}", gold)["accuracy"] == 1.0
+    assert score_math("\\boxed{\\$1080.00}", gold)["accuracy"] == 1.0
+    assert score_math("\\boxed{1,08}", gold)["accuracy"] == 0.0
+    assert last_boxed("a \\boxed{\\frac{1}{2}} b \\boxed{x^{2}}") == "x^{2}"
+    custom = score_math("\\boxed{1080}", gold, format_score=0.5)
+    assert custom == {"accuracy": 1.0, "format": 0.5}
+
+
+# -- prompt, sampling and groups -------------------------------------------------------------------
+
+
+def test_prompt_uses_default_system_prompt_and_question(tasks):
+    engine = ScriptedEngine(lambda chat, i: "\\boxed{1}")
+    run_math(tasks[1], engine)
+    (prompts, _), = engine.calls
+    assert prompts == [[
+        {"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
+        {"role": "user", "content": tasks[1].raw["question"]},
+    ]]
+
+
+def test_custom_system_prompt_from_the_taskset_format():
+    (task,) = load_taskset(
+        taskset_config(split="test[:1]", format={"system_prompt": "Answer tersely."})
+    )
+    engine = ScriptedEngine(lambda chat, i: "\\boxed{18}")
+    (exp,) = run_math(task, engine)
+    (prompts, _), = engine.calls
+    assert prompts[0][0] == {"role": "system", "content": "Answer tersely."}
+    assert exp.reward == pytest.approx(1.1)  # Janet's ducks: 18
+
+
+def test_system_prompt_from_a_row_column_or_none_at_all(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        '{"question": "1+1?", "answer": "#### 2", "sys": "Be brief."}\n'
+        '{"question": [{"role": "user", "content": "2+2?"}], "answer": "#### 4", "sys": null}\n'
+    )
+    per_row, chat = load_taskset(
+        taskset_config(path=str(rows), format={"system_prompt_key": "sys", "system_prompt": ""})
+    )
+    engine = ScriptedEngine(lambda chat, i: "\\boxed{2}")
+    run_math(per_row, engine)
+    run_math(chat, engine)
+    assert engine.calls[0][0][0] == [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"},
+    ]
+    assert engine.calls[1][0][0] == [{"role": "user", "content": "2+2?"}]  # "" = no system prompt
+
+
+def test_group_of_repeat_times_samples(tasks):
+    answers = ["\\boxed{72}", "\\boxed{71}", "72", "no idea"]
+    engine = ScriptedEngine(lambda chat, i: answers[i])
+    exps = run_math(tasks[0], engine, repeat_times=4, explore_step=5, model_version=7, max_tokens=64)
+    (_, sampling), = engine.calls
+    assert sampling.n == 4 and sampling.max_tokens == 64
+    assert [e.reward for e in exps] == pytest.approx([1.1, 0.1, 1.0, 0.0])
+    assert len({e.group_id for e in exps}) == 1
+    assert len({e.eid for e in exps}) == 4
+    assert all(e.task_id == "gsm8k/train/0" for e in exps)
+    assert all(e.model_version == 7 and e.explore_step == 5 for e in exps)
+    assert all(len(e.logprobs) == len(e.response_token_ids) == len(e.response_mask) for e in exps)
+    assert exps[0].response_text == "\\boxed{72}" and exps[0].prompt_text == tasks[0].raw["question"]
+
+    again = run_math(tasks[0], engine, repeat_times=4, explore_step=5)
+    assert again[0].group_id != exps[0].group_id  # same task twice in one step: two groups
+
+
+def test_missing_gold_answer_names_the_task(tasks):
+    task = Task(**{**tasks[0].__dict__, "raw": {"question": "q"}, "task_id": "mini/train/9"})
+    with pytest.raises(KeyError, match="task mini/train/9: response_key 'answer'"):
+        run_math(task, ScriptedEngine(lambda chat, i: "x"))
+
+
+# -- registry --------------------------------------------------------------------------------------
+
+
+def test_unknown_workflow_lists_known_ones():
+    with pytest.raises(ValueError, match=r"unknown workflow type 'nope' \(known: .*math_workflow"):
+        get_workflow("nope")
+
+
+def test_a_new_workflow_is_one_small_class(tasks):
+    @register_workflow("echo_length_test")
+    class EchoLength(Workflow):
+        def run(self) -> list[Experience]:
+            samples = self.sample([{"role": "user", "content": "hi"}])
+            return [self.make_experience(s, i, reward=len(s.text)) for i, s in enumerate(samples)]
+
+    try:
+        exps = get_workflow("echo_length_test")(
+            tasks[0], ScriptedEngine(lambda chat, i: "abc"), repeat_times=2, explore_step=0,
+            model_version=0,
+        ).run()
+        assert [e.reward for e in exps] == [3.0, 3.0]
+        with pytest.raises(ValueError, match="already registered"):
+            register_workflow("echo_length_test")(type("Other", (EchoLength,), {}))
+    finally:
+        WORKFLOWS.pop("echo_length_test")
+
+
+# -- runner pool -----------------------------------------------------------------------------------
+
+
+def answer_correctly(chat: Messages, i: int) -> str:
+    question = chat[-1]["content"]
+    return f"\\boxed{{{GOLD_BY_QUESTION[question]}}}"
+
+
+GOLD_BY_QUESTION: dict[str, str] = {}
+
+
+def test_runner_spreads_tasks_over_engines_and_keeps_task_order(tasks):
+    batch = tasks[:12]
+    GOLD_BY_QUESTION.update({t.raw["question"]: gold_of(t) for t in batch})
+    engines = [ScriptedEngine(answer_correctly, version=4), ScriptedEngine(answer_correctly, version=4)]
+    result = WorkflowRunner(engines, runner_per_model=2).run(
+        batch, explore_step=1, repeat_times=3
+    )
+    assert not result.failures
+    assert [e.task_id for e in result.experiences] == [t.task_id for t in batch for _ in range(3)]
+    assert all(e.reward == pytest.approx(1.1) and e.model_version == 4 for e in result.experiences)
+    assert all(engine.calls for engine in engines)  # both engines took work
+    stats = result.stats
+    assert stats["tasks"] == 12 and stats["experiences"] == 36 and stats["tasks_failed"] == 0
+    assert stats["reward_mean"] == pytest.approx(1.1)
+
+
+def test_a_failing_task_is_reported_and_skipped(tasks):
+    broken = Task(**{**tasks[1].__dict__, "raw": {"question": tasks[1].raw["question"]}})
+    batch = [tasks[0], broken, tasks[2]]
+    engine = ScriptedEngine(lambda chat, i: "\\boxed{0}")
+    result = WorkflowRunner([engine], runner_per_model=2).run(batch, explore_step=0, repeat_times=2)
+    assert [f.task_id for f in result.failures] == ["gsm8k/train/1"]
+    assert "KeyError" in result.failures[0].error
+    assert [e.task_id for e in result.experiences] == ["gsm8k/train/0"] * 2 + ["gsm8k/train/2"] * 2
+
+
+def test_all_tasks_failing_is_an_error(tasks):
+    def explode(chat: Messages, i: int) -> str:
+        raise RuntimeError("engine died")
+
+    with pytest.raises(AllTasksFailedError, match=r"all 2 tasks .*gsm8k/train/0: RuntimeError: engine died"):
+        WorkflowRunner([ScriptedEngine(explode)]).run(tasks[:2], explore_step=0, repeat_times=1)
+
+
+def test_taskset_repeat_times_overrides_the_algorithm_default(tasks):
+    task = Task(**{**tasks[0].__dict__, "repeat_times": 5})
+    result = WorkflowRunner([ScriptedEngine(lambda c, i: "x")]).run(
+        [task, tasks[1]], explore_step=0, repeat_times=2
+    )
+    assert [e.task_id for e in result.experiences].count(task.task_id) == 5
+    assert [e.task_id for e in result.experiences].count(tasks[1].task_id) == 2
