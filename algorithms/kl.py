@@ -1,5 +1,7 @@
-"""KL-to-reference loss terms (registry ``KL_LOSS_FNS``): per-token estimators from veRL's ``kl_penalty``.
+"""KL-to-reference loss terms (registry ``KL_LOSS_FNS``).
 
+Each fn maps ``(logprobs, ref_logprobs, old_logprobs)`` [B, T] to a per-token KL estimate, which the
+loss aggregates and scales by ``kl_coef``. veRL's ``kl_penalty`` provides the estimators:
 k1 = log p - log p_ref;  k2 = ½ (log p - log p_ref)²;  k3 / low_var_kl = exp(r) - r - 1 with
 r = log p_ref - log p (clamped as veRL does);  abs = |k1|.  A trailing "+" (k1+, k3+, low_var_kl+)
 keeps the value and takes k2's gradient (veRL's straight-through variant).
@@ -13,18 +15,29 @@ from algorithms.registry import Registry
 
 KL_LOSS_FNS = Registry("algorithm.kl_loss_fn")
 register_kl_loss_fn = KL_LOSS_FNS.register
-KL_DEFAULTS = {"kl_coef": 0.001}
+KL_DEFAULTS = {"kl_coef": 0.001, "adaptive": False}
 
 
-def _verl_estimator(verl_name: str):
-    def estimator(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
-        from verl.trainer.ppo.core_algos import kl_penalty
+def _verl_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, name: str) -> torch.Tensor:
+    from verl.trainer.ppo.core_algos import kl_penalty
 
-        return kl_penalty(logprob=logprobs, ref_logprob=ref_logprobs, kl_penalty=verl_name)
+    return kl_penalty(logprob=logprobs, ref_logprob=ref_logprobs, kl_penalty=name)
 
-    estimator.__qualname__ = f"kl_{verl_name}"
+
+def _verl_estimator(name: str):
+    def estimator(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, old_logprobs: torch.Tensor) -> torch.Tensor:
+        return _verl_kl(logprobs, ref_logprobs, name)
+
+    estimator.__qualname__ = f"kl_{name}"
     return estimator
 
 
 for _name in ("k1", "k2", "k3", "low_var_kl", "abs", "mse", "k1+", "k3+", "low_var_kl+"):
     register_kl_loss_fn(_name, defaults=KL_DEFAULTS)(_verl_estimator(_name))
+
+
+@register_kl_loss_fn("corrected_k3", defaults=KL_DEFAULTS)
+def corrected_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, old_logprobs: torch.Tensor) -> torch.Tensor:
+    """Trinity-RFT's importance-corrected k3: clamp(p / p_old, 0, 2) × k3 (samples came from p_old)."""
+    ratio = torch.clamp(torch.exp(logprobs - old_logprobs), 0.0, 2.0)
+    return ratio * _verl_kl(logprobs, ref_logprobs, "k3")

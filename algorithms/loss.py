@@ -19,7 +19,11 @@ def _kl_term(algorithm) -> tuple[str, float] | None:
     if is_off(name):
         return None
     KL_LOSS_FNS.lookup(name)
-    coef = float(KL_LOSS_FNS.resolve_args(name, getattr(algorithm, "kl_loss_fn_args", None))["kl_coef"])
+    args = KL_LOSS_FNS.resolve_args(name, getattr(algorithm, "kl_loss_fn_args", None))
+    if args.get("adaptive"):
+        # An adaptive coefficient is state carried across steps; compute_loss is stateless.
+        raise ValueError("algorithm.kl_loss_fn_args.adaptive: an adaptive KL coefficient is not supported yet")
+    coef = float(args["kl_coef"])
     return (name, coef) if coef != 0.0 else None
 
 
@@ -59,7 +63,7 @@ def compute_loss(algorithm, inputs: LossInputs) -> tuple[torch.Tensor, dict[str,
         kl_name, kl_coef = kl
         if inputs.ref_logprobs is None:
             raise ValueError(f"algorithm.kl_loss_fn is {kl_name!r} but LossInputs.ref_logprobs is None")
-        kl_mat = KL_LOSS_FNS[kl_name](inputs.logprobs, inputs.ref_logprobs)
+        kl_mat = KL_LOSS_FNS[kl_name](inputs.logprobs, inputs.ref_logprobs, inputs.old_logprobs)
         kl_loss = aggregate(kl_mat, inputs, agg_mode, scale)
         loss = loss + kl_coef * kl_loss
         metrics["kl_loss"] = kl_loss.item()

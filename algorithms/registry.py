@@ -40,7 +40,12 @@ class Registry(dict[str, Callable[..., Any]]):
 
         return decorator
 
-    def lookup(self, name: str) -> Callable[..., Any]:
+    def lookup(self, name: str | None) -> Callable[..., Any]:
+        if name is None:
+            raise ValueError(
+                f"{self.field} is not set (validate the config through ExperimentConfig, which fills it "
+                "from the algorithm_type preset)"
+            )
         if name not in self:
             raise ValueError(f"{self.field}: unknown name {name!r}; registered: {sorted(self)}")
         return self[name]

@@ -11,7 +11,7 @@ from typing import Any
 from algorithms.registry import is_off
 
 # Our policy_loss_fn / advantage_fn names -> veRL registry names (absent: veRL has no equivalent).
-VERL_POLICY_LOSS = {"ppo": "vanilla", "gspo": "gspo"}
+VERL_POLICY_LOSS = {"ppo": "vanilla", "gspo": "gspo", "cispo": "cispo"}
 VERL_ADV_ESTIMATOR = {"grpo": "grpo", "rloo": "rloo", "reinforceplusplus": "reinforce_plus_plus"}
 
 

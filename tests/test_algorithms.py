@@ -16,8 +16,9 @@ from algorithms import LossInputs, compute_advantages, compute_loss, needs_entro
 EPS = 1e-6  # GRPO's default epsilon in the std denominator
 
 
-def make_algorithm(**overrides: Any) -> Any:
-    """An AlgorithmConfig-shaped object (attribute names from the schema contract)."""
+def make_algorithm(*, namespace: bool = False, **overrides: Any) -> Any:
+    """The real ``schemas.AlgorithmConfig`` when it is importable, else a namespace with its attribute names.
+    ``namespace=True`` forces the namespace: for configs the schema would reject before they reach us."""
     fields: dict[str, Any] = {
         "algorithm_type": "grpo",
         "repeat_times": 4,
@@ -32,6 +33,13 @@ def make_algorithm(**overrides: Any) -> Any:
         "entropy_loss_fn_args": {"entropy_coef": 0.0},
     }
     fields.update(overrides)
+    if not namespace:
+        try:
+            from schemas import AlgorithmConfig
+        except ImportError:
+            pass
+        else:
+            return AlgorithmConfig(**fields)
     return SimpleNamespace(**fields)
 
 
@@ -314,18 +322,18 @@ def test_needs_reference_model_and_entropy_switches() -> None:
 def test_unknown_names_and_bad_settings_name_the_field() -> None:
     one = (torch.tensor([1.0]), ["g"], ones(1, 1))
     with pytest.raises(ValueError, match=r"algorithm\.advantage_fn: unknown name 'nope'"):
-        compute_advantages(make_algorithm(advantage_fn="nope"), *one)
+        compute_advantages(make_algorithm(namespace=True, advantage_fn="nope"), *one)
     with pytest.raises(ValueError, match=r"algorithm\.kl_penalty_fn"):
-        compute_advantages(make_algorithm(kl_penalty_fn="k1"), *one)
+        compute_advantages(make_algorithm(namespace=True, kl_penalty_fn="k1"), *one)
     with pytest.raises(ValueError, match=r"algorithm\.policy_loss_fn: unknown name"):
-        compute_loss(make_algorithm(policy_loss_fn="nope"), loss_inputs([[0.0]], [[1.0]]))
+        compute_loss(make_algorithm(namespace=True, policy_loss_fn="nope"), loss_inputs([[0.0]], [[1.0]]))
     with pytest.raises(ValueError, match=r"algorithm\.kl_loss_fn: unknown name"):
-        needs_reference_model(make_algorithm(kl_loss_fn="k9", kl_loss_fn_args={"kl_coef": 0.1}))
+        needs_reference_model(make_algorithm(namespace=True, kl_loss_fn="k9", kl_loss_fn_args={"kl_coef": 0.1}))
     with pytest.raises(ValueError, match="loss_agg_mode"):
-        compute_loss(make_algorithm(policy_loss_fn_args={"clip_range": 0.2, "loss_agg_mode": "mean"}),
+        compute_loss(make_algorithm(namespace=True, policy_loss_fn_args={"clip_range": 0.2, "loss_agg_mode": "mean"}),
                      loss_inputs([[0.0]], [[1.0]]))
     with pytest.raises(ValueError, match="clip_ratio_c"):
-        compute_loss(make_algorithm(policy_loss_fn_args={"clip_range": 0.2, "clip_ratio_c": 1.0}),
+        compute_loss(make_algorithm(namespace=True, policy_loss_fn_args={"clip_range": 0.2, "clip_ratio_c": 1.0}),
                      loss_inputs([[0.0]], [[1.0]]))
     with pytest.raises(ValueError, match="old_logprobs"):
         compute_loss(make_algorithm(), LossInputs(torch.zeros(2, 3), torch.zeros(2, 2), torch.zeros(2, 3),
@@ -338,7 +346,7 @@ def test_a_new_advantage_fn_is_one_registration() -> None:
         return torch.full_like(response_mask, args["value"]) * response_mask
 
     try:
-        adv = compute_advantages(make_algorithm(advantage_fn="test_constant", advantage_fn_args={}),
+        adv = compute_advantages(make_algorithm(namespace=True, advantage_fn="test_constant", advantage_fn_args={}),
                                  torch.tensor([0.0]), ["g"], torch.tensor([[1.0, 0.0]]))
         assert adv.tolist() == [[2.0, 0.0]]
     finally:
@@ -362,3 +370,56 @@ def test_verl_actor_overrides_mirror_our_settings() -> None:
         "kl_loss_coef": 0.01,
         "entropy_coeff": 0.001,
     }
+
+
+# ---------------------------------------------------------------- schema-listed extras
+
+
+def test_advantage_none_is_zero() -> None:
+    adv = compute_advantages(make_algorithm(advantage_fn="none"), torch.tensor([1.0, 0.0]), ["g", "g"], ones(2, 3))
+    assert adv.tolist() == [[0.0] * 3, [0.0] * 3]
+
+
+def test_ppo_sequence_masking_drops_negative_tokens_of_drifted_sequences() -> None:
+    # row 0: log ratios -0.5 (mean KL(old||new) 0.5 > delta 0.1), A = [-1, +1]
+    #   token 0 (A<0) is dropped; token 1: max(-e^-0.5, -0.8) = -e^-0.5
+    # row 1: on-policy (KL 0), A = [-1, -1]: losses 1, 1 (kept)
+    args = {"clip_range": 0.2, "enable_sequence_masking": True, "delta_sequence_masking": 0.1}
+    inputs = loss_inputs([[-0.5, -0.5], [0.0, 0.0]], [[-1.0, 1.0], [-1.0, -1.0]])
+    loss, metrics = compute_loss(make_algorithm(policy_loss_fn_args=args), inputs)
+    assert loss.item() == approx((0.0 - math.exp(-0.5) + 1 + 1) / 4)
+    assert metrics["seq_mask_fraction"] == approx(1 / 4)
+    unmasked, _ = compute_loss(make_algorithm(policy_loss_fn_args={"clip_range": 0.2}), inputs)
+    assert unmasked.item() == approx((0.8 - math.exp(-0.5) + 1 + 1) / 4)
+
+
+def test_cispo_clipped_stop_gradient_weight_times_logprob() -> None:
+    # old logprob -1; ratios 1.5 and 0.5 -> weights clip(r, 0, 1.28) = 1.28 and 0.5; A = +1
+    # loss_t = -w_t * A * logp_t ; logp = -1 + log r
+    algo = make_algorithm(algorithm_type="cispo", policy_loss_fn="cispo",
+                          policy_loss_fn_args={"clip_range_low": 1.0, "clip_range_high": 0.28})
+    inputs = loss_inputs([[math.log(1.5), math.log(0.5)]], [[1.0, 1.0]])
+    loss, metrics = compute_loss(algo, inputs)
+    logp = [-1 + math.log(1.5), -1 + math.log(0.5)]
+    assert loss.item() == approx((-1.28 * logp[0] - 0.5 * logp[1]) / 2)
+    assert metrics["pg_clipfrac"] == approx(0.5)
+    loss.backward()
+    assert inputs.logprobs.grad.tolist() == [approx([-1.28 / 2, -0.5 / 2])]  # the weight carries no gradient
+
+
+def test_corrected_k3_weights_k3_by_clamped_ratio_to_old_policy() -> None:
+    # p = 0.5, p_ref = 0.25, p_old = 0.4: ratio 1.25 ; k3 = 0.5 + log 2 - 1
+    algo = make_algorithm(kl_loss_fn="corrected_k3", kl_loss_fn_args={"kl_coef": 1.0})
+    logprobs = torch.full((1, 2), LOG_P, requires_grad=True)
+    inputs = LossInputs(logprobs=logprobs, old_logprobs=torch.full((1, 2), math.log(0.4)),
+                        advantages=torch.zeros(1, 2), response_mask=ones(1, 2),
+                        ref_logprobs=torch.full((1, 2), LOG_REF))
+    _, metrics = compute_loss(algo, inputs)
+    assert metrics["kl_loss"] == approx(1.25 * (0.5 + math.log(2) - 1))
+
+
+def test_adaptive_kl_and_unset_function_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match=r"kl_loss_fn_args\.adaptive"):
+        needs_reference_model(make_algorithm(kl_loss_fn="k2", kl_loss_fn_args={"kl_coef": 0.1, "adaptive": True}))
+    with pytest.raises(ValueError, match=r"algorithm\.policy_loss_fn is not set"):
+        compute_loss(make_algorithm(namespace=True, policy_loss_fn=None), loss_inputs([[0.0]], [[1.0]]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from algorithms.advantage import grpo, opmd, reinforce_plus_plus, rloo  # noqa: F401  (register)
+from algorithms.advantage import grpo, none, opmd, reinforce_plus_plus, rloo  # noqa: F401  (register)
 from algorithms.advantage.base import ADVANTAGE_FNS, register_advantage_fn
 from algorithms.registry import is_off
 
