@@ -50,3 +50,8 @@ __all__ = [
     "UnknownSettingError",
     "parse_set_args",
 ]
+
+from schemas.errors import describe_errors, error_items  # noqa: E402
+from schemas.trinity import TrinityImportError, import_trinity  # noqa: E402
+
+__all__ += ["TrinityImportError", "describe_errors", "error_items", "import_trinity"]

@@ -201,6 +201,10 @@ KL_FNS: dict[str, type[Section]] = {
     "low_var_kl": KLArgs,
     "abs": KLArgs,
     "corrected_k3": KLArgs,
+    "mse": KLArgs,
+    "k1+": KLArgs,  # "+": keep the estimator's value, take k2's gradient (veRL's straight-through variant)
+    "k3+": KLArgs,
+    "low_var_kl+": KLArgs,
 }
 ENTROPY_LOSS_FNS: dict[str, type[Section]] = {"default": EntropyArgs, "basic": EntropyArgs, "none": NoEntropyArgs}
 SAMPLE_STRATEGIES: dict[str, type[Section]] = {"default": NoArgs, "warmup": NoArgs, "mix": MixSampleArgs}

@@ -24,6 +24,7 @@ from pydantic import Field, ValidationError, model_validator
 from schemas.algorithm import AlgorithmConfig
 from schemas.base import ConfigRuleError, Section
 from schemas.buffer import BufferConfig
+from schemas.errors import error_items
 from schemas.cluster import ClusterConfig
 from schemas.explorer import ExplorerConfig
 from schemas.model import ModelConfig
@@ -202,12 +203,4 @@ class ExperimentConfig(Section):
 
 
 def _prefixed(exc: ValidationError, prefix: str, stage_name: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for err in exc.errors():
-        inner = (err.get("ctx") or {}).get("error")
-        if isinstance(inner, ConfigRuleError):
-            out.extend((f"{prefix}.{p}", f"[stage {stage_name!r}] {m}") for p, m in inner.problems)
-        else:
-            loc = ".".join(str(p) for p in err["loc"])
-            out.append((f"{prefix}.{loc}" if loc else prefix, f"[stage {stage_name!r}] {err['msg']}"))
-    return out
+    return [(f"{prefix}.{path}", f"[stage {stage_name!r}] {msg}") for path, msg in error_items(exc)]

@@ -1,0 +1,25 @@
+"""The `rft` console command: one line per sub-command, each implemented in its own module."""
+
+import typer
+
+from cli import import_trinity, validate
+
+app = typer.Typer(
+    name="rft",
+    help="Reinforcement fine-tuning of LLMs as a Prefect pipeline.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Reinforcement fine-tuning of LLMs as a Prefect pipeline."""
+
+
+app.command("validate")(validate.validate)
+app.command("import-trinity")(import_trinity.import_trinity_command)
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,69 @@
+"""`rft validate RECIPE|FILE`: print the resolved config of every stage, or every error, exit 1 on errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from deployments import RECIPES, UnknownRecipeError, load_any
+from schemas import ConfigRuleError, ExperimentConfig, TrinityImportError, UnknownSettingError, describe_errors
+from schemas import parse_set_args
+
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def load_or_exit(target: str, overrides: list[str] | None, allow_unsupported: bool) -> ExperimentConfig:
+    """Load `target`, apply `--set` overrides; on any problem print it (stderr) and exit with code 1."""
+    try:
+        config, unsupported = load_any(target)
+        if unsupported:
+            level = "warning" if allow_unsupported else "error"
+            style = "yellow" if allow_unsupported else "red"
+            for path in unsupported:
+                err_console.print(f"[{style}]{level}[/]: {target}: {path}: not supported by this project")
+            if not allow_unsupported:
+                err_console.print("Remove these settings, or pass --allow-unsupported to ignore them.")
+                raise typer.Exit(1)
+        if overrides:
+            config = config.with_overrides(parse_set_args(overrides))
+        return config
+    except ValidationError as exc:
+        _print_errors(target, describe_errors(exc))
+    except ConfigRuleError as exc:
+        _print_errors(target, [f"{p}: {m}" for p, m in exc.problems])
+    except (UnknownRecipeError, UnknownSettingError, TrinityImportError, FileNotFoundError, ValueError, TypeError) as exc:
+        _print_errors(target, [str(exc)])
+    raise typer.Exit(1)
+
+
+def _print_errors(target: str, lines: list[str]) -> None:
+    err_console.print(f"[bold red]{target}: {len(lines)} error(s)[/]")
+    for line in lines:
+        err_console.print(f"  [red]✗[/] {line}", soft_wrap=True)
+
+
+def validate(
+    target: Annotated[str, typer.Argument(help=f"Recipe name ({', '.join(RECIPES)}) or a .yaml (Trinity), .json or .py file.")],
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override one setting: dotted.path=value (repeatable), e.g. algorithm.optimizer.lr=2e-6."),
+    ] = None,
+    allow_unsupported: Annotated[
+        bool, typer.Option("--allow-unsupported", help="Ignore Trinity settings this project does not support.")
+    ] = False,
+) -> None:
+    """Validate an experiment and print the resolved config of each stage as JSON."""
+    config = load_or_exit(target, set_, allow_unsupported)
+    out = Console(highlight=False)
+    stages = config.resolve_stages()
+    for i, stage in enumerate(stages):
+        title = f"stage {i + 1}/{len(stages)}: {stage.name} (mode {stage.mode})"
+        out.rule(title)
+        out.print_json(json.dumps(stage.model_dump(mode="json")))
+        for warning in stage.warnings:
+            err_console.print(f"[yellow]warning[/]: {warning}")
+    out.print(f"[green]✓[/] {target}: valid ({len(stages)} stage{'s' if len(stages) > 1 else ''})")

@@ -1,0 +1,197 @@
+"""Import a Trinity-RFT YAML file as an `ExperimentConfig`.
+
+- `${oc.env:VAR,default}` and other interpolations are resolved by OmegaConf, as Trinity does.
+- Trinity's aliases are accepted: taskset/tasksets, task_selector/data_selector, warmup_style/
+  lr_scheduler_type, sync_method online/offline, sync_style dynamic_by_explorer/dynamic_by_trainer,
+  storage_type sql, train_batch_size 0 (= derive it); `algorithm.loss_agg_mode` moves into
+  `policy_loss_fn_args`, `trainer.trainer_config` becomes `trainer.verl`.
+- Every key we do not support is returned by its dotted path (never dropped silently); the caller
+  decides whether that is fatal (`rft import-trinity` fails unless `--allow-unsupported`).
+- Trinity's own defaults for the experiment identity apply when the file omits them
+  (project "Trinity-RFT", name "rft"); all other defaults of our schema equal Trinity's.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from pathlib import Path
+from typing import Any, Union
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from pydantic import BaseModel
+
+from schemas.experiment import ExperimentConfig
+
+TRINITY_IDENTITY_DEFAULTS = {"project": "Trinity-RFT", "name": "rft"}
+# Trinity keys renamed on the way in, per section model: {model class name: {trinity key: our key}}.
+KEY_RENAMES: dict[str, dict[str, str]] = {
+    "OptimizerConfig": {"warmup_style": "lr_scheduler_type"},
+    "TasksetConfig": {"data_selector": "task_selector"},
+    "StorageConfig": {"data_selector": "task_selector"},
+    "TrainerConfig": {"trainer_config": "verl"},
+}
+# Values of Trinity we cannot honour; the key is reported and our default used instead.
+UNSUPPORTED_VALUES: dict[str, set[str]] = {"monitor.monitor_type": {"tensorboard", "wandb", "swanlab"}}
+
+
+class TrinityImportError(ValueError):
+    """The file cannot be read as a Trinity config (YAML syntax, interpolation, not a mapping)."""
+
+
+def import_trinity(path: str | Path) -> tuple[ExperimentConfig, list[str]]:
+    """Read a Trinity-RFT YAML; return the validated config and the dotted paths of unsupported keys.
+
+    Raises `TrinityImportError` for unreadable files and pydantic's ValidationError for invalid settings.
+    """
+    data, unsupported = trinity_data(path)
+    return ExperimentConfig.model_validate(data), unsupported
+
+
+def trinity_data(path: str | Path) -> tuple[dict[str, Any], list[str]]:
+    """The file's settings mapped onto our schema's keys (not yet validated), and unsupported paths."""
+    path = Path(path)
+    raw = _load_resolved(path)
+    if not isinstance(raw, dict):
+        raise TrinityImportError(f"{path}: expected a mapping of settings at the top level")
+    unsupported: list[str] = []
+    raw = _move_loss_agg_mode(raw)
+    for stage in raw.get("stages") or []:
+        if isinstance(stage, dict):
+            _move_loss_agg_mode(stage)
+    data = _filter(raw, ExperimentConfig, "", unsupported)
+    for key, value in TRINITY_IDENTITY_DEFAULTS.items():
+        data.setdefault(key, value)
+    if not data.get("checkpoint_root_dir"):
+        data.pop("checkpoint_root_dir", None)  # Trinity's "" means "./" + default; ours is ./checkpoints
+    return data, unsupported
+
+
+def _load_resolved(path: Path) -> Any:
+    """Parse with OmegaConf and resolve interpolations (${oc.env:VAR,default}, ${a.b})."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TrinityImportError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        conf = OmegaConf.create(text)
+    except yaml.YAMLError as first:
+        # Trinity's docs put ${...} inside flow mappings ({path: ${oc.env:X,y}}), which YAML rejects;
+        # quoting those interpolations keeps their meaning for OmegaConf.
+        try:
+            conf = OmegaConf.create(_quote_interpolations(text))
+        except yaml.YAMLError:
+            raise TrinityImportError(f"{path}: not valid YAML: {first}") from first
+    except OmegaConfBaseException as exc:
+        raise TrinityImportError(f"{path}: {exc}") from exc
+    try:
+        return OmegaConf.to_container(conf, resolve=True)
+    except OmegaConfBaseException as exc:
+        raise TrinityImportError(f"{path}: cannot resolve an interpolation: {exc}") from exc
+
+
+def _quote_interpolations(text: str) -> str:
+    """Wrap each unquoted ${...} that starts a plain YAML value in single quotes."""
+    out: list[str] = []
+    i = 0
+    while (start := text.find("${", i)) != -1:
+        before = text[:start].rstrip(" ")
+        depth, end = 0, start + 1
+        while end < len(text):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+            end += 1
+        if before and before[-1] in ":,[-{" and end < len(text):
+            out.append(text[i:start] + "'" + text[start : end + 1].replace("'", "''") + "'")
+        else:
+            out.append(text[i : end + 1])
+        i = end + 1
+    out.append(text[i:])
+    return "".join(out)
+
+
+def _move_loss_agg_mode(section_holder: dict[str, Any]) -> dict[str, Any]:
+    alg = section_holder.get("algorithm")
+    if isinstance(alg, dict) and "loss_agg_mode" in alg:
+        mode = alg.pop("loss_agg_mode")
+        if mode is not None:
+            args = alg.get("policy_loss_fn_args") or {}
+            args.setdefault("loss_agg_mode", mode)
+            alg["policy_loss_fn_args"] = args
+    return section_holder
+
+
+def _model_of(annotation: Any) -> tuple[str, Any]:
+    """Classify an annotation: ("model", cls), ("list", inner), ("free", None) or ("value", None)."""
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            kind, inner = _model_of(arg)
+            if kind in ("model", "list"):
+                return kind, inner
+        return "value", None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "model", annotation
+    if origin is list:
+        return "list", typing.get_args(annotation)[0]
+    return "value", None
+
+
+def _filter(data: dict[str, Any], model: type[BaseModel], prefix: str, unsupported: list[str]) -> dict[str, Any]:
+    """Keep the keys `model` knows (recursively); record the others' paths in `unsupported`."""
+    renames = dict(KEY_RENAMES.get(model.__name__, {}))
+    if model.__name__ == "ExplorerInput":
+        renames["tasksets"] = "tasksets"  # alias kept for the schema to normalise
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        target = renames.get(key, key)
+        if target == "tasksets":
+            field_ann: Any = list[model.model_fields["taskset"].annotation]  # type: ignore[index]
+        elif target in model.model_fields:
+            field_ann = model.model_fields[target].annotation
+        else:
+            unsupported.append(path)
+            continue
+        if path in UNSUPPORTED_VALUES and value in UNSUPPORTED_VALUES[path]:
+            unsupported.append(f"{path}={value}")
+            continue
+        kind, inner = _model_of(field_ann)
+        if kind == "model" and isinstance(value, dict):
+            value = _filter(value, inner, f"{path}.", unsupported)
+        elif kind == "list" and isinstance(value, list):
+            inner_kind, inner_model = _model_of(inner)
+            if inner_kind == "model":
+                value = [
+                    _filter(item, inner_model, f"{path}.{i}.", unsupported) if isinstance(item, dict) else item
+                    for i, item in enumerate(value)
+                ]
+        out[target] = value
+    return out
+
+
+def recipe_source(config: ExperimentConfig, *, source: str, recipe_name: str) -> str:
+    """A deployments/recipes-style Python module whose `config` equals `config`."""
+    body = _py_literal(config.user_data(), level=1)
+    return (
+        f'"""{recipe_name} — imported from {source} by `rft import-trinity`.\n\n'
+        f"Run it:  rft run <this file>     (inspect first: rft validate <this file>)\n"
+        f'"""\n\n'
+        "from schemas import ExperimentConfig\n\n"
+        f"config = ExperimentConfig.model_validate(\n    {body}\n)\n"
+    )
+
+
+def _py_literal(value: Any, level: int) -> str:
+    """`value` as a Python literal, one key or item per line (black-like)."""
+    pad, inner = "    " * level, "    " * (level + 1)
+    if isinstance(value, dict) and value:
+        items = "".join(f"{inner}{k!r}: {_py_literal(v, level + 1)},\n" for k, v in value.items())
+        return "{\n" + items + pad + "}"
+    if isinstance(value, list) and value:
+        items = "".join(f"{inner}{_py_literal(v, level + 1)},\n" for v in value)
+        return "[\n" + items + pad + "]"
+    return repr(value)
