@@ -83,7 +83,8 @@ def _load_resolved(path: Path) -> Any:
         try:
             conf = OmegaConf.create(_quote_interpolations(text))
         except yaml.YAMLError:
-            raise TrinityImportError(f"{path}: not valid YAML: {first}") from first
+            detail = str(first).replace('"<unicode string>"', str(path))
+            raise TrinityImportError(f"{path}: not valid YAML: {detail}") from first
     except OmegaConfBaseException as exc:
         raise TrinityImportError(f"{path}: {exc}") from exc
     try:

@@ -1,0 +1,249 @@
+"""Trinity-RFT YAML import: value-for-value, ${oc.env}, aliases, unsupported keys, recipes written back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from omegaconf import OmegaConf
+from pydantic import ValidationError
+
+from deployments import load_recipe
+from schemas import ExperimentConfig, TrinityImportError, import_trinity
+from schemas.trinity import recipe_source, trinity_data
+
+FIXTURES = Path(__file__).parent / "fixtures" / "trinity"
+QUICKSTART = FIXTURES / "quickstart.yaml"
+TRINITY_ENV = ("TRINITY_CHECKPOINT_ROOT_DIR", "TRINITY_MODEL_PATH", "TRINITY_TASKSET_PATH")
+
+
+@pytest.fixture(autouse=True)
+def _no_trinity_env(monkeypatch):
+    for var in TRINITY_ENV:
+        monkeypatch.delenv(var, raising=False)
+
+
+def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_leaves(v, f"{prefix}{k}."))
+        return out
+    if isinstance(value, list):
+        out = {}
+        for i, v in enumerate(value):
+            out.update(_leaves(v, f"{prefix}{i}."))
+        return out
+    return {prefix.rstrip("."): value}
+
+
+def _at(data: Any, path: str) -> Any:
+    for part in path.split("."):
+        data = data[int(part)] if isinstance(data, list) else data[part]
+    return data
+
+
+def _trinity_leaves(path: Path) -> dict[str, Any]:
+    """The file's settings as Trinity sees them (OmegaConf-resolved), one entry per leaf."""
+    return _leaves(OmegaConf.to_container(OmegaConf.load(path), resolve=True))
+
+
+# Every value of the quick-start, written out by hand (env vars unset: the ${oc.env} defaults).
+QUICKSTART_VALUES = {
+    "project": "<project_name>", "name": "<experiment_name>", "checkpoint_root_dir": "./checkpoints",
+    "algorithm.algorithm_type": "grpo", "algorithm.repeat_times": 8, "algorithm.optimizer.lr": 1e-5,
+    "model.model_path": "Qwen/Qwen2.5-1.5B-Instruct", "model.max_response_tokens": 1024, "model.max_model_len": 2048,
+    "cluster.node_num": 1, "cluster.gpu_per_node": 2,
+    "buffer.total_epochs": 1, "buffer.batch_size": 128,
+    "buffer.explorer_input.taskset.name": "gsm8k", "buffer.explorer_input.taskset.storage_type": "file",
+    "buffer.explorer_input.taskset.path": "openai/gsm8k", "buffer.explorer_input.taskset.subset_name": "main",
+    "buffer.explorer_input.taskset.split": "train", "buffer.explorer_input.taskset.format.prompt_key": "question",
+    "buffer.explorer_input.taskset.format.response_key": "answer",
+    "buffer.explorer_input.taskset.rollout_args.temperature": 1.0,
+    "buffer.explorer_input.taskset.default_workflow_type": "math_workflow",
+    "buffer.explorer_input.eval_tasksets.0.name": "gsm8k-eval",
+    "buffer.explorer_input.eval_tasksets.0.storage_type": "file",
+    "buffer.explorer_input.eval_tasksets.0.path": "openai/gsm8k",
+    "buffer.explorer_input.eval_tasksets.0.subset_name": "main",
+    "buffer.explorer_input.eval_tasksets.0.split": "test",
+    "buffer.explorer_input.eval_tasksets.0.format.prompt_key": "question",
+    "buffer.explorer_input.eval_tasksets.0.format.response_key": "answer",
+    "buffer.explorer_input.eval_tasksets.0.default_workflow_type": "math_workflow",
+    "buffer.trainer_input.experience_buffer.name": "gsm8k_buffer",
+    "buffer.trainer_input.experience_buffer.storage_type": "queue",
+    "buffer.trainer_input.experience_buffer.path": "sqlite:///gsm8k.db",
+    "explorer.eval_interval": 50, "explorer.runner_per_model": 16, "explorer.rollout_model.engine_num": 1,
+    "synchronizer.sync_method": "nccl", "synchronizer.sync_interval": 1,
+    "trainer.save_interval": 100,
+}
+
+
+def test_quickstart_imports_value_for_value():
+    config, unsupported = import_trinity(QUICKSTART)
+    assert unsupported == []
+    dump = config.model_dump(mode="json")
+    for path, value in QUICKSTART_VALUES.items():
+        assert _at(dump, path) == value, path
+    assert len(_leaves(config.user_data())) == len(QUICKSTART_VALUES)  # nothing more, nothing less was set
+    # ${oc.env:VAR,default} took the defaults
+    assert config.checkpoint_root_dir == "./checkpoints"
+    assert config.model.model_path == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert config.buffer.explorer_input.taskset.path == "openai/gsm8k"
+    assert config.buffer.explorer_input.eval_tasksets[0].path == "openai/gsm8k"
+    # Trinity's defaults where the file is silent, and what Trinity derives, shown as derived
+    assert config.trainer.trainer_type == "verl" and config.synchronizer.sync_method == "nccl"
+    assert config.model.max_prompt_tokens == 1024
+    assert config.derived["model.max_prompt_tokens"] == "max_model_len - max_response_tokens"
+    assert config.buffer.train_batch_size == 1024
+
+
+def test_quickstart_flow_mapping_interpolations_are_tolerated():
+    # As printed in Trinity's docs, `{..., path: ${oc.env:X,y}, ...}` is not valid YAML; the importer
+    # quotes such interpolations and retries, so users can bring the file as it is.
+    import yaml
+
+    with pytest.raises(yaml.YAMLError):
+        OmegaConf.load(QUICKSTART)
+    assert import_trinity(QUICKSTART)[0].buffer.explorer_input.eval_tasksets[0].path == "openai/gsm8k"
+
+
+def test_quickstart_env_vars_are_resolved(monkeypatch):
+    monkeypatch.setenv("TRINITY_MODEL_PATH", "/models/qwen")
+    monkeypatch.setenv("TRINITY_TASKSET_PATH", "/data/gsm8k")
+    monkeypatch.setenv("TRINITY_CHECKPOINT_ROOT_DIR", "/ckpt")
+    config, _ = import_trinity(QUICKSTART)
+    assert config.model.model_path == "/models/qwen"
+    assert config.buffer.explorer_input.taskset.path == "/data/gsm8k"
+    assert config.buffer.explorer_input.eval_tasksets[0].path == "/data/gsm8k"
+    assert config.experiment_dir == Path("/ckpt/<project_name>/<experiment_name>")
+
+
+def test_quickstart_equals_the_gsm8k_qwen_recipe():
+    config, _ = import_trinity(QUICKSTART)
+    renamed = config.with_overrides({"project": "rft", "name": "gsm8k-qwen"})
+    assert renamed.model_dump() == load_recipe("gsm8k-qwen").model_dump()
+
+
+def test_sft_warmup_stages_resolve_as_trinity_runs_them():
+    config, unsupported = import_trinity(FIXTURES / "sft_warmup.yaml")
+    assert unsupported == []
+    dump = config.model_dump(mode="json")
+    for path, value in _trinity_leaves(FIXTURES / "sft_warmup.yaml").items():
+        assert _at(dump, path) == value, path
+    sft, rft = config.resolve_stages()
+    assert (sft.name, sft.mode, sft.algorithm.policy_loss_fn) == ("qwen-sft-rft/sft_warmup", "train", "sft")
+    assert (sft.buffer.train_batch_size, sft.buffer.total_steps) == (128, 10)
+    assert sft.buffer.trainer_input.experience_buffer.path == "/PATH/TO/YOUR/SFT/DATASET"
+    assert sft.buffer.batch_size == 1  # Trinity replaces the whole buffer section
+    assert sft.synchronizer.sync_method == "checkpoint"
+    assert "mode 'train'" in sft.derived["synchronizer.sync_method"] and "(was 'nccl')" in sft.derived["synchronizer.sync_method"]
+    assert rft.mode == "both" and rft.buffer.batch_size == 128 and rft.synchronizer.sync_method == "nccl"
+    assert rft.model.model_path == "checkpoints/gsm8k-project/qwen-sft-rft/sft_warmup/final/huggingface"
+
+
+def test_rloo_aliases_and_unsupported_keys():
+    config, unsupported = import_trinity(FIXTURES / "rloo.yaml")
+    assert unsupported == ["monitor.monitor_type=wandb"]
+    assert config.monitor.monitor_type == "mlflow"
+    alg = config.algorithm
+    assert (alg.algorithm_type, alg.advantage_fn, alg.repeat_times) == ("rloo", "rloo", 4)
+    assert alg.optimizer.lr_scheduler_type == "cosine"  # warmup_style
+    assert alg.policy_loss_fn_args["loss_agg_mode"] == "seq-mean-token-mean"  # algorithm.loss_agg_mode
+    assert alg.kl_loss_fn_args["kl_coef"] == 0.01
+    ts = config.buffer.explorer_input.taskset  # tasksets: [one]
+    assert (ts.name, ts.path, ts.task_selector.selector_type, ts.task_selector.seed) == ("math", "/data/math", "shuffle", 7)
+    assert ts.default_workflow_type == "math_workflow" and ts.default_reward_fn_type == "math_reward"
+    assert (config.synchronizer.sync_method, config.synchronizer.sync_style) == ("nccl", "explorer_driven")
+    assert config.trainer.verl == {"actor_rollout_ref": {"actor": {"ppo_mini_batch_size": 32}}}
+
+
+def test_gspo_import_reports_unsupported_engine_key():
+    config, unsupported = import_trinity(FIXTURES / "gspo.yaml")
+    assert unsupported == ["explorer.rollout_model.use_v1"]
+    assert config.algorithm.policy_loss_fn == "gspo"
+    assert config.algorithm.policy_loss_fn_args == {
+        "clip_range": None, "clip_range_low": 0.0003, "clip_range_high": 0.0004, "loss_agg_mode": "seq-mean-token-mean"}
+    assert config.buffer.train_batch_size == 512 and config.model.max_prompt_tokens == 1024
+
+
+def test_tinker_import_derives_backends():
+    config, unsupported = import_trinity(FIXTURES / "tinker.yaml")
+    assert unsupported == []
+    t = config.model.tinker
+    assert (t.enable, t.rank, t.seed, t.train_unembed, t.base_model) == (True, 32, 0, False, "meta-llama/Llama-3.2-3B")
+    assert config.trainer.trainer_type == "tinker" and config.explorer.rollout_model.engine_type == "tinker"
+    assert config.derived["trainer.trainer_type"] == "model.tinker.enable is true"
+    assert (config.synchronizer.sync_method, config.synchronizer.sync_offset) == ("checkpoint", 1)
+
+
+def test_verl_lora_import():
+    config, unsupported = import_trinity(FIXTURES / "verl_lora.yaml")
+    assert unsupported == []
+    (lora,) = config.model.lora_configs
+    assert (lora.name, lora.lora_rank, lora.lora_alpha, lora.target_modules) == ("policy", 32, 32, "all-linear")
+    assert config.trainer.trainer_type == "verl" and config.synchronizer.sync_method == "checkpoint"
+    assert config.algorithm.kl_loss_fn == "k2" and config.algorithm.kl_loss_fn_args["kl_coef"] == 0.0
+
+
+def test_lora_with_default_nccl_is_derived_to_checkpoint(tmp_path):
+    text = (FIXTURES / "verl_lora.yaml").read_text().replace(
+        "synchronizer: {sync_method: checkpoint, sync_interval: 1, sync_offset: 1}", "")
+    (tmp_path / "c.yaml").write_text(text)
+    config, _ = import_trinity(tmp_path / "c.yaml")
+    assert config.synchronizer.sync_method == "checkpoint"
+    assert "model.lora_configs is set" in config.derived["synchronizer.sync_method"]
+
+
+def test_lora_with_explicit_nccl_is_refused(tmp_path):
+    text = (FIXTURES / "verl_lora.yaml").read_text().replace("sync_method: checkpoint", "sync_method: nccl")
+    (tmp_path / "c.yaml").write_text(text)
+    with pytest.raises(ValidationError, match="synchronizer.sync_method: 'nccl' cannot be used: model.lora_configs"):
+        import_trinity(tmp_path / "c.yaml")
+
+
+def test_eval_interval_is_refused_not_rounded(tmp_path):
+    text = QUICKSTART.read_text().replace("sync_interval: 1", "sync_interval: 4")
+    (tmp_path / "c.yaml").write_text(text)
+    with pytest.raises(ValidationError, match="explorer.eval_interval: 50 is not a multiple of synchronizer.sync_interval"):
+        import_trinity(tmp_path / "c.yaml")
+
+
+def test_unsupported_keys_are_listed_by_dotted_path(tmp_path):
+    (tmp_path / "c.yaml").write_text(QUICKSTART.read_text() + (
+        "data_processor: {experience_pipeline: {operators: []}}\n"
+        "log: {level: DEBUG}\n"
+        "stages:\n  - stage_name: rft\n    data_processor: {task_pipeline: {}}\n"
+    ))
+    _, unsupported = trinity_data(tmp_path / "c.yaml")
+    assert unsupported == ["data_processor", "log", "stages.0.data_processor"]
+
+
+def test_missing_env_var_without_default_is_a_named_error(tmp_path):
+    (tmp_path / "c.yaml").write_text("project: p\nname: n\nmodel: {model_path: '${oc.env:RFT_TEST_UNSET_VAR}'}\n")
+    with pytest.raises(TrinityImportError, match="RFT_TEST_UNSET_VAR"):
+        import_trinity(tmp_path / "c.yaml")
+
+
+def test_broken_yaml_names_the_file_and_line(tmp_path):
+    (tmp_path / "broken.yaml").write_text("project: p\nalgorithm: {algorithm_type: grpo\n")
+    with pytest.raises(TrinityImportError, match=r"(?s)broken.yaml: not valid YAML.*broken.yaml, line 2"):
+        import_trinity(tmp_path / "broken.yaml")
+
+
+def test_identity_defaults_follow_trinity(tmp_path):
+    text = "\n".join(line for line in QUICKSTART.read_text().splitlines() if not line.startswith(("project", "name")))
+    (tmp_path / "c.yaml").write_text(text)
+    config, _ = import_trinity(tmp_path / "c.yaml")
+    assert (config.project, config.name) == ("Trinity-RFT", "rft")
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("*.yaml")))
+def test_written_recipe_reproduces_the_import(fixture, tmp_path):
+    config, _ = import_trinity(FIXTURES / fixture)
+    source = recipe_source(config, source=fixture, recipe_name="imported")
+    assert source.startswith('"""imported — imported from') and "Run it:" in source
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "recipe.py", "exec"), namespace)
+    assert isinstance(namespace["config"], ExperimentConfig)
+    assert namespace["config"] == config
