@@ -18,7 +18,7 @@ from buffer.taskset import Task, load_taskset
 from tests.test_taskset import taskset_config
 from workflows import WORKFLOWS, Workflow, get_workflow, register_workflow
 from workflows.math_workflow import DEFAULT_SYSTEM_PROMPT, gold_answer, last_boxed, score_math
-from workflows.runner import AllTasksFailedError, WorkflowRunner
+from workflows.runner import AllTasksFailedError, CoalescingEngine, WorkflowRunner
 
 Responder = Callable[[Messages, int], str]  # (chat, sample index) -> response text
 
@@ -271,3 +271,38 @@ def test_taskset_repeat_times_overrides_the_algorithm_default(tasks):
     )
     assert [e.task_id for e in result.experiences].count(task.task_id) == 5
     assert [e.task_id for e in result.experiences].count(tasks[1].task_id) == 2
+
+
+def test_concurrent_generate_calls_are_merged_while_the_engine_is_busy():
+    gate = threading.Event()
+
+    def respond(chat: Messages, i: int) -> str:
+        gate.wait(timeout=30)  # the engine stays busy with the first call until the gate opens
+        return f"echo {chat[-1]['content']}"
+
+    engine = ScriptedEngine(respond)  # records each call before answering it
+    results: dict[str, list[list[Sample]]] = {}
+
+    def ask(coalescer: CoalescingEngine, text: str) -> None:
+        results[text] = coalescer.generate([[{"role": "user", "content": text}]], SamplingSettings(n=2))
+
+    with CoalescingEngine(engine) as coalescer:
+        first = threading.Thread(target=ask, args=(coalescer, "a"))
+        first.start()
+        while not engine.calls:  # "a" is in the engine, which is now busy
+            threading.Event().wait(0.01)
+        others = [threading.Thread(target=ask, args=(coalescer, t)) for t in "bcd"]
+        for t in others:
+            t.start()
+        while coalescer._requests.qsize() < 3 and not gate.wait(0.01):
+            pass
+        gate.set()
+        for t in [first, *others]:
+            t.join(timeout=30)
+
+    asked = [[chat[-1]["content"] for chat in prompts] for prompts, _ in engine.calls]
+    assert asked == [["a"], ["b", "c", "d"]]  # b, c and d waited together: one engine call
+    assert coalescer.calls == 2
+    for text in "abcd":
+        (samples,) = results[text]
+        assert [s.text for s in samples] == [f"echo {text}"] * 2

@@ -4,6 +4,10 @@ Threads, not processes: a workflow mostly waits on its engine (a Ray actor), and
 Each thread is bound to one engine and pulls tasks from a shared queue, so a slow engine takes
 fewer tasks. A task whose workflow raises is reported with its task id and skipped; only a batch in
 which every task fails is an error.
+
+Workflows call `engine.generate` one task at a time; vLLM is far faster on one large batch than on
+many small calls, so (unless `coalesce=False`) the generate calls that the runner threads of one
+engine make while that engine is busy are merged into its next single call.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ import queue
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
-from backends.rollout import RolloutEngine
+from backends.rollout import Messages, RolloutEngine, Sample, SamplingSettings
 from buffer.experience import Experience
 from buffer.taskset import Task
 from workflows import get_workflow
@@ -37,6 +43,7 @@ class RunnerResult:
     failures: list[TaskFailure] = field(default_factory=list)
     num_tasks: int = 0
     seconds: float = 0.0
+    generate_calls: int = 0  # engine calls made (coalesced); 0 when not coalescing
 
     @property
     def stats(self) -> dict[str, float]:
@@ -50,8 +57,93 @@ class RunnerResult:
             "response_tokens": response_tokens,
             "response_length_mean": response_tokens / len(rewards) if rewards else 0.0,
             "seconds": self.seconds,
+            "generate_calls": self.generate_calls,
             "rollout_tokens_per_s": response_tokens / self.seconds if self.seconds > 0 else 0.0,
         }
+
+
+class CoalescingEngine(RolloutEngine):
+    """Wraps an engine: generate calls from many threads become few calls on the engine.
+
+    One dispatcher thread takes every request queued since the engine's last call returned and
+    sends them together (one call per distinct SamplingSettings). Use as a context manager.
+    """
+
+    def __init__(self, engine: RolloutEngine) -> None:
+        self.engine = engine
+        self.calls = 0  # engine.generate calls made (for stats)
+        self._requests: queue.SimpleQueue[
+            tuple[list[Messages], SamplingSettings, Future[list[list[Sample]]]] | None
+        ] = queue.SimpleQueue()
+        self._dispatcher = threading.Thread(target=self._dispatch, name="generate-coalescer", daemon=True)
+        self._dispatcher.start()
+
+    def __enter__(self) -> CoalescingEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._requests.put(None)
+        self._dispatcher.join()
+
+    def generate(self, prompts: list[Messages], sampling: SamplingSettings) -> list[list[Sample]]:
+        done: Future[list[list[Sample]]] = Future()
+        self._requests.put((prompts, sampling, done))
+        return done.result()
+
+    def _dispatch(self) -> None:
+        while True:
+            first = self._requests.get()
+            if first is None:
+                return
+            pending = [first]
+            stop = False
+            while True:  # everything that queued up while the engine was busy
+                try:
+                    request = self._requests.get_nowait()
+                except queue.Empty:
+                    break
+                if request is None:
+                    stop = True
+                    break
+                pending.append(request)
+            groups: list[list[Any]] = []
+            for request in pending:
+                group = next((g for g in groups if g[0][1] == request[1]), None)
+                if group is None:
+                    groups.append([request])
+                else:
+                    group.append(request)
+            for group in groups:
+                self._run_group(group)
+            if stop:
+                return
+
+    def _run_group(
+        self, group: list[tuple[list[Messages], SamplingSettings, Future[list[list[Sample]]]]]
+    ) -> None:
+        prompts = [chat for chats, _, _ in group for chat in chats]
+        try:
+            self.calls += 1
+            outputs = self.engine.generate(prompts, group[0][1])
+            if len(outputs) != len(prompts):
+                raise RuntimeError(f"engine returned {len(outputs)} results for {len(prompts)} prompts")
+        except BaseException as err:
+            for _, _, done in group:
+                done.set_exception(err)
+            return
+        start = 0
+        for chats, _, done in group:
+            done.set_result(outputs[start : start + len(chats)])
+            start += len(chats)
+
+    def load_weights_from(self, model_dir: str, version: int) -> float:
+        return self.engine.load_weights_from(model_dir, version)
+
+    def model_version(self) -> int:
+        return self.engine.model_version()
+
+    def info(self) -> dict[str, Any]:
+        return self.engine.info()
 
 
 class AllTasksFailedError(RuntimeError):
@@ -61,13 +153,16 @@ class AllTasksFailedError(RuntimeError):
 class WorkflowRunner:
     """A pool of `runner_per_model` workflow threads per engine."""
 
-    def __init__(self, engines: Sequence[RolloutEngine], runner_per_model: int = 1) -> None:
+    def __init__(
+        self, engines: Sequence[RolloutEngine], runner_per_model: int = 1, *, coalesce: bool = True
+    ) -> None:
         if not engines:
             raise ValueError("WorkflowRunner needs at least one rollout engine")
         if runner_per_model < 1:
             raise ValueError(f"runner_per_model must be >= 1, got {runner_per_model}")
         self.engines = list(engines)
         self.runner_per_model = runner_per_model
+        self.coalesce = coalesce
 
     def run(
         self,
@@ -119,21 +214,29 @@ class WorkflowRunner:
                 with lock:
                     results[index] = experiences
 
+        engines = [CoalescingEngine(e) if self.coalesce else e for e in self.engines]
         threads = [
             threading.Thread(target=work, args=(engine,), name=f"workflow-runner-{e}-{r}", daemon=True)
             for r in range(self.runner_per_model)
-            for e, engine in enumerate(self.engines)
+            for e, engine in enumerate(engines)
         ][: max(len(tasks), 1)]  # no idle threads; engine-interleaved so every engine gets work
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            for engine in engines:
+                if isinstance(engine, CoalescingEngine):
+                    engine.__exit__()
+        generate_calls = sum(e.calls for e in engines if isinstance(e, CoalescingEngine))
 
         result = RunnerResult(
             experiences=[e for i in sorted(results) for e in results[i]],
             failures=[failures[i] for i in sorted(failures)],
             num_tasks=len(tasks),
             seconds=time.perf_counter() - started,
+            generate_calls=generate_calls,
         )
         if tasks and len(failures) == len(tasks):
             shown = "; ".join(f"{f.task_id}: {f.error}" for f in result.failures[:5])
