@@ -57,7 +57,7 @@ class TorchTrainer(TrainerBackend):
         opt = config.algorithm.optimizer
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
-            params, lr=opt.lr, betas=tuple(opt.betas), weight_decay=opt.weight_decay
+            params, lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps, weight_decay=opt.weight_decay
         )
         warmup = opt.lr_warmup_steps
         if warmup is None or warmup < 0:
@@ -81,14 +81,20 @@ class TorchTrainer(TrainerBackend):
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         tokens = 0
-        chunks = micro_batches(batch, self.config.trainer.micro_batch_size)
-        for chunk in chunks:
+        # Normalising every micro-batch by whole-batch counts makes the summed losses equal the
+        # loss over the whole batch (veRL's rule), whatever the micro-batch sizes.
+        totals = {
+            "global_num_tokens": sum(sum(e.response_mask) for e in batch),
+            "global_num_seqs": sum(1 for e in batch if any(e.response_mask)),
+        }
+        for chunk in micro_batches(batch, self.config.trainer.micro_batch_size):
             micro = collate(chunk, self.pad_token_id)
-            loss, metrics = self._micro_step(micro)
-            # Each micro-batch's loss is a mean over its own rows: weight it by its share of the batch.
-            (loss * (len(chunk) / len(batch))).backward()
+            loss, metrics = self._micro_step(micro, totals)
+            loss.backward()
             for key, value in metrics.items():
-                sums[key] = sums.get(key, 0.0) + value * len(chunk) / len(batch)
+                # Loss terms are already whole-batch normalised (they add up); the rest are averages.
+                share = 1.0 if key.endswith("loss") else len(chunk) / len(batch)
+                sums[key] = sums.get(key, 0.0) + value * share
             tokens += micro.num_tokens
         grad_norm = torch.nn.utils.clip_grad_norm_(
             [p for p in self.model.parameters() if p.requires_grad], self.config.trainer.grad_clip
@@ -148,7 +154,7 @@ class TorchTrainer(TrainerBackend):
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _micro_step(self, micro: TrainBatch) -> tuple[torch.Tensor, dict[str, float]]:
+    def _micro_step(self, micro: TrainBatch, totals: dict[str, int]) -> tuple[torch.Tensor, dict[str, float]]:
         logprobs, entropy = self._response_logprobs(self.model, micro, with_entropy=algorithms.needs_entropy(self.algorithm))
         ref_logprobs = None
         if self.reference is not None:
@@ -161,6 +167,7 @@ class TorchTrainer(TrainerBackend):
             response_mask=micro.response_mask.to(self.device),
             ref_logprobs=ref_logprobs,
             entropy=entropy,
+            **totals,
         )
         return algorithms.compute_loss(self.algorithm, inputs)
 

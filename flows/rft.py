@@ -1,0 +1,117 @@
+"""The `rft` flow: an experiment's stages in order; in mode `both`, explore → train → sync each step.
+
+Read it top to bottom as the process: bring up the model, the engines and the trainer; then every
+step explore a batch, train on it, and hand the new weights to the engines; evaluate every
+`explorer.eval_interval` steps and at the end; finally save the trained model and draw the curve.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+from prefect.runtime import flow_run
+
+from buffer.taskset import compute_total_steps, load_taskset
+from flows.evaluate import evaluate
+from flows.explore import explore
+from flows.sync import sync
+from flows.train import train
+from schemas import ExperimentConfig
+from tasks import tracking
+from tasks.progress import StepProgress
+from tasks.runtime import experiment_id
+from tasks.save import save_final_model
+from tasks.setup import connect_ray, prepare_model, release_actors, start_rollout_engines, start_trainer
+
+
+def _release(flow: Any, run: Any, state: Any) -> None:
+    """State hook (completed, failed, crashed, cancelled): engines and trainer never outlive a run."""
+    params = run.parameters or {}
+    try:
+        config = ExperimentConfig.model_validate(params["config"]).with_overrides(params.get("overrides") or {})
+    except Exception:  # an invalid config never started anything
+        return
+    for stage in config.resolve_stages():
+        release_actors(experiment_id(stage))
+
+
+@flow(
+    name="rft",
+    on_completion=[_release],
+    on_failure=[_release],
+    on_crashed=[_release],
+    on_cancellation=[_release],
+)
+def rft(config: ExperimentConfig, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run an experiment. `overrides` sets single fields by dotted path, e.g.
+    {"algorithm.optimizer.lr": 2e-6, "buffer.total_steps": 3}, on top of `config`."""
+    config = config.with_overrides(overrides or {})
+    outcome: dict[str, Any] = {}
+    for stage in config.resolve_stages():
+        if stage.mode != "both":
+            raise NotImplementedError(f"mode: {stage.mode!r} stages are not supported yet (only 'both')")
+        outcome[stage.name] = explore_train_sync(stage)
+    return outcome
+
+
+def explore_train_sync(config: ExperimentConfig) -> dict[str, Any]:
+    logger = get_run_logger()
+    total_steps = planned_steps(config)
+    connect_ray(config)
+    model_dir = prepare_model(config)
+    run = tracking.start_mlflow_run(config, str(flow_run.get_id() or "local"))
+    create_markdown_artifact(
+        f"MLflow run for **{config.project}/{config.name}**: [{run['run_id']}]({run['url']})\n\n"
+        f"Tracking URI: `{run['tracking_uri']}`",
+        description="MLflow run",
+    )
+    start_rollout_engines(config, model_dir)
+    start_trainer(config, model_dir, total_steps)
+    progress = StepProgress(total_steps, f"{config.project}/{config.name}")
+
+    evals: list[dict] = []
+    for step in range(1, total_steps + 1):
+        metrics = explore(config, step)
+        metrics |= train(config, step)
+        if step % config.synchronizer.sync_interval == 0:
+            metrics |= sync(config, step)
+        metrics["time/step_s"] = sum(metrics.get(k, 0.0) for k in ("time/explore_s", "time/train_s", "time/sync_s"))
+        if step % config.explorer.eval_interval == 0 or step == total_steps:
+            evals = evaluate(config, step)
+            for result in evals:
+                metrics |= {f"eval/{result['name']}/{k}": v for k, v in result["metrics"].items()}
+                tracking.log_eval_table(config, run["run_id"], result["name"], result["rows"], step)
+        tracking.log_metrics(config, run["run_id"], metrics, step)
+        progress.update(step, metrics)
+        logger.info("step %d/%d: reward %.3f, %.1f s", step, total_steps, metrics.get("explore/reward_mean", 0.0), metrics["time/step_s"])
+
+    final_dir = save_final_model(config, model_dir)
+    curve = tracking.log_reward_curve(config, run["run_id"])
+    create_markdown_artifact(summary_markdown(config, evals, final_dir, run["url"]), description="Final evaluation")
+    tracking.finish_run(config, run["run_id"])
+    return {
+        "steps": total_steps,
+        "final_model": final_dir,
+        "reward_curve": str(curve),
+        "mlflow_run_id": run["run_id"],
+        "eval": {r["name"]: r["metrics"] for r in evals},
+    }
+
+
+def planned_steps(config: ExperimentConfig) -> int:
+    taskset = config.buffer.explorer_input.taskset
+    if config.buffer.total_steps is not None or taskset is None:
+        return config.buffer.total_steps or 0
+    return compute_total_steps(len(load_taskset(taskset)), config.buffer.batch_size, config.buffer.total_epochs)
+
+
+def summary_markdown(config: ExperimentConfig, evals: list[dict], final_dir: str, url: str) -> str:
+    lines = [f"# {config.project}/{config.name}", "", f"Final model: `{final_dir}`", "", f"MLflow: [{url}]({url})", ""]
+    if evals:
+        keys = sorted({k for r in evals for k in r["metrics"]})
+        lines += ["| taskset | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+        for r in evals:
+            lines.append(f"| {r['name']} | " + " | ".join(f"{r['metrics'].get(k, float('nan')):.4f}" for k in keys) + " |")
+    return "\n".join(lines)

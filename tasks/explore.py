@@ -1,0 +1,87 @@
+"""Explore: sample rollouts of one batch of tasks, score them, and persist them as experiences."""
+
+from __future__ import annotations
+
+import torch
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+import algorithms
+from backends.engine_client import EngineClient
+from backends.vllm_engine import engine_names
+from buffer.experience import Experience
+from buffer.experience_store import ExperienceStore
+from buffer.taskset import TasksetReader, load_taskset
+from schemas import ExperimentConfig
+from tasks.runtime import experiment_dir, experiment_id, read_json, write_json_atomic
+from workflows.runner import WorkflowRunner
+
+EXPLORER_META = "explorer_meta.json"
+
+
+def taskset_reader(config: ExperimentConfig) -> TasksetReader:
+    """The training taskset's reader, positioned where the last explore step left it."""
+    taskset = config.buffer.explorer_input.taskset
+    if taskset is None:
+        raise ValueError("buffer.explorer_input.taskset: exploring needs a taskset")
+    reader = TasksetReader.for_taskset(
+        load_taskset(taskset), taskset, config.buffer.batch_size, config.buffer.total_epochs
+    )
+    meta = read_json(experiment_dir(config) / EXPLORER_META)
+    if meta:
+        reader.load_state_dict(meta["taskset"])
+    return reader
+
+
+def fill_advantages(config: ExperimentConfig, experiences: list[Experience]) -> None:
+    """Outcome advantages per group, computed where whole groups are at hand (as Trinity does)."""
+    if not experiences:
+        return
+    rewards = torch.tensor([e.reward for e in experiences], dtype=torch.float32)
+    mask = torch.ones((len(experiences), 1), dtype=torch.float32)
+    advantages = algorithms.compute_advantages(config.algorithm, rewards, [e.group_id for e in experiences], mask)
+    for exp, adv in zip(experiences, advantages[:, 0].tolist(), strict=True):
+        exp.advantage = float(adv)
+
+
+@task(name="explore-step", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
+    """Roll out `batch_size` tasks × repeat_times on the engines into the experience buffer."""
+    logger = get_run_logger()
+    store = ExperienceStore.for_experiment(experiment_dir(config))
+    try:
+        if store.max_explore_step() >= step:  # a retried run already explored this step
+            logger.info("explore step %d already in the buffer; not sampling it again", step)
+            return {"explore/skipped": 1.0}
+        reader = taskset_reader(config)
+        tasks = reader.read()
+        engines = [EngineClient(n) for n in engine_names(experiment_id(config), config.explorer.rollout_model.engine_num)]
+        result = WorkflowRunner(engines, config.explorer.runner_per_model).run(
+            tasks,
+            explore_step=step,
+            repeat_times=config.algorithm.repeat_times or 1,
+            max_tokens=config.model.max_response_tokens,
+            default_workflow_type=config.buffer.explorer_input.default_workflow_type,
+        )
+        for failure in result.failures:
+            logger.warning("task %s failed: %s", failure.task_id, failure.error)
+        fill_advantages(config, result.experiences)
+        store.put(result.experiences)
+        write_json_atomic(
+            experiment_dir(config) / EXPLORER_META,
+            {"explore_step": step, "taskset": reader.state_dict()},
+        )
+    finally:
+        store.close()
+    stats = result.stats
+    accuracy = [e.reward_breakdown.get("accuracy", 0.0) for e in result.experiences]
+    return {
+        "explore/reward_mean": stats["reward_mean"],
+        "explore/reward_std": float(torch.tensor([e.reward for e in result.experiences]).std()) if len(result.experiences) > 1 else 0.0,
+        "explore/accuracy": sum(accuracy) / len(accuracy) if accuracy else 0.0,
+        "explore/response_length": stats["response_length_mean"],
+        "explore/rollout_tokens_per_s": stats["rollout_tokens_per_s"],
+        "explore/tasks_failed": stats["tasks_failed"],
+        "explore/experiences": stats["experiences"],
+        "time/explore_s": stats["seconds"],
+    }

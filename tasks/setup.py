@@ -1,0 +1,54 @@
+"""Bring up what a run needs: the model folder, the rollout engines and the trainer (Ray actors)."""
+
+from __future__ import annotations
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from backends import trainer_actor, vllm_engine
+from backends.models import resolve_model_path
+from schemas import ExperimentConfig
+from tasks.runtime import experiment_id
+
+
+@task(name="prepare-model", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
+def prepare_model(config: ExperimentConfig) -> str:
+    """A local Hugging Face folder for model_path (converted once from the offline GGUF if needed)."""
+    path = resolve_model_path(config.model.model_path)
+    get_run_logger().info("model %s → %s", config.model.model_path, path)
+    return str(path)
+
+
+@task(name="connect-ray", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
+def connect_ray(config: ExperimentConfig) -> dict[str, float]:
+    vllm_engine.connect_ray(config.cluster.ray_address)
+    import ray
+
+    return {k: float(v) for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")}
+
+
+@task(name="start-rollout-engines", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+def start_rollout_engines(config: ExperimentConfig, model_dir: str) -> list[str]:
+    """Start `engine_num` vLLM actors (or find them, when a retried task gets here again)."""
+    settings = vllm_engine.EngineSettings.from_config(config)
+    settings.model_path = model_dir
+    names = vllm_engine.start_engines(settings, config.explorer.rollout_model.engine_num, experiment_id(config))
+    get_run_logger().info("rollout engines ready: %s", ", ".join(names))
+    return names
+
+
+@task(name="start-trainer", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+def start_trainer(config: ExperimentConfig, model_dir: str, total_steps: int) -> str:
+    name = trainer_actor.start_trainer(experiment_id(config), config.model_dump_json(), model_dir, total_steps)
+    get_run_logger().info("trainer %s ready (%s)", name, config.trainer.trainer_type)
+    return name
+
+
+def release_actors(experiment: str) -> None:
+    """Stop the experiment's engines and trainer; safe when none were started (flow state hooks)."""
+    import ray
+
+    if not ray.is_initialized():
+        return
+    vllm_engine.stop_engines(experiment)
+    trainer_actor.stop_trainer(experiment)

@@ -1,0 +1,137 @@
+"""MLflow: one run per experiment, continued (not duplicated) when a run resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param
+from mlflow.tracking import MlflowClient
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from schemas import ExperimentConfig
+from tasks.runtime import experiment_dir
+
+EXPERIMENT_TAG = "rft.experiment_dir"
+MAX_PARAM_CHARS = 6000  # MLflow's limit on a param value
+
+
+def tracking_uri(config: ExperimentConfig) -> str:
+    """config.monitor.tracking_uri, else $MLFLOW_TRACKING_URI, else SQLite beside the checkpoints."""
+    if config.monitor.tracking_uri:
+        return config.monitor.tracking_uri
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    root = Path(config.checkpoint_root_dir).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{root / 'mlflow.db'}"
+
+
+def mlflow_ui_url() -> str:
+    return os.environ.get("RFT_MLFLOW_UI_URL", "http://127.0.0.1:5000")
+
+
+def client_for(config: ExperimentConfig) -> MlflowClient:
+    return MlflowClient(tracking_uri=tracking_uri(config))
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, str]:
+    if isinstance(data, dict):
+        out: dict[str, str] = {}
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): str(data)[:MAX_PARAM_CHARS]}
+
+
+@task(name="start-mlflow-run", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
+def start_mlflow_run(config: ExperimentConfig, flow_run_id: str) -> dict[str, str]:
+    """The experiment's MLflow run: the unfinished one of an earlier attempt, or a new one."""
+    client = client_for(config)
+    name = config.monitor.experiment_name or config.project
+    experiment = client.get_experiment_by_name(name)
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment(name)
+    tag = str(experiment_dir(config))
+    previous = client.search_runs(
+        [experiment_id], filter_string=f"tags.`{EXPERIMENT_TAG}` = '{tag}'", order_by=["attributes.start_time DESC"], max_results=1
+    )
+    if previous and previous[0].info.status != "FINISHED":
+        run = previous[0]
+        client.update_run(run.info.run_id, status="RUNNING")
+        client.set_tag(run.info.run_id, f"prefect.flow_run_id.{flow_run_id[:8]}", flow_run_id)
+    else:
+        run = client.create_run(
+            experiment_id, run_name=config.name, tags={EXPERIMENT_TAG: tag, "prefect.flow_run_id": flow_run_id}
+        )
+        params = [Param(k, v) for k, v in flatten(config.model_dump(mode="json", exclude={"stages"})).items()]
+        for i in range(0, len(params), 100):
+            client.log_batch(run.info.run_id, params=params[i : i + 100])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "config.json"
+            path.write_text(config.model_dump_json(indent=2))
+            client.log_artifact(run.info.run_id, str(path))
+    run_id = run.info.run_id
+    return {
+        "run_id": run_id,
+        "experiment_id": experiment_id,
+        "tracking_uri": tracking_uri(config),
+        "url": f"{mlflow_ui_url()}/#/experiments/{experiment_id}/runs/{run_id}",
+    }
+
+
+def log_metrics(config: ExperimentConfig, run_id: str, metrics: dict[str, float], step: int) -> None:
+    import time
+
+    now = int(time.time() * 1000)
+    rows = [Metric(key.replace("@", "_at_"), float(value), now, step) for key, value in metrics.items()]
+    client = client_for(config)
+    for i in range(0, len(rows), 500):
+        client.log_batch(run_id, metrics=rows[i : i + 500])
+
+
+def log_eval_table(config: ExperimentConfig, run_id: str, name: str, rows: list[dict], step: int) -> None:
+    client = client_for(config)
+    columns = {key: [row[key] for row in rows] for key in (rows[0] if rows else {})}
+    client.log_table(run_id, data=columns, artifact_file=f"eval/{name}/step_{step:05d}.json")
+
+
+def log_reward_curve(config: ExperimentConfig, run_id: str) -> Path:
+    """A PNG of training reward (and eval accuracy) per step, logged as an artifact."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    client = client_for(config)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, label in (("explore/reward_mean", "train reward (mean)"), ("explore/accuracy", "train accuracy")):
+        history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
+        if history:
+            ax.plot([m.step for m in history], [m.value for m in history], marker="o", label=label)
+    for key in sorted(k for k in client.get_run(run_id).data.metrics if k.startswith("eval/") and k.endswith("/accuracy")):
+        history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
+        ax.plot([m.step for m in history], [m.value for m in history], marker="s", linestyle="--", label=key)
+    ax.set_xlabel("step")
+    ax.set_ylabel("reward / accuracy")
+    ax.set_title(f"{config.project}/{config.name}")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    out = experiment_dir(config) / "log" / "reward_curve.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    client.log_artifact(run_id, str(out))
+    return out
+
+
+def finish_run(config: ExperimentConfig, run_id: str, status: str = "FINISHED") -> None:
+    client_for(config).set_terminated(run_id, status=status)
+
+
+def eval_summary_json(results: list[dict]) -> str:
+    return json.dumps([{"name": r["name"], **r["metrics"]} for r in results])
