@@ -1,0 +1,53 @@
+"""`rft run RECIPE|FILE [--set path=value ...]`: run the `rft` flow here, with a progress bar."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from cli.validate import load_or_exit
+from deployments import RECIPES
+from tasks import progress as step_progress
+
+
+def run(
+    target: Annotated[str, typer.Argument(help=f"Recipe name ({', '.join(RECIPES)}) or a .yaml (Trinity), .json or .py file.")],
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override one setting: dotted.path=value (repeatable), e.g. buffer.total_steps=3."),
+    ] = None,
+    allow_unsupported: Annotated[
+        bool, typer.Option("--allow-unsupported", help="Ignore Trinity settings this project does not support.")
+    ] = False,
+) -> None:
+    """Run an experiment with the local Prefect API (the server of PREFECT_API_URL, else a temporary one)."""
+    config = load_or_exit(target, set_, allow_unsupported)
+    from flows.rft import rft  # imports Prefect, Ray and torch: only once the config is valid
+
+    console = Console()
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("reward {task.fields[reward]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    bar_task = bar.add_task(f"{config.project}/{config.name}", total=None, reward="-")
+
+    def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
+        reward = metrics.get("explore/reward_mean")
+        bar.update(bar_task, completed=step, total=total, reward=f"{reward:.3f}" if reward is not None else "-")
+
+    step_progress.LISTENERS.append(on_step)
+    try:
+        with bar:
+            outcome = rft(config=config)
+    finally:
+        step_progress.LISTENERS.remove(on_step)
+    console.rule("result")
+    console.print_json(json.dumps(outcome, default=str))
