@@ -102,8 +102,9 @@ class TasksetConfig(_DatasetFields):
     )
 
 
-class StorageConfig(_DatasetFields):
-    """Where experiences (or SFT/DPO rows) are kept for the trainer."""
+class StorageConfig(TasksetConfig):
+    """Where experiences (or SFT/DPO rows) are kept for the trainer; has a task set's fields too (as in
+    Trinity) so a storage can also be replayed as tasks."""
 
     capacity: int = Field(10000, ge=1, description="Queue capacity in experiences (queue storage).")
     max_read_timeout: float = Field(1800, gt=0, description="Seconds a reader waits for data before failing.")
