@@ -87,8 +87,13 @@ class ExperimentConfig(Section):
     derived: dict[str, str] = Field(
         default_factory=dict,
         description="Output: values the schema filled in, as {dotted.path: reason}. Re-derived on validation.",
+        json_schema_extra={"readOnly": True},
     )
-    warnings: list[str] = Field(default_factory=list, description="Output: settings that have no effect, and why.")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Output: settings that have no effect, and why.",
+        json_schema_extra={"readOnly": True},
+    )
 
     # ------------------------------------------------------------------ validation
     @model_validator(mode="before")
