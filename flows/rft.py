@@ -7,6 +7,7 @@ step explore a batch, train on it, and hand the new weights to the engines; eval
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -21,7 +22,7 @@ from flows.train import train
 from schemas import ExperimentConfig
 from tasks import tracking
 from tasks.progress import StepProgress
-from tasks.runtime import experiment_id
+from tasks.runtime import experiment_dir, experiment_id, write_json_atomic
 from tasks.save import save_final_model
 from tasks.setup import connect_ray, prepare_model, release_actors, start_rollout_engines, start_trainer
 
@@ -73,11 +74,13 @@ def explore_train_sync(config: ExperimentConfig) -> dict[str, Any]:
 
     evals: list[dict] = []
     for step in range(1, total_steps + 1):
+        started = time.perf_counter()
         metrics = explore(config, step)
         metrics |= train(config, step)
         if step % config.synchronizer.sync_interval == 0:
             metrics |= sync(config, step)
         metrics["time/step_s"] = sum(metrics.get(k, 0.0) for k in ("time/explore_s", "time/train_s", "time/sync_s"))
+        metrics["time/step_wall_s"] = time.perf_counter() - started  # with Prefect's own overhead
         if step % config.explorer.eval_interval == 0 or step == total_steps:
             evals = evaluate(config, step)
             for result in evals:
@@ -91,13 +94,16 @@ def explore_train_sync(config: ExperimentConfig) -> dict[str, Any]:
     curve = tracking.log_reward_curve(config, run["run_id"])
     create_markdown_artifact(summary_markdown(config, evals, final_dir, run["url"]), description="Final evaluation")
     tracking.finish_run(config, run["run_id"])
-    return {
+    summary = {
         "steps": total_steps,
         "final_model": final_dir,
         "reward_curve": str(curve),
         "mlflow_run_id": run["run_id"],
+        "mlflow_url": run["url"],
         "eval": {r["name"]: r["metrics"] for r in evals},
     }
+    write_json_atomic(experiment_dir(config) / "summary.json", summary)
+    return summary
 
 
 def planned_steps(config: ExperimentConfig) -> int:

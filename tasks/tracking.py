@@ -31,6 +31,14 @@ def tracking_uri(config: ExperimentConfig) -> str:
     return f"sqlite:///{root / 'mlflow.db'}"
 
 
+def artifact_location(config: ExperimentConfig) -> str | None:
+    """Artifacts beside a SQLite store (else MLflow writes ./mlruns wherever the run started)."""
+    uri = tracking_uri(config)
+    if uri.startswith("sqlite:///"):
+        return (Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts").as_uri()
+    return None
+
+
 def mlflow_ui_url() -> str:
     return os.environ.get("RFT_MLFLOW_UI_URL", "http://127.0.0.1:5000")
 
@@ -54,7 +62,7 @@ def start_mlflow_run(config: ExperimentConfig, flow_run_id: str) -> dict[str, st
     client = client_for(config)
     name = config.monitor.experiment_name or config.project
     experiment = client.get_experiment_by_name(name)
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(name)
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment(name, artifact_location=artifact_location(config))
     tag = str(experiment_dir(config))
     previous = client.search_runs(
         [experiment_id], filter_string=f"tags.`{EXPERIMENT_TAG}` = '{tag}'", order_by=["attributes.start_time DESC"], max_results=1

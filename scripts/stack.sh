@@ -1,0 +1,15 @@
+# Shared settings of scripts/up.sh and scripts/down.sh (sourced, not run).
+RFT_STATE="${RFT_STATE:-$PWD/.rft}"
+PREFECT_PORT="${PREFECT_PORT:-4200}"
+MLFLOW_PORT="${MLFLOW_PORT:-5000}"
+WORK_POOL="${WORK_POOL:-rft-cpu}"
+export PREFECT_HOME="${PREFECT_HOME:-$RFT_STATE/prefect}"
+export PREFECT_API_URL="http://127.0.0.1:$PREFECT_PORT/api"
+export PREFECT_UI_URL="http://127.0.0.1:$PREFECT_PORT"
+export RFT_MLFLOW_UI_URL="http://127.0.0.1:$MLFLOW_PORT"
+mkdir -p "$RFT_STATE/logs" "$RFT_STATE/pids"
+
+running() {  # running NAME: is the process of that pid file alive?
+  local pidfile="$RFT_STATE/pids/$1.pid"
+  [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null
+}

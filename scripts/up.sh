@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# From a fresh clone to a finished run: install, start a local Prefect server, a process worker and
+# the MLflow UI, deploy prefect.yaml, then run a deployment (default rft/gsm8k) and watch it.
+# Re-running it is harmless: what is already up stays up. scripts/down.sh stops it all.
+#   scripts/up.sh [DEPLOYMENT] [--param key=value ...]     e.g. scripts/up.sh smoke
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEPLOYMENT="gsm8k"
+if [[ $# -gt 0 && "$1" != --* ]]; then DEPLOYMENT="$1"; shift; fi
+
+scripts/setup.sh
+source scripts/stack.sh
+BIN="$PWD/.venv/bin"
+
+wait_for() {  # wait_for URL NAME LOG
+  for _ in $(seq 1 180); do
+    if curl -fsS "$1" >/dev/null 2>&1; then return 0; fi
+    sleep 1
+  done
+  echo "$2 did not come up; its log: $3" >&2
+  tail -20 "$3" >&2
+  exit 1
+}
+
+if ! running prefect-server; then
+  echo "==> starting the Prefect server on $PREFECT_UI_URL"
+  nohup "$BIN/prefect" server start --host 127.0.0.1 --port "$PREFECT_PORT" \
+    >"$RFT_STATE/logs/prefect-server.log" 2>&1 &
+  echo $! >"$RFT_STATE/pids/prefect-server.pid"
+fi
+wait_for "$PREFECT_API_URL/health" "the Prefect server" "$RFT_STATE/logs/prefect-server.log"
+
+"$BIN/prefect" work-pool inspect "$WORK_POOL" >/dev/null 2>&1 \
+  || "$BIN/prefect" work-pool create "$WORK_POOL" --type process >/dev/null
+"$BIN/prefect" work-pool inspect rft-gpu >/dev/null 2>&1 \
+  || "$BIN/prefect" work-pool create rft-gpu --type process >/dev/null
+
+if ! running prefect-worker; then
+  echo "==> starting a process worker on work pool $WORK_POOL"
+  nohup "$BIN/prefect" worker start --pool "$WORK_POOL" --type process \
+    >"$RFT_STATE/logs/prefect-worker.log" 2>&1 &
+  echo $! >"$RFT_STATE/pids/prefect-worker.pid"
+fi
+
+MLFLOW_DB="$PWD/checkpoints/mlflow.db"
+mkdir -p "$PWD/checkpoints"
+if ! running mlflow-ui; then
+  echo "==> starting the MLflow UI on $RFT_MLFLOW_UI_URL"
+  nohup "$BIN/mlflow" ui --backend-store-uri "sqlite:///$MLFLOW_DB" --host 127.0.0.1 --port "$MLFLOW_PORT" \
+    >"$RFT_STATE/logs/mlflow-ui.log" 2>&1 &
+  echo $! >"$RFT_STATE/pids/mlflow-ui.pid"
+fi
+wait_for "$RFT_MLFLOW_UI_URL/health" "the MLflow UI" "$RFT_STATE/logs/mlflow-ui.log"
+
+echo "==> deploying prefect.yaml"
+"$BIN/python" -m deployments.prefect_yaml --check
+"$BIN/prefect" --no-prompt deploy --all >"$RFT_STATE/logs/deploy.log" 2>&1 \
+  || { tail -30 "$RFT_STATE/logs/deploy.log" >&2; exit 1; }
+
+echo "==> running rft/$DEPLOYMENT (watch it at $PREFECT_UI_URL/runs)"
+"$BIN/prefect" deployment run "rft/$DEPLOYMENT" --watch "$@"
+
+"$BIN/python" - "$DEPLOYMENT" <<'PY'
+import json, os, sys
+from deployments import load_recipe
+summary_path = load_recipe(sys.argv[1]).experiment_dir.resolve() / "summary.json"
+summary = json.loads(summary_path.read_text())
+print()
+print(f"Prefect UI : {os.environ['PREFECT_UI_URL']}")
+print(f"MLflow UI  : {summary['mlflow_url']}")
+print(f"model      : {summary['final_model']}")
+for name, metrics in summary["eval"].items():
+    print(f"accuracy   : {metrics['accuracy']:.3f} on {name} ({int(metrics['tasks'])} tasks)")
+print(f"curve      : {summary['reward_curve']}")
+print()
+print(f"To use the Prefect CLI against this server: export PREFECT_API_URL={os.environ['PREFECT_API_URL']}")
+PY

@@ -1,0 +1,15 @@
+"""Test-wide isolation: a private Prefect home (never the user's database) and no inherited servers."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+# Before anything imports prefect: settings are read at import time.
+_PREFECT_HOME = Path(tempfile.mkdtemp(prefix="rft-test-prefect-"))
+os.environ["PREFECT_HOME"] = str(_PREFECT_HOME)
+for _var in ("PREFECT_API_URL", "PREFECT_PROFILE", "MLFLOW_TRACKING_URI", "RAY_ADDRESS"):
+    os.environ.pop(_var, None)
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
