@@ -26,6 +26,7 @@ from buffer.experience import Experience
 if TYPE_CHECKING:
     from schemas import ExperimentConfig
 
+CHECKPOINT_FORMAT = "rft-torch-v1"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _SCHEDULERS = {"constant": "constant_with_warmup", "cosine": "cosine"}
 
@@ -33,6 +34,7 @@ _SCHEDULERS = {"constant": "constant_with_warmup", "cosine": "cosine"}
 class TorchTrainer(TrainerBackend):
     def __init__(self, config: ExperimentConfig, model_dir: Path, total_steps: int) -> None:
         settings = config.trainer.torch
+        self.model_dir = Path(model_dir)
         if settings.num_threads:
             torch.set_num_threads(settings.num_threads)
         self.config = config
@@ -135,7 +137,15 @@ class TorchTrainer(TrainerBackend):
             },
             path / "optim_state.pt",
         )
-        (path / "trainer_state.json").write_text(json.dumps({"global_step": self._step, "lora": self.is_lora}))
+        lora = self.config.model.lora_configs[0].model_dump(mode="json") if self.is_lora else None
+        state = {
+            "format": CHECKPOINT_FORMAT,
+            "global_step": self._step,
+            "base_model_dir": str(self.model_dir.resolve()),
+            # trainable.safetensors holds all weights (HF names), or with LoRA only the adapter (peft names)
+            "lora": lora,
+        }
+        (path / "trainer_state.json").write_text(json.dumps(state, indent=2))
 
     def load_checkpoint(self, path: Path) -> None:
         trainable = load_file(str(path / "trainable.safetensors"))

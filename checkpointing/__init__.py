@@ -1,0 +1,1 @@
+"""The experiment directory on disk, as Trinity-RFT users know it, and what reads and writes it."""

@@ -1,0 +1,55 @@
+"""Where everything of an experiment lives on disk (Trinity-RFT's layout).
+
+    {checkpoint_root_dir}/{project}/{name}/
+        global_step_N/actor/            trainer state (trainer_state.json, trainable.safetensors,
+                                        optim_state.pt; or veRL's model_world_size_W_rank_R.pt shards)
+        global_step_N/actor/huggingface/  config, tokenizer, chat template, generation config and,
+                                        once converted, model.safetensors
+        explorer_meta.json  trainer_meta.json
+        latest_checkpointed_iteration.txt  latest_state_dict_iteration.txt
+        buffer/experiences.db           every experience, as it is produced
+        log/                            reward curve and other pictures
+        final/huggingface/              the trained model at the end of a stage
+
+A checkpoint is written under a temporary name and renamed when complete, so a folder named
+global_step_N is always whole.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+STEP_DIR = re.compile(r"^global_step_(\d+)$")
+LATEST_CHECKPOINT = "latest_checkpointed_iteration.txt"
+LATEST_STATE_DICT = "latest_state_dict_iteration.txt"
+
+
+def step_dir(experiment_dir: Path, step: int) -> Path:
+    return experiment_dir / f"global_step_{step}"
+
+
+def actor_dir(experiment_dir: Path, step: int) -> Path:
+    return step_dir(experiment_dir, step) / "actor"
+
+
+def hf_dir(experiment_dir: Path, step: int) -> Path:
+    return actor_dir(experiment_dir, step) / "huggingface"
+
+
+def complete_steps(experiment_dir: Path) -> list[int]:
+    """Steps with a whole checkpoint (temporary folders never match the name)."""
+    if not experiment_dir.is_dir():
+        return []
+    steps = [int(m.group(1)) for p in experiment_dir.iterdir() if p.is_dir() and (m := STEP_DIR.match(p.name))]
+    return sorted(steps)
+
+
+def latest_step(experiment_dir: Path) -> int | None:
+    marker = experiment_dir / LATEST_CHECKPOINT
+    if marker.exists():
+        step = int(marker.read_text().strip())
+        if step_dir(experiment_dir, step).is_dir():
+            return step
+    steps = complete_steps(experiment_dir)
+    return steps[-1] if steps else None
