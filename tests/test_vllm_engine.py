@@ -1,0 +1,202 @@
+"""Real Ray + real vLLM (CPU) + real SmolLM2: generation, lookup by name, and weight sync."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from backends.models import resolve_model_path
+from backends.rollout import SamplingSettings
+from backends.weight_sync import install_safetensors, make_transport
+
+MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+EXPERIMENT = "test-vllm-engine"
+QUESTION = [{"role": "user", "content": "What is the answer?"}]
+TARGET = "The answer is 42."
+
+
+# --- fast: transport selection and the file swap ---------------------------------------------
+
+
+def test_nccl_without_gpus_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match=r"synchronizer\.sync_method='nccl'"):
+        make_transport("nccl", use_gpu=False)
+    with pytest.raises(ValueError, match=r"synchronizer\.sync_method='rsync'"):
+        make_transport("rsync", use_gpu=False)
+    assert make_transport("offline", use_gpu=False).sync_method == "checkpoint"
+    assert make_transport("memory", use_gpu=False).sync_method == "memory"
+
+
+def test_install_safetensors_replaces_links_not_the_base_model(tmp_path: Path) -> None:
+    base, serve, new = tmp_path / "base", tmp_path / "serve", tmp_path / "new"
+    for d in (base, serve, new):
+        d.mkdir()
+    (base / "model.safetensors").write_bytes(b"old")
+    (serve / "model.safetensors").symlink_to(base / "model.safetensors")
+    (new / "model.safetensors").write_bytes(b"new")
+    assert install_safetensors(new, serve) == ["model.safetensors"]
+    assert (serve / "model.safetensors").read_bytes() == b"new"
+    assert (base / "model.safetensors").read_bytes() == b"old"
+    with pytest.raises(FileNotFoundError, match="no \\*.safetensors"):
+        install_safetensors(tmp_path / "base" / "..", serve)
+
+
+# --- slow: the real stack ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_resolve_model_path_converts_once_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RFT_CACHE_DIR", str(tmp_path / "cache"))
+    path = resolve_model_path(MODEL_ID)
+    assert path == tmp_path / "cache" / MODEL_ID
+    assert (path / "config.json").is_file() and (path / "model.safetensors").is_file()
+    assert (path / "generation_config.json").is_file()
+    stamp = (path / "model.safetensors").stat().st_mtime_ns
+    assert resolve_model_path(MODEL_ID) == path  # reused, not rewritten
+    assert (path / "model.safetensors").stat().st_mtime_ns == stamp
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temp folders left
+    assert resolve_model_path(str(path)) == path  # a local folder is used as-is
+    with pytest.raises(FileNotFoundError, match="without config.json"):
+        resolve_model_path(str(tmp_path))
+    assert resolve_model_path("org/other-model") == Path("org/other-model")  # left to the hub
+
+
+@pytest.fixture(scope="module")
+def model_dir() -> Path:
+    return resolve_model_path(MODEL_ID)  # the shared cache: converted once per machine
+
+
+@pytest.fixture(scope="module")
+def engine(model_dir: Path):
+    import ray
+
+    from backends.vllm_engine import EngineSettings, connect_ray, get_engine, start_engines, stop_engines
+
+    connect_ray("auto")
+    settings = EngineSettings(
+        model_path=str(model_dir), max_model_len=512, gpu_memory_utilization=0.2, dtype="float32", seed=7
+    )
+    names = start_engines(settings, 1, EXPERIMENT)
+    try:
+        yield get_engine(names[0])
+    finally:
+        stop_engines(EXPERIMENT)
+        ray.shutdown()
+
+
+@pytest.mark.slow
+def test_generate_returns_n_samples_with_token_logprobs(engine) -> None:
+    import ray
+
+    chats = [QUESTION, [{"role": "user", "content": "Name three colours."}]]
+    results = ray.get(engine.generate.remote(chats, SamplingSettings(n=3, temperature=1.0, max_tokens=12, seed=1)))
+    assert len(results) == 2 and all(len(samples) == 3 for samples in results)
+    for samples in results:
+        assert len({tuple(s.prompt_token_ids) for s in samples}) == 1
+        for s in samples:
+            assert 0 < len(s.response_token_ids) <= 12
+            assert len(s.logprobs) == len(s.response_token_ids)
+            assert all(lp <= 0.0 for lp in s.logprobs)
+            assert s.finish_reason in ("stop", "length")
+    # 12 tokens is too few for "three colours" with this model: at least one sample hits the limit.
+    assert any(s.finish_reason == "length" for s in results[1])
+
+
+@pytest.mark.slow
+def test_prompts_use_the_chat_template_and_logprobs_match_the_sampling_distribution(engine, model_dir) -> None:
+    import ray
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    temperature = 0.7
+    [[sample]] = ray.get(
+        engine.generate.remote([QUESTION], SamplingSettings(n=1, temperature=temperature, max_tokens=16, seed=3))
+    )
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    text = tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True, tokenize=False)
+    assert sample.prompt_token_ids == tokenizer.encode(text, add_special_tokens=False)
+
+    # What the trainer recomputes: log_softmax(logits / T) at the sampled tokens.
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    ids = torch.tensor([sample.prompt_token_ids + sample.response_token_ids])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(sample.prompt_token_ids) - 1 : -1] / temperature
+    expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(sample.response_token_ids)[:, None])[:, 0]
+    assert torch.allclose(torch.tensor(sample.logprobs), expected, atol=2e-2)
+    # ...and not the raw (temperature 1) logprobs vLLM would report by default.
+    raw = torch.log_softmax(logits * temperature, -1).gather(1, torch.tensor(sample.response_token_ids)[:, None])[:, 0]
+    assert not torch.allclose(torch.tensor(sample.logprobs), raw, atol=2e-2)
+
+
+@pytest.mark.slow
+def test_engine_is_found_by_name_from_a_fresh_lookup(engine) -> None:
+    import ray
+
+    from backends.vllm_engine import get_engine, list_engines, start_engines
+
+    name = f"{EXPERIMENT}-rollout-0"
+    assert list_engines(EXPERIMENT) == [name]
+    handle = get_engine(name)
+    assert ray.get(handle.info.remote())["name"] == name
+    assert ray.get(handle.model_version.remote()) == ray.get(engine.model_version.remote())
+    with pytest.raises(LookupError, match="no rollout engine named"):
+        get_engine(f"{EXPERIMENT}-rollout-9")
+    # A retried flow calling start_engines again gets the running engine, not a second one.
+    info = ray.get(handle.info.remote())
+    from backends.vllm_engine import EngineSettings
+
+    settings = EngineSettings(model_path=info["model_path"], max_model_len=512)
+    assert start_engines(settings, 1, EXPERIMENT) == [name]
+    assert ray.get(get_engine(name).info.remote())["start_seconds"] == info["start_seconds"]
+
+
+def _train_toward(model_dir: Path, out_dir: Path, target: str, steps: int = 40) -> None:
+    """A few large-learning-rate steps that make the model answer QUESTION with `target`."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    prompt = tokenizer.encode(
+        tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True, tokenize=False), add_special_tokens=False
+    )
+    response = tokenizer.encode(target + "<|im_end|>", add_special_tokens=False)
+    ids = torch.tensor([prompt + response])
+    labels = torch.tensor([[-100] * len(prompt) + response])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model.train()
+    for _ in range(steps):
+        loss = model(input_ids=ids, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if loss.item() < 0.01:
+            break
+    model.save_pretrained(out_dir)
+
+
+@pytest.mark.slow
+def test_after_sync_the_engine_samples_from_the_new_weights(engine, model_dir, tmp_path: Path) -> None:
+    import ray
+
+    greedy = SamplingSettings(n=1, temperature=0.0, max_tokens=16)
+    [[before]] = ray.get(engine.generate.remote([QUESTION], greedy))
+    assert before.text.strip() != TARGET
+    version = ray.get(engine.model_version.remote())
+
+    trained = tmp_path / "trained"
+    _train_toward(model_dir, trained, TARGET)
+    seconds = ray.get(engine.load_weights_from.remote(str(trained), version + 1))
+    print(f"\nsync took {seconds:.2f} s")
+
+    [[after]] = ray.get(engine.generate.remote([QUESTION], greedy))
+    assert after.text.strip() == TARGET
+    assert after.finish_reason == "stop"
+    assert ray.get(engine.model_version.remote()) == version + 1
+    # The base model's file was not touched: the engine's folder got its own copy/link.
+    assert os.path.realpath(model_dir / "model.safetensors") != os.path.realpath(
+        Path(ray.get(engine.info.remote())["serve_dir"]) / "model.safetensors"
+    )
