@@ -201,7 +201,11 @@ class VLLMEngine(RolloutEngine):
         return self.info()
 
     def shutdown(self) -> None:
-        """Free the serve folder (RAM on /dev/shm); the caller kills the actor next."""
+        """Stop vLLM's engine-core process and free the serve folder; the caller kills the actor next.
+
+        Without this the engine core (a child process) outlives `ray.kill` for a while, still busy.
+        """
+        self.llm.llm_engine.engine_core.shutdown(timeout=10)
         shutil.rmtree(self.serve_dir, ignore_errors=True)
 
     # --- vLLM weight-transfer API, driven by vLLM's RayVLLMWeightSyncClient on GPU -------------
