@@ -23,6 +23,8 @@ from pathlib import Path
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 LATEST_CHECKPOINT = "latest_checkpointed_iteration.txt"
 LATEST_STATE_DICT = "latest_state_dict_iteration.txt"
+# A converted model (actor/huggingface/) is one model.safetensors up to this size, above it shards + an index.
+DEFAULT_MAX_SHARD_SIZE = "5GB"
 
 
 def step_dir(experiment_dir: Path, step: int) -> Path:
@@ -53,3 +55,20 @@ def latest_step(experiment_dir: Path) -> int | None:
             return step
     steps = complete_steps(experiment_dir)
     return steps[-1] if steps else None
+
+
+def enclosing_step_dir(path: Path) -> Path | None:
+    """The `global_step_N` folder `path` is, or is inside of (e.g. `.../global_step_120/actor`)."""
+    path = path.resolve()
+    return next((p for p in (path, *path.parents) if STEP_DIR.match(p.name)), None)
+
+
+def find_step_dirs(path: Path) -> list[Path]:
+    """`path` inside a checkpoint: that one; else every `global_step_N` below it, by folder then step."""
+    inside = enclosing_step_dir(path)
+    if inside is not None:
+        return [inside]
+    found = [p for p in path.resolve().rglob("global_step_*") if p.is_dir() and STEP_DIR.match(p.name)]
+    # a step folder is never searched for nested ones (they would be trainer internals)
+    found = [p for p in found if enclosing_step_dir(p.parent) is None]
+    return sorted(found, key=lambda p: (str(p.parent), int(STEP_DIR.match(p.name).group(1))))
