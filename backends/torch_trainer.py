@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from schemas import ExperimentConfig
 
 CHECKPOINT_FORMAT = "rft-torch-v1"
+# Policy losses proportional to the advantage: a zero-advantage sample has zero loss and gradient.
+ZERO_ADVANTAGE_LOSSES = frozenset({"ppo", "gspo", "cispo"})
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _SCHEDULERS = {"constant": "constant_with_warmup", "cosine": "cosine"}
 
@@ -89,7 +91,8 @@ class TorchTrainer(TrainerBackend):
             "global_num_tokens": sum(sum(e.response_mask) for e in batch),
             "global_num_seqs": sum(1 for e in batch if any(e.response_mask)),
         }
-        for chunk in micro_batches(batch, self.config.trainer.micro_batch_size):
+        trained = [e for e in batch if not self._adds_nothing(e)]
+        for chunk in micro_batches(trained, self.config.trainer.micro_batch_size):
             micro = collate(chunk, self.pad_token_id)
             loss, metrics = self._micro_step(micro, totals)
             loss.backward()
@@ -98,9 +101,13 @@ class TorchTrainer(TrainerBackend):
                 share = 1.0 if key.endswith("loss") else len(chunk) / len(batch)
                 sums[key] = sums.get(key, 0.0) + value * share
             tokens += micro.num_tokens
-        grad_norm = torch.nn.utils.clip_grad_norm_(
-            [p for p in self.model.parameters() if p.requires_grad], self.config.trainer.grad_clip
-        )
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        for p in params:  # AdamW skips params without a grad; the full batch would give them zeros
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.config.trainer.grad_clip)
+        for key in ("loss", "pg_loss"):  # a batch with nothing to learn from still reports them
+            sums.setdefault(key, 0.0)
         lr = self.scheduler.get_last_lr()[0]
         if torch.isfinite(grad_norm):
             self.optimizer.step()
@@ -114,6 +121,7 @@ class TorchTrainer(TrainerBackend):
             "train_tokens": float(tokens),
             "train_tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
             "response_length": float(np.mean([len(e.response_token_ids) for e in batch])),
+            "skipped_zero_advantage": float(len(batch) - len(trained)),
         }
 
     def export_weights(self, model_dir: Path) -> Path:
@@ -163,6 +171,16 @@ class TorchTrainer(TrainerBackend):
         self._step = json.loads((path / "trainer_state.json").read_text())["global_step"]
 
     # -- internals ------------------------------------------------------------------------------
+
+    def _adds_nothing(self, exp: Experience) -> bool:
+        """An experience whose every loss term is zero: advantage 0, and no KL or entropy term."""
+        return (
+            self.config.trainer.torch.skip_zero_advantage
+            and exp.advantage == 0.0
+            and self.algorithm.policy_loss_fn in ZERO_ADVANTAGE_LOSSES
+            and self.reference is None
+            and not algorithms.needs_entropy(self.algorithm)
+        )
 
     def _micro_step(self, micro: TrainBatch, totals: dict[str, int]) -> tuple[torch.Tensor, dict[str, float]]:
         logprobs, entropy = self._response_logprobs(self.model, micro, with_entropy=algorithms.needs_entropy(self.algorithm))

@@ -16,6 +16,11 @@ class TorchTrainerConfig(Section):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when available, else cpu.")
     gradient_checkpointing: bool = Field(False, description="Recompute activations to save memory.")
     num_threads: int | None = Field(None, ge=1, description="torch intra-op threads; None: torch's default.")
+    skip_zero_advantage: bool = Field(
+        True,
+        description="Leave out of the forward/backward pass the experiences whose advantage is 0 when no KL or "
+        "entropy term is on: they add nothing to the gradient, so the update is the same, only cheaper.",
+    )
 
 
 class TinkerTrainerConfig(Section):

@@ -1,0 +1,87 @@
+"""The native torch trainer on the real SmolLM2-135M: exact skipping, checkpoints, exported weights."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+
+from backends.models import resolve_model_path
+from backends.torch_trainer import TorchTrainer
+from buffer.experience import Experience
+from deployments import load_recipe
+from schemas import ExperimentConfig
+
+
+@pytest.fixture(scope="module")
+def model_dir() -> Path:
+    return resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct")
+
+
+def make_config(**overrides: object) -> ExperimentConfig:
+    return load_recipe("smoke").with_overrides({"algorithm.optimizer.lr": 1e-4, "trainer.micro_batch_size": 2, **overrides})
+
+
+def batch(advantages: list[float], step: int = 1) -> list[Experience]:
+    out = []
+    for i, adv in enumerate(advantages):
+        prompt = [1, 9690, 198, 2683, 314, 216, 33 + i]
+        response = [504 + i, 314, 216, 34 + i, 2][: 3 + i % 3]
+        out.append(
+            Experience(
+                eid=f"s{step}/{i}", task_id=f"t{i // 2}", group_id=f"g{i // 2}",
+                prompt_token_ids=prompt, response_token_ids=response,
+                logprobs=[-1.0] * len(response), reward=adv, advantage=adv,
+            )
+        )
+    return out
+
+
+def weights(trainer: TorchTrainer) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+
+
+def test_skipping_zero_advantage_samples_gives_the_same_update(model_dir: Path) -> None:
+    data = batch([1.0, -1.0, 0.0, 0.0])
+    skipping = TorchTrainer(make_config(), model_dir, total_steps=4)
+    dense = TorchTrainer(make_config(**{"trainer.torch.skip_zero_advantage": False}), model_dir, total_steps=4)
+    m_skip, m_dense = skipping.train_step(data), dense.train_step(data)
+    assert m_skip["skipped_zero_advantage"] == 2 and m_dense["skipped_zero_advantage"] == 0
+    assert m_skip["pg_loss"] == pytest.approx(m_dense["pg_loss"], abs=1e-6)
+    a, b = weights(skipping), weights(dense)
+    assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-6
+    assert any(not torch.equal(a[k], v) for k, v in load_file(str(model_dir / "model.safetensors")).items() if k in a)
+
+
+def test_checkpoint_resumes_exactly(model_dir: Path, tmp_path: Path) -> None:
+    first, second = batch([1.0, -1.0, 0.5, -0.5], 1), batch([-1.0, 1.0, 0.25, -0.25], 2)
+    straight = TorchTrainer(make_config(), model_dir, total_steps=4)
+    straight.train_step(first)
+    straight.save_checkpoint(tmp_path / "ckpt")
+    straight.train_step(second)
+
+    resumed = TorchTrainer(make_config(), model_dir, total_steps=4)
+    resumed.load_checkpoint(tmp_path / "ckpt")
+    assert resumed.global_step == 1
+    resumed.train_step(second)
+    a, b = weights(straight), weights(resumed)
+    assert max((a[k] - b[k]).abs().max().item() for k in a) == 0.0
+    assert straight.scheduler.get_last_lr() == resumed.scheduler.get_last_lr()
+
+
+def test_exported_weights_load_in_transformers_with_the_same_logits(model_dir: Path, tmp_path: Path) -> None:
+    trainer = TorchTrainer(make_config(), model_dir, total_steps=4)
+    trainer.train_step(batch([1.0, -1.0]))
+    out = tmp_path / "hf"
+    out.mkdir()
+    for name in ("config.json", "generation_config.json"):
+        (out / name).write_bytes((model_dir / name).read_bytes())
+    trainer.export_weights(out)
+    loaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    ids = torch.tensor([[1, 9690, 198, 2683, 314, 216, 33, 504]])
+    trainer.model.eval()
+    with torch.no_grad():
+        assert torch.allclose(loaded(ids).logits, trainer.model(ids).logits, atol=1e-5)
