@@ -80,6 +80,10 @@ def reload_from_serve_dir(llm: LLM) -> None:
     llm.reset_prefix_cache()
 
 
+# Trainer-side vLLM weight-transfer engines (GPU), kept for the life of the trainer process.
+_TRAINER_ENGINES: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+
+
 class WeightTransport(ABC):
     """One way of moving trainer weights into running rollout engines."""
 
@@ -134,12 +138,8 @@ class MemoryTransport(WeightTransport):
         return memory_staging_dir(experiment_id)
 
     def apply(self, llm: LLM, serve_dir: Path, model_dir: Path) -> None:
-        if self.use_gpu:
-            raise RuntimeError(
-                f"synchronizer.sync_method={self.sync_method!r} on GPU pushes tensors with "
-                "push_module(); there is no folder to load"
-            )
-        # Staging and serve folders are both on /dev/shm: hard links, no bytes copied.
+        # Staging and serve folders are both on /dev/shm: hard links, no bytes copied. On GPU this is
+        # the folder fallback; the fast path there is push_module, called where the trainer's module is.
         install_safetensors(model_dir, serve_dir)
         reload_from_serve_dir(llm)
 
@@ -152,6 +152,7 @@ class MemoryTransport(WeightTransport):
         """
         if not self.use_gpu:
             raise RuntimeError("push_module needs GPUs; on CPU export safetensors and call send()")
+        import ray
         from vllm.distributed.weight_transfer import (
             ModuleSource,
             RayVLLMWeightSyncClient,
@@ -161,13 +162,18 @@ class MemoryTransport(WeightTransport):
         from backends.vllm_engine import get_engine
 
         start = time.perf_counter()
-        client = RayVLLMWeightSyncClient([get_engine(n) for n in engine_names])
-        trainer_engine = WeightTransferTrainerFactory.trainer_init(
-            self._trainer_init_info(len(engine_names)), client=client, source=ModuleSource(module)
-        )
-        trainer_engine.send_weights()
-        client.finish_weight_update(weight_version=str(version))
-        trainer_engine.shutdown()
+        key = (self.gpu_backend, tuple(engine_names), id(module))
+        if key not in _TRAINER_ENGINES:  # the rendezvous (an NCCL group) is made once, then reused
+            client = RayVLLMWeightSyncClient([get_engine(n) for n in engine_names])
+            _TRAINER_ENGINES[key] = (
+                client,
+                WeightTransferTrainerFactory.trainer_init(
+                    self._trainer_init_info(len(engine_names)), client=client, source=ModuleSource(module)
+                ),
+            )
+        _, trainer_engine = _TRAINER_ENGINES[key]
+        trainer_engine.send_weights()  # start_weight_update, the tensors, finish_weight_update
+        ray.get([get_engine(n).update_weight_version.remote(str(version)) for n in engine_names])
         return time.perf_counter() - start
 
     def _trainer_init_info(self, num_engines: int) -> Any:
