@@ -15,6 +15,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
 from buffer.taskset import compute_total_steps, load_taskset
+from checkpointing import lock as run_lock
 from flows.evaluate import evaluate
 from flows.explore import explore
 from flows.sync import sync
@@ -22,7 +23,8 @@ from flows.train import train
 from schemas import ExperimentConfig
 from tasks import tracking
 from tasks.progress import StepProgress
-from tasks.runtime import experiment_dir, experiment_id, write_json_atomic
+from tasks.runtime import experiment_dir, experiment_id, read_json, write_json_atomic
+from tasks.checkpoint import restore_checkpoint, save_checkpoint
 from tasks.save import save_final_model
 from tasks.setup import connect_ray, prepare_model, release_actors, start_rollout_engines, start_trainer
 
@@ -36,6 +38,8 @@ def _release(flow: Any, run: Any, state: Any) -> None:
         return
     for stage in config.resolve_stages():
         release_actors(experiment_id(stage))
+        if not state.is_completed():
+            tracking.fail_open_run(stage)
 
 
 @flow(
@@ -58,6 +62,19 @@ def rft(config: ExperimentConfig, overrides: dict[str, Any] | None = None) -> di
 
 
 def explore_train_sync(config: ExperimentConfig) -> dict[str, Any]:
+    exp_dir = experiment_dir(config)
+    finished = read_json(exp_dir / "summary.json")
+    if finished and finished.get("steps") == planned_steps(config):
+        get_run_logger().info("%s/%s is already complete: nothing to do", config.project, config.name)
+        return finished
+    run_lock.hold(exp_dir, owner=f"flow run {flow_run.get_id() or 'local'}")
+    try:
+        return _run_steps(config)
+    finally:
+        run_lock.release(exp_dir)
+
+
+def _run_steps(config: ExperimentConfig) -> dict[str, Any]:
     logger = get_run_logger()
     total_steps = planned_steps(config)
     connect_ray(config)
@@ -70,10 +87,13 @@ def explore_train_sync(config: ExperimentConfig) -> dict[str, Any]:
     )
     start_rollout_engines(config, model_dir)
     start_trainer(config, model_dir, total_steps)
-    progress = StepProgress(total_steps, f"{config.project}/{config.name}")
+    done = restore_checkpoint(config)  # 0 on a fresh start; disk is the source of truth
+    if done:
+        sync(config, done)  # the engines serve the restored weights
+    progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
 
     evals: list[dict] = []
-    for step in range(1, total_steps + 1):
+    for step in range(done + 1, total_steps + 1):
         started = time.perf_counter()
         metrics = explore(config, step)
         metrics |= train(config, step)
@@ -87,6 +107,8 @@ def explore_train_sync(config: ExperimentConfig) -> dict[str, Any]:
                 metrics |= {f"eval/{result['name']}/{k}": v for k, v in result["metrics"].items()}
                 tracking.log_eval_table(config, run["run_id"], result["name"], result["rows"], step)
         tracking.log_metrics(config, run["run_id"], metrics, step)
+        if step == total_steps or (config.trainer.save_interval and step % config.trainer.save_interval == 0):
+            tracking.log_checkpoint(config, run["run_id"], step, save_checkpoint(config, step, model_dir))
         progress.update(step, metrics)
         logger.info("step %d/%d: reward %.3f, %.1f s", step, total_steps, metrics.get("explore/reward_mean", 0.0), metrics["time/step_s"])
 

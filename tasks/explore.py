@@ -13,23 +13,26 @@ from buffer.experience import Experience
 from buffer.experience_store import ExperienceStore
 from buffer.taskset import TasksetReader, load_taskset
 from schemas import ExperimentConfig
-from tasks.runtime import experiment_dir, experiment_id, read_json, write_json_atomic
+from tasks.runtime import experiment_dir, experiment_id, write_json_atomic
 from workflows.runner import WorkflowRunner
 
 EXPLORER_META = "explorer_meta.json"
 
 
-def taskset_reader(config: ExperimentConfig) -> TasksetReader:
-    """The training taskset's reader, positioned where the last explore step left it."""
+def taskset_reader(config: ExperimentConfig, step: int) -> TasksetReader:
+    """The training taskset's reader, positioned at the batch of explore step `step`.
+
+    The position is a function of the step alone (batches are deterministic, failed tasks still
+    consume their place), so a resumed run reads exactly what an uninterrupted one would.
+    """
     taskset = config.buffer.explorer_input.taskset
     if taskset is None:
         raise ValueError("buffer.explorer_input.taskset: exploring needs a taskset")
     reader = TasksetReader.for_taskset(
         load_taskset(taskset), taskset, config.buffer.batch_size, config.buffer.total_epochs
     )
-    meta = read_json(experiment_dir(config) / EXPLORER_META)
-    if meta:
-        reader.load_state_dict(meta["taskset"])
+    for _ in range(step - 1):
+        reader.read()
     return reader
 
 
@@ -51,9 +54,11 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
     store = ExperienceStore.for_experiment(experiment_dir(config))
     try:
         if store.max_explore_step() >= step:  # a retried run already explored this step
-            logger.info("explore step %d already in the buffer; not sampling it again", step)
-            return {"explore/skipped": 1.0}
-        reader = taskset_reader(config)
+            logger.info("explore step %d already in the buffer (resumed run): not sampling it again", step)
+            stats = store.reward_stats(explore_step=step)
+            return {"explore/reward_mean": stats["mean"], "explore/reward_std": stats["std"],
+                    "explore/experiences": float(stats["count"]), "explore/resumed": 1.0}
+        reader = taskset_reader(config, step)
         tasks = reader.read()
         engines = [EngineClient(n) for n in engine_names(experiment_id(config), config.explorer.rollout_model.engine_num)]
         result = WorkflowRunner(engines, config.explorer.runner_per_model).run(

@@ -137,6 +137,24 @@ def log_reward_curve(config: ExperimentConfig, run_id: str) -> Path:
     return out
 
 
+def log_checkpoint(config: ExperimentConfig, run_id: str, step: int, path: str) -> None:
+    client = client_for(config)
+    client.set_tag(run_id, f"checkpoint.global_step_{step}", path)
+    client.log_metric(run_id, "checkpoint/global_step", float(step), step=step)
+
+
+def fail_open_run(config: ExperimentConfig) -> None:
+    """Mark the experiment's running MLflow run FAILED (a retry continues it, see start_mlflow_run)."""
+    client = client_for(config)
+    experiment = client.get_experiment_by_name(config.monitor.experiment_name or config.project)
+    if experiment is None:
+        return
+    tag = str(experiment_dir(config))
+    for run in client.search_runs([experiment.experiment_id], filter_string=f"tags.`{EXPERIMENT_TAG}` = '{tag}'"):
+        if run.info.status == "RUNNING":
+            client.set_terminated(run.info.run_id, status="FAILED")
+
+
 def finish_run(config: ExperimentConfig, run_id: str, status: str = "FINISHED") -> None:
     client_for(config).set_terminated(run_id, status=status)
 

@@ -1,0 +1,80 @@
+"""Checkpoints: what exact resumption needs, written whole or not at all; and restoring from them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import ray
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from backends.trainer_actor import get_trainer
+from buffer.experience_store import ExperienceStore
+from checkpointing import layout
+from schemas import ExperimentConfig
+from tasks.explore import EXPLORER_META
+from tasks.runtime import experiment_dir, experiment_id, read_json, write_json_atomic
+from tasks.save import copy_model_files
+
+TRAINER_META = "trainer_meta.json"
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+@task(name="save-checkpoint", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+def save_checkpoint(config: ExperimentConfig, step: int, base_model_dir: str) -> str:
+    """global_step_{step}/: trainer state (weights, optimizer, scheduler, RNG), the buffer's read
+    position and the explorer's position; the folder appears only once it is complete."""
+    exp = experiment_dir(config)
+    final = layout.step_dir(exp, step)
+    if final.exists():  # a retried task after the rename
+        return str(final)
+    tmp = exp / f".global_step_{step}.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    actor = tmp / "actor"
+    ray.get(get_trainer(experiment_id(config)).save_checkpoint.remote(str(actor)))
+    copy_model_files(Path(base_model_dir), actor / "huggingface")
+    store = ExperienceStore.for_experiment(exp)
+    try:
+        trainer_meta = {"train_step": step, "model_version": step, "buffer": store.read_position()}
+    finally:
+        store.close()
+    write_json_atomic(tmp / TRAINER_META, trainer_meta)
+    write_json_atomic(tmp / EXPLORER_META, read_json(exp / EXPLORER_META, {}))
+    tmp.rename(final)
+    write_json_atomic(exp / TRAINER_META, trainer_meta)
+    write_text_atomic(exp / layout.LATEST_CHECKPOINT, str(step))
+    write_text_atomic(exp / layout.LATEST_STATE_DICT, str(step))
+    get_run_logger().info("checkpoint of step %d saved to %s", step, final)
+    return str(final)
+
+
+@task(name="restore-checkpoint", cache_policy=NO_CACHE)
+def restore_checkpoint(config: ExperimentConfig) -> int:
+    """Bring the trainer and the buffer back to the latest complete checkpoint; returns its step
+    (0: none, a fresh start). Experiences explored after it stay and are trained once, in order."""
+    exp = experiment_dir(config)
+    step = layout.latest_step(exp)
+    store = ExperienceStore.for_experiment(exp)
+    try:
+        if step is None:
+            rewound = store.restore_read_position({"train_step": 0, "trained": 0})
+        else:
+            meta = read_json(layout.step_dir(exp, step) / TRAINER_META)
+            ray.get(get_trainer(experiment_id(config)).load_checkpoint.remote(str(layout.actor_dir(exp, step))))
+            rewound = store.restore_read_position(meta["buffer"])
+        explored = store.max_explore_step()
+        untrained = store.count_untrained()
+    finally:
+        store.close()
+    if step is not None or explored > 0:
+        get_run_logger().info(
+            "resuming after step %s: %d experiences back to untrained, %d untrained in all, explored up to step %d",
+            step or 0, rewound, untrained, explored,
+        )
+    return step or 0
