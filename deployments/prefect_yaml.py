@@ -48,7 +48,8 @@ def deployment_entry(item: Deployment) -> dict[str, Any]:
         "tags": ["rft", "cpu" if item.work_pool == CPU_POOL else "gpu"],
         # Runs of one deployment share an experiment directory: never two at once.
         "concurrency_limit": 1,
-        "parameters": {"config": config.user_data(), "overrides": {}},
+        # Each flow run is its own experiment (nightly runs compare in MLflow); a retry resumes it.
+        "parameters": {"config": config.user_data(), "overrides": {}, "name_per_flow_run": True},
         "work_pool": {"name": item.work_pool},
     }
     if item.nightly:

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from prefect import flow, get_run_logger
+from prefect.context import FlowRunContext
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
@@ -26,7 +27,14 @@ from tasks.progress import StepProgress
 from tasks.runtime import experiment_dir, experiment_id, read_json, write_json_atomic
 from tasks.checkpoint import restore_checkpoint, save_checkpoint
 from tasks.save import save_final_model
-from tasks.setup import connect_ray, prepare_model, release_actors, start_rollout_engines, start_trainer
+from tasks.setup import (
+    check_requirements,
+    connect_ray,
+    prepare_model,
+    release_actors,
+    start_rollout_engines,
+    start_trainer,
+)
 
 
 def _release(flow: Any, run: Any, state: Any) -> None:
@@ -34,6 +42,8 @@ def _release(flow: Any, run: Any, state: Any) -> None:
     params = run.parameters or {}
     try:
         config = ExperimentConfig.model_validate(params["config"]).with_overrides(params.get("overrides") or {})
+        if params.get("name_per_flow_run"):
+            config = named_for_flow_run(config, run)
     except Exception:  # an invalid config never started anything
         return
     for stage in config.resolve_stages():
@@ -49,12 +59,24 @@ def _release(flow: Any, run: Any, state: Any) -> None:
     on_crashed=[_release],
     on_cancellation=[_release],
 )
-def rft(config: ExperimentConfig, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run an experiment. `overrides` sets single fields by dotted path, e.g.
-    {"algorithm.optimizer.lr": 2e-6, "buffer.total_steps": 3}, on top of `config`."""
+def rft(
+    config: ExperimentConfig, overrides: dict[str, Any] | None = None, name_per_flow_run: bool = False
+) -> dict[str, Any]:
+    """Run an experiment, or resume it from its latest checkpoint.
+
+    `overrides` sets single fields by dotted path on top of `config`, e.g.
+    {"algorithm.optimizer.lr": 2e-6, "buffer.total_steps": 3}. With `name_per_flow_run` every flow run
+    is its own experiment, named "{name}-{date}-{flow run name}" (nightly runs); a retry of the same
+    flow run keeps the name and so resumes."""
     config = config.with_overrides(overrides or {})
+    if name_per_flow_run:
+        config = named_for_flow_run(config, FlowRunContext.get().flow_run)
+    stages = config.resolve_stages()
+    connect_ray(config)
+    for stage in stages:
+        check_requirements(stage)  # before anything starts or downloads
     outcome: dict[str, Any] = {}
-    for stage in config.resolve_stages():
+    for stage in stages:
         if stage.mode != "both":
             raise NotImplementedError(f"mode: {stage.mode!r} stages are not supported yet (only 'both')")
         outcome[stage.name] = explore_train_sync(stage)
@@ -77,7 +99,6 @@ def explore_train_sync(config: ExperimentConfig) -> dict[str, Any]:
 def _run_steps(config: ExperimentConfig) -> dict[str, Any]:
     logger = get_run_logger()
     total_steps = planned_steps(config)
-    connect_ray(config)
     model_dir = prepare_model(config)
     run = tracking.start_mlflow_run(config, str(flow_run.get_id() or "local"))
     create_markdown_artifact(
@@ -126,6 +147,11 @@ def _run_steps(config: ExperimentConfig) -> dict[str, Any]:
     }
     write_json_atomic(experiment_dir(config) / "summary.json", summary)
     return summary
+
+
+def named_for_flow_run(config: ExperimentConfig, run: Any) -> ExperimentConfig:
+    """The experiment of one flow run: stable across its retries (its scheduled date and name)."""
+    return config.with_overrides({"name": f"{config.name}-{run.expected_start_time:%Y%m%d}-{run.name}"})
 
 
 def planned_steps(config: ExperimentConfig) -> int:

@@ -52,3 +52,27 @@ def release_actors(experiment: str) -> None:
         return
     vllm_engine.stop_engines(experiment)
     trainer_actor.stop_trainer(experiment)
+
+
+@task(name="check-requirements", cache_policy=NO_CACHE)
+def check_requirements(config: ExperimentConfig) -> None:
+    """Fail fast, before any engine starts, when the cluster lacks what the experiment needs."""
+    import ray
+
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    wanted = config.cluster.gpu_per_node or 0
+    reasons = []
+    if wanted > 0:
+        reasons.append(f"cluster.gpu_per_node={wanted}")
+    if config.trainer.trainer_type == "verl":
+        reasons.append("trainer.trainer_type='verl' (FSDP on GPUs)")
+    if reasons and gpus == 0:
+        raise RuntimeError(
+            f"{config.project}/{config.name} needs GPUs ({', '.join(reasons)}), but the Ray cluster "
+            f"({config.cluster.ray_address}) has none. Run it from a worker of the rft-gpu work pool on a GPU "
+            "machine, or run the CPU recipe `gsm8k`."
+        )
+    if config.trainer.trainer_type == "tinker" or config.model.tinker.enable:
+        from backends.secrets import tinker_api_key
+
+        tinker_api_key()  # raises naming where the key is looked for

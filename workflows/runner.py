@@ -62,6 +62,9 @@ class RunnerResult:
         }
 
 
+GATHER_WINDOW_S = 0.05
+
+
 class CoalescingEngine(RolloutEngine):
     """Wraps an engine: generate calls from many threads become few calls on the engine.
 
@@ -95,6 +98,8 @@ class CoalescingEngine(RolloutEngine):
             first = self._requests.get()
             if first is None:
                 return
+            # Runner threads start together: a moment's wait lets their first requests share a call.
+            time.sleep(GATHER_WINDOW_S)
             pending = [first]
             stop = False
             while True:  # everything that queued up while the engine was busy

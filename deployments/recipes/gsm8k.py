@@ -74,7 +74,7 @@ config = ExperimentConfig(
             engine_num=1,
             enforce_eager=True,
             gpu_memory_utilization=0.3,
-            dtype="bfloat16",
+            dtype="float32",  # no native bf16 on AVX2 CPUs: float32 samples ~2x faster
             enable_prefix_caching=True,
         ),
     ),
