@@ -2,7 +2,7 @@
 
 import typer
 
-from cli import import_trinity, run, validate
+from cli import convert, import_trinity, run, validate
 
 app = typer.Typer(
     name="rft",
@@ -21,6 +21,7 @@ def _root() -> None:
 app.command("validate")(validate.validate)
 app.command("import-trinity")(import_trinity.import_trinity_command)
 app.command("run")(run.run)
+app.command("convert")(convert.convert)
 
 if __name__ == "__main__":
     app()
