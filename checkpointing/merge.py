@@ -33,8 +33,6 @@ WORK_DIR = ".huggingface.converting"  # inside actor/; removed on the way out an
 # Everything of a model folder but its weights: config, tokenizer, chat and generation settings.
 SIDE_FILES = ("*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken")
 
-FORMATS = ("rft-torch", "verl-fsdp")
-
 
 def convert_step(
     step_dir: Path,
@@ -57,9 +55,17 @@ def convert_step(
         raise ValueError(f"{where}: --export-adapter needs a LoRA checkpoint; this one is full fine-tuning")
     need_model = not is_converted(hf)
     need_adapter = export_adapter and not (hf / ADAPTER_DIR / "adapter_config.json").is_file()
-    result = {"step": step.name, "step_dir": str(step), "format": fmt, "model_dir": str(hf), "skipped": True,
-              "adapter_dir": str(hf / ADAPTER_DIR) if export_adapter else None, "max_logit_diff": None,
-              "tolerance": None, "dtype": None}
+    result = {
+        "step": step.name,
+        "step_dir": str(step),
+        "format": fmt,
+        "model_dir": str(hf),
+        "adapter_dir": str(hf / ADAPTER_DIR) if export_adapter else None,
+        "skipped": True,
+        "dtype": None,
+        "max_logit_diff": None,
+        "tolerance": None,
+    }
     if not need_model and not need_adapter:
         logger.info("%s: already converted, skipped", where)
         return result
@@ -72,8 +78,8 @@ def convert_step(
         unmerged = load_unmerged(fmt, actor, config_dir, base_model_dir, work, where)
         input_ids = sample_input(unmerged.model.config.vocab_size)
         reference = logits(unmerged.model, input_ids)
-        if need_adapter:
-            publish_adapter(unmerged, work / "adapter", hf / ADAPTER_DIR)
+        if need_adapter:  # before merging: merge_and_unload takes the adapter out of the model
+            save_adapter(unmerged.model, work / "adapter")
         if need_model:
             model = unmerged.model.merge_and_unload() if unmerged.is_lora else unmerged.model
             model.to(unmerged.save_dtype).save_pretrained(work / "model", max_shard_size=max_shard_size)
@@ -82,6 +88,9 @@ def convert_step(
                 copy_side_files(config_dir, hf)
             publish_model(work / "model", hf)
             result.update(max_logit_diff=diff, tolerance=tolerance(unmerged.save_dtype))
+        if need_adapter:
+            shutil.rmtree(hf / ADAPTER_DIR, ignore_errors=True)
+            os.replace(work / "adapter", hf / ADAPTER_DIR)
         result.update(skipped=False, dtype=str(unmerged.save_dtype).removeprefix("torch."))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -144,18 +153,15 @@ def load_unmerged(
     return load_verl_fsdp(actor, config_dir, base_model_dir, work, where)
 
 
-def publish_adapter(unmerged: Unmerged, tmp: Path, target: Path) -> None:
+def save_adapter(peft_model: torch.nn.Module, target: Path) -> None:
     """peft writes adapter_model.safetensors + adapter_config.json; read back, they must equal the model's."""
     from peft import get_peft_model_state_dict, load_peft_weights
 
-    unmerged.model.save_pretrained(tmp)
-    expected = get_peft_model_state_dict(unmerged.model)
-    saved = load_peft_weights(str(tmp))
+    peft_model.save_pretrained(target)
+    expected = get_peft_model_state_dict(peft_model)
+    saved = load_peft_weights(str(target))
     if expected.keys() != saved.keys() or any(not torch.equal(expected[k], saved[k]) for k in expected):
-        raise RuntimeError(f"{tmp}: the exported adapter does not read back as written")
-    shutil.rmtree(target, ignore_errors=True)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(tmp, target)
+        raise RuntimeError(f"{target}: the exported adapter does not read back as written")
 
 
 def copy_side_files(source: Path, target: Path) -> None:

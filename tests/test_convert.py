@@ -124,25 +124,14 @@ def vocab_size(tokenizer_dir: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def verl_saving(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path):
-    """Starts the two veRL processes; they run while the Prefect server starts (2 cores, both busy)."""
+def verl_root(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Path:
     import torch.multiprocessing as mp
 
     root = tmp_path_factory.mktemp("verl")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    context = mp.spawn(_verl_worker, args=(port, str(root), str(tokenizer_dir)), nprocs=2, join=False)
-    yield root, context
-    for process in context.processes:
-        process.join(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def verl_root(verl_saving) -> Path:
-    root, context = verl_saving
-    while not context.join():
-        pass
+    mp.spawn(_verl_worker, args=(port, str(root), str(tokenizer_dir)), nprocs=2, join=True)
     return root
 
 
@@ -185,22 +174,24 @@ def base_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, voca
 # -- helpers ------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", autouse=True)
-def prefect_server(verl_saving):
+@pytest.fixture(scope="module")
+def prefect_server():
     """A Prefect server stopped when this module ends (an ephemeral one would log at exit into closed
-    pytest streams); it starts while the veRL processes save their checkpoints."""
+    pytest streams)."""
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=180):
         yield
 
 
-def rft_convert(*args: str):
+@pytest.fixture
+def rft_convert(prefect_server):
+    """`rft convert ARGS...` in this process (the flow runs on the test's Prefect server)."""
     from typer.testing import CliRunner
 
     from cli.main import app
 
-    return CliRunner().invoke(app, ["convert", *args])
+    return lambda *args: CliRunner().invoke(app, ["convert", *args])
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int, bytes]]:
@@ -218,7 +209,9 @@ def hf(step: Path) -> Path:
 # -- tests --------------------------------------------------------------------------------------------
 
 
-def test_verl_fsdp_shards_merge_into_the_unsharded_model_and_a_second_run_changes_nothing(verl_root: Path) -> None:
+def test_verl_fsdp_shards_merge_into_the_unsharded_model_and_a_second_run_changes_nothing(
+    verl_root: Path, rft_convert
+) -> None:
     step = verl_root / "verl" / "full" / "global_step_2"
     actor = step / "actor"
     assert sorted(p.name for p in actor.glob("model_world_size_*")) == [
@@ -246,7 +239,7 @@ def test_verl_fsdp_shards_merge_into_the_unsharded_model_and_a_second_run_change
     assert snapshot(verl_root / "verl") == before
 
 
-def test_verl_lora_checkpoint_is_merged_and_its_adapter_exported(verl_root: Path) -> None:
+def test_verl_lora_checkpoint_is_merged_and_its_adapter_exported(verl_root: Path, rft_convert) -> None:
     from peft import PeftModel
 
     from checkpointing.verify import TOLERANCE
@@ -272,7 +265,7 @@ def test_verl_lora_checkpoint_is_merged_and_its_adapter_exported(verl_root: Path
 
 
 def test_our_lora_checkpoint_matches_the_peft_model_and_exports_its_adapter(
-    tmp_path: Path, base_dir: Path, tokenizer_dir: Path, vocab_size: int
+    tmp_path: Path, rft_convert, base_dir: Path, tokenizer_dir: Path, vocab_size: int
 ) -> None:
     from peft import PeftModel
 
@@ -295,7 +288,7 @@ def test_our_lora_checkpoint_matches_the_peft_model_and_exports_its_adapter(
 
 
 def test_missing_config_fails_that_step_by_name_the_others_convert_and_a_base_model_fixes_it(
-    tmp_path: Path, base_dir: Path, tokenizer_dir: Path, vocab_size: int
+    tmp_path: Path, rft_convert, base_dir: Path, tokenizer_dir: Path, vocab_size: int
 ) -> None:
     models = {7: tiny_llama(vocab_size, seed=7), 8: tiny_llama(vocab_size, seed=8)}
     for step_no, model in models.items():
@@ -319,7 +312,7 @@ def test_missing_config_fails_that_step_by_name_the_others_convert_and_a_base_mo
 
 
 def test_experiment_dir_converts_every_step_into_sharded_safetensors(
-    tmp_path: Path, base_dir: Path, tokenizer_dir: Path, vocab_size: int
+    tmp_path: Path, rft_convert, base_dir: Path, tokenizer_dir: Path, vocab_size: int
 ) -> None:
     experiment = tmp_path / "checkpoints" / "proj"
     models = {}
@@ -376,3 +369,13 @@ def test_broken_veRL_checkpoints_fail_with_the_step_named(tmp_path: Path, verl_r
     os.remove(step / "actor" / "fsdp_config.json")
     with pytest.raises(FileNotFoundError, match="global_step_5.*fsdp_config.json"):
         convert_step(step)
+
+
+def test_verification_rejects_logits_of_another_model(tmp_path: Path, base_dir: Path, vocab_size: int) -> None:
+    from checkpointing.verify import VerificationError, logits, sample_input, verify
+
+    ids = sample_input(vocab_size)
+    assert verify(base_dir, logits(load_hf(base_dir), ids), ids, torch.float32, "global_step_1") == 0.0
+    other = logits(tiny_llama(vocab_size, seed=99), ids)
+    with pytest.raises(VerificationError, match="global_step_1.*nothing was written"):
+        verify(base_dir, other, ids, torch.bfloat16, "global_step_1")
