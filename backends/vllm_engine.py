@@ -248,7 +248,10 @@ def connect_ray(ray_address: str = "auto") -> None:
             return
         except ConnectionError:
             pass  # no cluster running: start a local one below
-        ray.init(include_dashboard=False, **common)
+        ray_address = "local"
+    if ray_address == "local":
+        # A private single-node cluster: no dashboard, whose processes would take CPU from the run.
+        ray.init(address="local", include_dashboard=False, **common)
     else:
         ray.init(address=ray_address, **common)
 

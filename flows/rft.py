@@ -16,6 +16,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
 from buffer.taskset import compute_total_steps, load_taskset
+from checkpointing import layout
 from checkpointing import lock as run_lock
 from flows.evaluate import evaluate
 from flows.explore import explore
@@ -26,7 +27,8 @@ from tasks import tracking
 from tasks.progress import StepProgress
 from tasks.runtime import experiment_dir, experiment_id, read_json, write_json_atomic
 from tasks.checkpoint import restore_checkpoint, save_checkpoint
-from tasks.save import save_final_model
+from tasks.convert import convert_checkpoint
+from tasks.save import link_final_model
 from tasks.setup import (
     check_requirements,
     connect_ray,
@@ -69,6 +71,7 @@ def rft(
     is its own experiment, named "{name}-{date}-{flow run name}" (nightly runs); a retry of the same
     flow run keeps the name and so resumes."""
     config = config.with_overrides(overrides or {})
+    model_name = f"{config.project}-{config.name}"  # registered in MLflow; every run adds a version
     if name_per_flow_run:
         config = named_for_flow_run(config, FlowRunContext.get().flow_run)
     stages = config.resolve_stages()
@@ -79,11 +82,11 @@ def rft(
     for stage in stages:
         if stage.mode != "both":
             raise NotImplementedError(f"mode: {stage.mode!r} stages are not supported yet (only 'both')")
-        outcome[stage.name] = explore_train_sync(stage)
+        outcome[stage.name] = explore_train_sync(stage, f"{model_name}-{stage.name.rsplit('/', 1)[-1]}" if len(stages) > 1 else model_name)
     return outcome
 
 
-def explore_train_sync(config: ExperimentConfig) -> dict[str, Any]:
+def explore_train_sync(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
     exp_dir = experiment_dir(config)
     finished = read_json(exp_dir / "summary.json")
     if finished and finished.get("steps") == planned_steps(config):
@@ -91,12 +94,12 @@ def explore_train_sync(config: ExperimentConfig) -> dict[str, Any]:
         return finished
     run_lock.hold(exp_dir, owner=f"flow run {flow_run.get_id() or 'local'}")
     try:
-        return _run_steps(config)
+        return _run_steps(config, model_name)
     finally:
         run_lock.release(exp_dir)
 
 
-def _run_steps(config: ExperimentConfig) -> dict[str, Any]:
+def _run_steps(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
     logger = get_run_logger()
     total_steps = planned_steps(config)
     model_dir = prepare_model(config)
@@ -133,7 +136,9 @@ def _run_steps(config: ExperimentConfig) -> dict[str, Any]:
         progress.update(step, metrics)
         logger.info("step %d/%d: reward %.3f, %.1f s", step, total_steps, metrics.get("explore/reward_mean", 0.0), metrics["time/step_s"])
 
-    final_dir = save_final_model(config, model_dir)
+    converted = convert_checkpoint(str(layout.step_dir(experiment_dir(config), total_steps)), model_dir)
+    final_dir = link_final_model(config, total_steps)
+    tracking.register_model(config, run["run_id"], model_name, converted["model_dir"])
     curve = tracking.log_reward_curve(config, run["run_id"])
     create_markdown_artifact(summary_markdown(config, evals, final_dir, run["url"]), description="Final evaluation")
     tracking.finish_run(config, run["run_id"])

@@ -16,6 +16,6 @@ class ClusterConfig(Section):
     )
     ray_address: str = Field(
         "auto",
-        description="'auto': join the running Ray cluster, or start a local one when none runs; "
-        "otherwise the address of the cluster to join (e.g. 'ray://host:10001').",
+        description="'auto': join the running Ray cluster, or start a local one when none runs; 'local': always "
+        "start a private local one; otherwise the address of the cluster to join (e.g. 'ray://host:10001').",
     )

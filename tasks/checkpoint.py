@@ -12,10 +12,10 @@ from prefect.cache_policies import NO_CACHE
 from backends.trainer_actor import get_trainer
 from buffer.experience_store import ExperienceStore
 from checkpointing import layout
+from checkpointing.merge import copy_side_files
 from schemas import ExperimentConfig
 from tasks.explore import EXPLORER_META
 from tasks.runtime import experiment_dir, experiment_id, read_json, write_json_atomic
-from tasks.save import copy_model_files
 
 TRAINER_META = "trainer_meta.json"
 
@@ -38,7 +38,7 @@ def save_checkpoint(config: ExperimentConfig, step: int, base_model_dir: str) ->
     shutil.rmtree(tmp, ignore_errors=True)
     actor = tmp / "actor"
     ray.get(get_trainer(experiment_id(config)).save_checkpoint.remote(str(actor)))
-    copy_model_files(Path(base_model_dir), actor / "huggingface")
+    copy_side_files(Path(base_model_dir), actor / "huggingface")  # config, tokenizer, templates
     store = ExperienceStore.for_experiment(exp)
     try:
         trainer_meta = {"train_step": step, "model_version": step, "buffer": store.read_position()}

@@ -143,6 +143,18 @@ def log_checkpoint(config: ExperimentConfig, run_id: str, step: int, path: str) 
     client.log_metric(run_id, "checkpoint/global_step", float(step), step=step)
 
 
+def register_model(config: ExperimentConfig, run_id: str, name: str, model_dir: str) -> str:
+    """A new version of registered model `name` pointing at the converted folder (no copy)."""
+    client = client_for(config)
+    try:
+        client.get_registered_model(name)
+    except Exception:  # MlflowException(RESOURCE_DOES_NOT_EXIST)
+        client.create_registered_model(name, description="RFT-trained models (rft flow)")
+    version = client.create_model_version(name, source=Path(model_dir).resolve().as_uri(), run_id=run_id)
+    client.set_tag(run_id, "rft.final_model", model_dir)
+    return version.version
+
+
 def fail_open_run(config: ExperimentConfig) -> None:
     """Mark the experiment's running MLflow run FAILED (a retry continues it, see start_mlflow_run)."""
     client = client_for(config)

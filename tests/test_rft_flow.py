@@ -67,6 +67,8 @@ def test_final_model_differs_from_base_and_loads(smoke_run: tuple[ExperimentConf
 
     config, outcome = smoke_run
     final = Path(outcome[config.name]["final_model"])
+    assert final == config.experiment_dir.resolve() / "final" / "huggingface"
+    assert final.resolve() == (config.experiment_dir / "global_step_2" / "actor" / "huggingface").resolve()
     assert (final / "config.json").exists() and (final / "tokenizer.json").exists()
     trained = load_file(str(final / "model.safetensors"))
     base = load_file(str(resolve_model_path(config.model.model_path) / "model.safetensors"))
@@ -89,3 +91,6 @@ def test_mlflow_run_has_params_metrics_and_artifacts(smoke_run: tuple[Experiment
     assert {"config.json", "reward_curve.png", "eval"} <= artifacts
     logged = json.loads(Path(client.download_artifacts(run.info.run_id, "config.json")).read_text())
     assert logged["name"] == config.name
+    assert run.data.tags["checkpoint.global_step_2"].endswith("global_step_2")
+    (version,) = client.search_model_versions(f"name='{config.project}-{config.name}'")
+    assert version.run_id == run.info.run_id and version.source.endswith("global_step_2/actor/huggingface")
