@@ -118,6 +118,7 @@ class VLLMEngine(RolloutEngine):
             # Logprobs of the distribution actually sampled from (after temperature / top-k / top-p),
             # which is what the trainer recomputes (it divides its logits by the temperature).
             logprobs_mode="processed_logprobs",
+            **self._executor_kwargs(),
             **self.transport.llm_kwargs(),
         )
         self.start_seconds = time.perf_counter() - start
@@ -200,6 +201,14 @@ class VLLMEngine(RolloutEngine):
     def ready(self) -> dict[str, Any]:
         return self.info()
 
+    def _executor_kwargs(self) -> dict[str, Any]:
+        """On CPU with one rank, the worker runs inside this process (with
+        VLLM_ENABLE_V1_MULTIPROCESSING=0 from _cpu_engine_env): measured on 2 cores, the engine starts
+        in ~8 s instead of ~41 s and samples 8x128 tokens at ~72 instead of ~48 tok/s."""
+        if self.use_gpu or self.settings.tensor_parallel_size > 1:
+            return {}
+        return {"distributed_executor_backend": "uni"}
+
     def shutdown(self) -> None:
         """Stop vLLM's engine-core process and free the serve folder; the caller kills the actor next.
 
@@ -271,7 +280,11 @@ def _cpu_engine_env() -> dict[str, str]:
     ("0,1") made 8x128 sampling 2.5x slower (16 vs 39 tok/s), as the OpenMP threads then fight the
     scheduler and every other process for the cores; so "auto" it is.
     """
-    env = {"VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto")}
+    env = {
+        "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto"),
+        # The engine core in the actor's own process: no busy-polling sibling process on few cores.
+        "VLLM_ENABLE_V1_MULTIPROCESSING": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0"),
+    }
     if "VLLM_CPU_NUM_OF_RESERVED_CPU" in os.environ:
         env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"]
     return env
