@@ -12,23 +12,19 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
-from prefect.artifacts import create_markdown_artifact
-from prefect.runtime import flow_run
 
 from buffer.taskset import compute_total_steps, load_taskset
-from checkpointing import layout
-from checkpointing import lock as run_lock
 from flows.evaluate import evaluate
 from flows.explore import explore
+from flows.sft_warmup import sft_warmup
+from flows.stage import checkpoint_if_due, close_stage, exclusive, finished_summary, open_mlflow_run
 from flows.sync import sync
 from flows.train import train
 from schemas import ExperimentConfig
 from tasks import tracking
+from tasks.checkpoint import restore_checkpoint
 from tasks.progress import StepProgress
-from tasks.runtime import experiment_dir, experiment_id, read_json, write_json_atomic
-from tasks.checkpoint import restore_checkpoint, save_checkpoint
-from tasks.convert import convert_checkpoint
-from tasks.save import link_final_model
+from tasks.runtime import experiment_id
 from tasks.setup import (
     check_requirements,
     connect_ray,
@@ -80,78 +76,55 @@ def rft(
         check_requirements(stage)  # before anything starts or downloads
     outcome: dict[str, Any] = {}
     for stage in stages:
-        if stage.mode != "both":
-            raise NotImplementedError(f"mode: {stage.mode!r} stages are not supported yet (only 'both')")
-        outcome[stage.name] = explore_train_sync(stage, f"{model_name}-{stage.name.rsplit('/', 1)[-1]}" if len(stages) > 1 else model_name)
+        name = f"{model_name}-{stage.name.rsplit('/', 1)[-1]}" if len(stages) > 1 else model_name
+        if stage.mode == "both":
+            outcome[stage.name] = explore_train_sync(stage, name)
+        elif stage.mode == "train" and stage.algorithm.algorithm_type == "sft":
+            outcome[stage.name] = sft_warmup(stage, name)
+        else:
+            raise NotImplementedError(
+                f"mode: {stage.mode!r} (algorithm_type {stage.algorithm.algorithm_type!r}) is not supported yet; "
+                "stages run 'both' (RL) or 'train' with algorithm sft"
+            )
     return outcome
 
 
 def explore_train_sync(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
-    exp_dir = experiment_dir(config)
-    finished = read_json(exp_dir / "summary.json")
-    if finished and finished.get("steps") == planned_steps(config):
-        get_run_logger().info("%s/%s is already complete: nothing to do", config.project, config.name)
-        return finished
-    run_lock.hold(exp_dir, owner=f"flow run {flow_run.get_id() or 'local'}")
-    try:
-        return _run_steps(config, model_name)
-    finally:
-        run_lock.release(exp_dir)
-
-
-def _run_steps(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
-    logger = get_run_logger()
+    """Mode `both`: every step explore a batch, train on it, sync the engines; evaluate now and then."""
     total_steps = planned_steps(config)
-    model_dir = prepare_model(config)
-    run = tracking.start_mlflow_run(config, str(flow_run.get_id() or "local"))
-    create_markdown_artifact(
-        f"MLflow run for **{config.project}/{config.name}**: [{run['run_id']}]({run['url']})\n\n"
-        f"Tracking URI: `{run['tracking_uri']}`",
-        description="MLflow run",
-    )
-    start_rollout_engines(config, model_dir)
-    start_trainer(config, model_dir, total_steps)
-    done = restore_checkpoint(config)  # 0 on a fresh start; disk is the source of truth
-    if done:
-        sync(config, done)  # the engines serve the restored weights
-    progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
+    if summary := finished_summary(config, total_steps):
+        return summary
+    with exclusive(config):
+        model_dir = prepare_model(config)
+        run = open_mlflow_run(config)
+        start_rollout_engines(config, model_dir)
+        start_trainer(config, model_dir, total_steps)
+        done = restore_checkpoint(config)  # 0 on a fresh start; disk is the source of truth
+        if done:
+            sync(config, done)  # the engines serve the restored weights
+        progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
 
-    evals: list[dict] = []
-    for step in range(done + 1, total_steps + 1):
-        started = time.perf_counter()
-        metrics = explore(config, step)
-        metrics |= train(config, step)
-        if step % config.synchronizer.sync_interval == 0:
-            metrics |= sync(config, step)
-        metrics["time/step_s"] = sum(metrics.get(k, 0.0) for k in ("time/explore_s", "time/train_s", "time/sync_s"))
-        metrics["time/step_wall_s"] = time.perf_counter() - started  # with Prefect's own overhead
-        if step % config.explorer.eval_interval == 0 or step == total_steps:
-            evals = evaluate(config, step)
-            for result in evals:
-                metrics |= {f"eval/{result['name']}/{k}": v for k, v in result["metrics"].items()}
-                tracking.log_eval_table(config, run["run_id"], result["name"], result["rows"], step)
-        tracking.log_metrics(config, run["run_id"], metrics, step)
-        if step == total_steps or (config.trainer.save_interval and step % config.trainer.save_interval == 0):
-            tracking.log_checkpoint(config, run["run_id"], step, save_checkpoint(config, step, model_dir))
-        progress.update(step, metrics)
-        logger.info("step %d/%d: reward %.3f, %.1f s", step, total_steps, metrics.get("explore/reward_mean", 0.0), metrics["time/step_s"])
-
-    converted = convert_checkpoint(str(layout.step_dir(experiment_dir(config), total_steps)), model_dir)
-    final_dir = link_final_model(config, total_steps)
-    tracking.register_model(config, run["run_id"], model_name, converted["model_dir"])
-    curve = tracking.log_reward_curve(config, run["run_id"])
-    create_markdown_artifact(summary_markdown(config, evals, final_dir, run["url"]), description="Final evaluation")
-    tracking.finish_run(config, run["run_id"])
-    summary = {
-        "steps": total_steps,
-        "final_model": final_dir,
-        "reward_curve": str(curve),
-        "mlflow_run_id": run["run_id"],
-        "mlflow_url": run["url"],
-        "eval": {r["name"]: r["metrics"] for r in evals},
-    }
-    write_json_atomic(experiment_dir(config) / "summary.json", summary)
-    return summary
+        evals: list[dict] = []
+        for step in range(done + 1, total_steps + 1):
+            started = time.perf_counter()
+            metrics = explore(config, step)
+            metrics |= train(config, step)
+            if step % config.synchronizer.sync_interval == 0:
+                metrics |= sync(config, step)
+            metrics["time/step_s"] = sum(metrics.get(k, 0.0) for k in ("time/explore_s", "time/train_s", "time/sync_s"))
+            metrics["time/step_wall_s"] = time.perf_counter() - started  # with Prefect's own overhead
+            if step % config.explorer.eval_interval == 0 or step == total_steps:
+                evals = evaluate(config, step)
+                for result in evals:
+                    metrics |= {f"eval/{result['name']}/{k}": v for k, v in result["metrics"].items()}
+                    tracking.log_eval_table(config, run["run_id"], result["name"], result["rows"], step)
+            tracking.log_metrics(config, run["run_id"], metrics, step)
+            checkpoint_if_due(config, run, step, total_steps, model_dir)
+            progress.update(step, metrics)
+            get_run_logger().info(
+                "step %d/%d: reward %.3f, %.1f s", step, total_steps, metrics.get("explore/reward_mean", 0.0), metrics["time/step_s"]
+            )
+        return close_stage(config, run, total_steps, model_dir, model_name, evals)
 
 
 def named_for_flow_run(config: ExperimentConfig, run: Any) -> ExperimentConfig:
@@ -164,13 +137,3 @@ def planned_steps(config: ExperimentConfig) -> int:
     if config.buffer.total_steps is not None or taskset is None:
         return config.buffer.total_steps or 0
     return compute_total_steps(len(load_taskset(taskset)), config.buffer.batch_size, config.buffer.total_epochs)
-
-
-def summary_markdown(config: ExperimentConfig, evals: list[dict], final_dir: str, url: str) -> str:
-    lines = [f"# {config.project}/{config.name}", "", f"Final model: `{final_dir}`", "", f"MLflow: [{url}]({url})", ""]
-    if evals:
-        keys = sorted({k for r in evals for k in r["metrics"]})
-        lines += ["| taskset | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-        for r in evals:
-            lines.append(f"| {r['name']} | " + " | ".join(f"{r['metrics'].get(k, float('nan')):.4f}" for k in keys) + " |")
-    return "\n".join(lines)

@@ -123,11 +123,18 @@ def log_reward_curve(config: ExperimentConfig, run_id: str) -> Path:
     for key in sorted(k for k in client.get_run(run_id).data.metrics if k.startswith("eval/") and k.endswith("/accuracy")):
         history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
         ax.plot([m.step for m in history], [m.value for m in history], marker="s", linestyle="--", label=key)
+    loss = sorted(client.get_metric_history(run_id, "train/loss"), key=lambda m: m.step)
+    if loss:  # on its own axis: its scale is not a reward's
+        twin = ax.twinx()
+        twin.plot([m.step for m in loss], [m.value for m in loss], color="gray", alpha=0.6, label="train loss")
+        twin.set_ylabel("train loss")
+        twin.legend(loc="lower right")
     ax.set_xlabel("step")
     ax.set_ylabel("reward / accuracy")
     ax.set_title(f"{config.project}/{config.name}")
     ax.grid(alpha=0.3)
-    ax.legend()
+    if ax.get_lines():
+        ax.legend(loc="upper left")
     out = experiment_dir(config) / "log" / "reward_curve.png"
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()

@@ -1,4 +1,5 @@
-"""The smoke recipe through the real stack: Prefect, Ray, vLLM (CPU), the torch trainer, MLflow."""
+"""The smoke recipe through the real stack — Prefect, Ray, vLLM (CPU), the torch trainer, MLflow —
+behind an SFT warm-up stage, as Trinity-RFT's `stages:` runs it."""
 
 from __future__ import annotations
 
@@ -18,15 +19,38 @@ from tasks.tracking import EXPERIMENT_TAG, tracking_uri
 pytestmark = pytest.mark.slow
 
 
+def weights(model_dir: Path) -> dict[str, torch.Tensor]:
+    files = sorted(model_dir.glob("*.safetensors"))
+    assert files, f"no weights in {model_dir}"
+    return {k: v for f in files for k, v in load_file(str(f)).items()}
+
+
+def changed(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> list[str]:
+    return [k for k in a if k in b and not torch.equal(a[k].float(), b[k].float())]
+
+
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[ExperimentConfig, dict]:
+def staged_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[ExperimentConfig], dict]:
     from flows.rft import rft
     from tasks import progress
 
     root = tmp_path_factory.mktemp("smoke")
-    config = load_recipe("smoke").with_overrides(
-        {"checkpoint_root_dir": str(root / "checkpoints"), "cluster.ray_address": "local"}
-    )
+    rows = root / "sft.jsonl"
+    rows.write_text("".join(
+        json.dumps({"prompt": f"What is {i} + 3?", "response": f"{i} + 3 = {i + 3}. \\boxed{{{i + 3}}}"}) + "\n"
+        for i in range(8)
+    ))
+    config = load_recipe("smoke").with_overrides({
+        "checkpoint_root_dir": str(root / "checkpoints"),
+        "cluster.ray_address": "local",
+        "stages": [
+            {"stage_name": "sft_warmup", "mode": "train", "algorithm": {"algorithm_type": "sft"},
+             "buffer": {"batch_size": 4, "train_batch_size": 4, "total_steps": 2, "trainer_input": {
+                 "experience_buffer": {"name": "sft", "path": str(rows), "split": "train", "format": {
+                     "prompt_type": "plaintext", "prompt_key": "prompt", "response_key": "response"}}}}},
+            {"stage_name": "rft"},
+        ],
+    })
     seen: list[tuple[int, int]] = []
     progress.LISTENERS.append(lambda step, total, metrics: seen.append((step, total)))
     try:
@@ -34,54 +58,59 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[ExperimentConfi
     finally:
         progress.LISTENERS.clear()
     outcome["progress_seen"] = seen
-    return config, outcome
+    return config.resolve_stages(), outcome
 
 
-def test_runs_every_step_and_reports_progress(smoke_run: tuple[ExperimentConfig, dict]) -> None:
-    config, outcome = smoke_run
-    result = outcome[config.name]
-    assert result["steps"] == 2
-    assert outcome["progress_seen"] == [(1, 2), (2, 2)]
-    assert set(result["eval"]) == {"gsm8k-eval"}
-    assert 0.0 <= result["eval"]["gsm8k-eval"]["accuracy"] <= 1.0
+def test_stages_run_in_order_and_report_progress(staged_run: tuple[list[ExperimentConfig], dict]) -> None:
+    (sft, rl), outcome = staged_run
+    assert [outcome[sft.name]["steps"], outcome[rl.name]["steps"]] == [2, 2]
+    assert outcome["progress_seen"] == [(1, 2), (2, 2), (1, 2), (2, 2)]
+    assert set(outcome[rl.name]["eval"]) == {"gsm8k-eval"}
+    assert 0.0 <= outcome[rl.name]["eval"]["gsm8k-eval"]["accuracy"] <= 1.0
 
 
-def test_every_experience_is_persisted_and_trained_once(smoke_run: tuple[ExperimentConfig, dict]) -> None:
-    config, _ = smoke_run
-    store = ExperienceStore.for_experiment(config.experiment_dir)
-    try:
-        per_step = config.buffer.batch_size * config.algorithm.repeat_times
-        assert store.count() == 2 * per_step
-        assert store.count_untrained() == 0
-        trained = store.trained_eids()
-        assert sorted(set(trained.values())) == [1, 2]
-        assert len(trained) == len(set(store.all_eids())) == 2 * per_step
-        experiences = store.take(100) or []
-    finally:
-        store.close()
-    assert experiences == []  # nothing left to train
-
-
-def test_final_model_differs_from_base_and_loads(smoke_run: tuple[ExperimentConfig, dict]) -> None:
+def test_rl_stage_starts_from_the_sft_model(staged_run: tuple[list[ExperimentConfig], dict]) -> None:
     from backends.models import resolve_model_path
 
-    config, outcome = smoke_run
-    final = Path(outcome[config.name]["final_model"])
-    assert final == config.experiment_dir.resolve() / "final" / "huggingface"
-    assert final.resolve() == (config.experiment_dir / "global_step_2" / "actor" / "huggingface").resolve()
+    (sft, rl), outcome = staged_run
+    assert Path(rl.model.model_path) == sft.final_model_dir
+    base = weights(resolve_model_path(sft.model.model_path))
+    after_sft = weights(Path(outcome[sft.name]["final_model"]))
+    after_rl = weights(Path(outcome[rl.name]["final_model"]))
+    assert changed(after_sft, base), "SFT changed no weight"
+    assert changed(after_rl, after_sft), "RL changed no weight"
+
+
+def test_every_experience_is_persisted_and_trained_once(staged_run: tuple[list[ExperimentConfig], dict]) -> None:
+    _, rl = staged_run[0]
+    store = ExperienceStore.for_experiment(rl.experiment_dir)
+    try:
+        per_step = rl.buffer.batch_size * rl.algorithm.repeat_times
+        trained = store.trained_eids()
+        assert store.count() == len(set(store.all_eids())) == 2 * per_step
+        assert store.count_untrained() == 0 and len(trained) == 2 * per_step
+        assert sorted(set(trained.values())) == [1, 2]
+    finally:
+        store.close()
+
+
+def test_final_model_is_the_converted_last_checkpoint(staged_run: tuple[list[ExperimentConfig], dict]) -> None:
+    from transformers import AutoModelForCausalLM
+
+    _, rl = staged_run[0]
+    final = Path(staged_run[1][rl.name]["final_model"])
+    assert final == rl.experiment_dir.resolve() / "final" / "huggingface"
+    assert final.resolve() == (rl.experiment_dir / "global_step_2" / "actor" / "huggingface").resolve()
     assert (final / "config.json").exists() and (final / "tokenizer.json").exists()
-    trained = load_file(str(final / "model.safetensors"))
-    base = load_file(str(resolve_model_path(config.model.model_path) / "model.safetensors"))
-    changed = [k for k in trained if k in base and not torch.equal(trained[k].float(), base[k].float())]
-    assert changed, "training changed no weight"
+    AutoModelForCausalLM.from_pretrained(final)
 
 
-def test_mlflow_run_has_params_metrics_and_artifacts(smoke_run: tuple[ExperimentConfig, dict]) -> None:
-    config, outcome = smoke_run
-    client = MlflowClient(tracking_uri=tracking_uri(config))
-    run = client.get_run(outcome[config.name]["mlflow_run_id"])
+def test_mlflow_runs_have_params_metrics_and_artifacts(staged_run: tuple[list[ExperimentConfig], dict]) -> None:
+    (sft, rl), outcome = staged_run
+    client = MlflowClient(tracking_uri=tracking_uri(rl))
+    run = client.get_run(outcome[rl.name]["mlflow_run_id"])
     assert run.info.status == "FINISHED"
-    assert run.data.tags[EXPERIMENT_TAG] == str(config.experiment_dir.resolve())
+    assert run.data.tags[EXPERIMENT_TAG] == str(rl.experiment_dir.resolve())
     assert "prefect.flow_run_id" in run.data.tags
     assert run.data.params["algorithm.algorithm_type"] == "grpo"
     for key in ("explore/reward_mean", "train/loss", "train/grad_norm", "time/explore_s", "time/train_s", "time/sync_s"):
@@ -90,7 +119,9 @@ def test_mlflow_run_has_params_metrics_and_artifacts(smoke_run: tuple[Experiment
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.json", "reward_curve.png", "eval"} <= artifacts
     logged = json.loads(Path(client.download_artifacts(run.info.run_id, "config.json")).read_text())
-    assert logged["name"] == config.name
+    assert logged["name"] == rl.name
     assert run.data.tags["checkpoint.global_step_2"].endswith("global_step_2")
-    (version,) = client.search_model_versions(f"name='{config.project}-{config.name}'")
+    (version,) = client.search_model_versions(f"name='{rl.project}-smoke-rft'")
     assert version.run_id == run.info.run_id and version.source.endswith("global_step_2/actor/huggingface")
+    sft_run = client.get_run(outcome[sft.name]["mlflow_run_id"])
+    assert [m.step for m in client.get_metric_history(sft_run.info.run_id, "train/loss")] == [1, 2]

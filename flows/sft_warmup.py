@@ -1,0 +1,41 @@
+"""SFT warm-up stage: supervised steps on (prompt, response) rows before RL (Trinity's sft_warmup)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from prefect import flow
+
+from buffer.taskset import load_taskset
+from flows.stage import checkpoint_if_due, close_stage, exclusive, finished_summary, open_mlflow_run
+from schemas import ExperimentConfig
+from tasks import tracking
+from tasks.checkpoint import restore_checkpoint
+from tasks.progress import StepProgress
+from tasks.runtime import train_batch_size
+from tasks.setup import prepare_model, start_trainer
+from tasks.sft import sft_dataset, sft_step
+
+
+@flow(name="sft_warmup", log_prints=False)
+def sft_warmup(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
+    """Train with the sft loss on `buffer.trainer_input.experience_buffer` for `buffer.total_steps`
+    steps (or `total_epochs` over it); the final model is where the next stage starts."""
+    total_steps = config.buffer.total_steps or math.ceil(
+        len(load_taskset(sft_dataset(config))) * config.buffer.total_epochs / train_batch_size(config)  # type: ignore[arg-type]
+    )
+    if summary := finished_summary(config, total_steps):
+        return summary
+    with exclusive(config):
+        model_dir = prepare_model(config)
+        run = open_mlflow_run(config)
+        start_trainer(config, model_dir, total_steps)
+        done = restore_checkpoint(config)
+        progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
+        for step in range(done + 1, total_steps + 1):
+            metrics = sft_step(config, step, model_dir)
+            tracking.log_metrics(config, run["run_id"], metrics, step)
+            checkpoint_if_due(config, run, step, total_steps, model_dir)
+            progress.update(step, metrics)
+        return close_stage(config, run, total_steps, model_dir, model_name, evals=[])

@@ -1,0 +1,93 @@
+"""What every training stage does before and after its steps: one live run per experiment, the MLflow
+run, checkpoints, and at the end the converted model, the curve and the summary."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from prefect import get_run_logger
+from prefect.artifacts import create_markdown_artifact
+from prefect.runtime import flow_run
+
+from checkpointing import layout
+from checkpointing import lock as run_lock
+from schemas import ExperimentConfig
+from tasks import tracking
+from tasks.checkpoint import save_checkpoint
+from tasks.convert import convert_checkpoint
+from tasks.runtime import experiment_dir, experiment_id, read_json, write_json_atomic
+from tasks.save import link_final_model
+from tasks.setup import release_actors
+
+SUMMARY = "summary.json"
+
+
+def finished_summary(config: ExperimentConfig, total_steps: int) -> dict[str, Any] | None:
+    """The summary of an experiment that already ran to the end (then there is nothing to do)."""
+    summary = read_json(experiment_dir(config) / SUMMARY)
+    if summary and summary.get("steps") == total_steps:
+        get_run_logger().info("%s/%s is already complete: nothing to do", config.project, config.name)
+        return summary
+    return None
+
+
+@contextmanager
+def exclusive(config: ExperimentConfig) -> Iterator[None]:
+    """This process is the only one running the experiment while the block runs."""
+    exp_dir = experiment_dir(config)
+    run_lock.hold(exp_dir, owner=f"flow run {flow_run.get_id() or 'local'}")
+    try:
+        yield
+    finally:
+        run_lock.release(exp_dir)
+
+
+def open_mlflow_run(config: ExperimentConfig) -> dict[str, str]:
+    run = tracking.start_mlflow_run(config, str(flow_run.get_id() or "local"))
+    create_markdown_artifact(
+        f"MLflow run for **{config.project}/{config.name}**: [{run['run_id']}]({run['url']})\n\n"
+        f"Tracking URI: `{run['tracking_uri']}`",
+        description="MLflow run",
+    )
+    return run
+
+
+def checkpoint_if_due(config: ExperimentConfig, run: dict[str, str], step: int, total_steps: int, model_dir: str) -> None:
+    interval = config.trainer.save_interval
+    if step == total_steps or (interval and step % interval == 0):
+        tracking.log_checkpoint(config, run["run_id"], step, save_checkpoint(config, step, model_dir))
+
+
+def close_stage(
+    config: ExperimentConfig, run: dict[str, str], total_steps: int, model_dir: str, model_name: str, evals: list[dict]
+) -> dict[str, Any]:
+    """Convert the final checkpoint, point final/ at it, register it, draw the curve, write the summary."""
+    converted = convert_checkpoint(str(layout.step_dir(experiment_dir(config), total_steps)), model_dir)
+    final_dir = link_final_model(config, total_steps)
+    tracking.register_model(config, run["run_id"], model_name, converted["model_dir"])
+    curve = tracking.log_reward_curve(config, run["run_id"])
+    create_markdown_artifact(summary_markdown(config, evals, final_dir, run["url"]), description="Final evaluation")
+    tracking.finish_run(config, run["run_id"])
+    summary = {
+        "steps": total_steps,
+        "final_model": final_dir,
+        "reward_curve": str(curve),
+        "mlflow_run_id": run["run_id"],
+        "mlflow_url": run["url"],
+        "eval": {r["name"]: r["metrics"] for r in evals},
+    }
+    write_json_atomic(experiment_dir(config) / SUMMARY, summary)
+    release_actors(experiment_id(config))  # the next stage starts its own
+    return summary
+
+
+def summary_markdown(config: ExperimentConfig, evals: list[dict], final_dir: str, url: str) -> str:
+    lines = [f"# {config.project}/{config.name}", "", f"Final model: `{final_dir}`", "", f"MLflow: [{url}]({url})", ""]
+    if evals:
+        keys = sorted({k for r in evals for k in r["metrics"]})
+        lines += ["| taskset | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+        for r in evals:
+            lines.append(f"| {r['name']} | " + " | ".join(f"{r['metrics'].get(k, float('nan')):.4f}" for k in keys) + " |")
+    return "\n".join(lines)
