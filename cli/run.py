@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
 
-import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cli.validate import load_or_exit
-from deployments import RECIPES
+from cli.validate import AllowUnsupported, SetOption, Target, load_or_exit
 from tasks import progress as step_progress
 
 
-def run(
-    target: Annotated[str, typer.Argument(help=f"Recipe name ({', '.join(RECIPES)}) or a .yaml (Trinity), .json or .py file.")],
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Override one setting: dotted.path=value (repeatable), e.g. buffer.total_steps=3."),
-    ] = None,
-    allow_unsupported: Annotated[
-        bool, typer.Option("--allow-unsupported", help="Ignore Trinity settings this project does not support.")
-    ] = False,
-) -> None:
+def run(target: Target, set_: SetOption = None, allow_unsupported: AllowUnsupported = False) -> None:
     """Run an experiment with the local Prefect API (the server of PREFECT_API_URL, else a temporary one)."""
     config = load_or_exit(target, set_, allow_unsupported)
     from flows.rft import rft  # imports Prefect, Ray and torch: only once the config is valid

@@ -46,16 +46,18 @@ def _print_errors(target: str, lines: list[str]) -> None:
         err_console.print(f"  [red]✗[/] {line}", soft_wrap=True)
 
 
-def validate(
-    target: Annotated[str, typer.Argument(help=f"Recipe name ({', '.join(RECIPES)}) or a .yaml (Trinity), .json or .py file.")],
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Override one setting: dotted.path=value (repeatable), e.g. algorithm.optimizer.lr=2e-6."),
-    ] = None,
-    allow_unsupported: Annotated[
-        bool, typer.Option("--allow-unsupported", help="Ignore Trinity settings this project does not support.")
-    ] = False,
-) -> None:
+# The arguments every command that loads an experiment takes (validate, run).
+Target = Annotated[str, typer.Argument(help=f"Recipe name ({', '.join(RECIPES)}) or a .yaml (Trinity), .json or .py file.")]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override one setting: dotted.path=value (repeatable), e.g. algorithm.optimizer.lr=2e-6."),
+]
+AllowUnsupported = Annotated[
+    bool, typer.Option("--allow-unsupported", help="Ignore Trinity settings this project does not support.")
+]
+
+
+def validate(target: Target, set_: SetOption = None, allow_unsupported: AllowUnsupported = False) -> None:
     """Validate an experiment and print the resolved config of each stage as JSON."""
     config = load_or_exit(target, set_, allow_unsupported)
     out = Console(highlight=False)
