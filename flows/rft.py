@@ -62,10 +62,13 @@ def rft(
 ) -> dict[str, Any]:
     """Run an experiment, or resume it from its latest checkpoint.
 
-    `overrides` sets single fields by dotted path on top of `config`, e.g.
-    {"algorithm.optimizer.lr": 2e-6, "buffer.total_steps": 3}. With `name_per_flow_run` every flow run
-    is its own experiment, named "{name}-{date}-{flow run name}" (nightly runs); a retry of the same
-    flow run keeps the name and so resumes."""
+    Args:
+        config: The whole experiment (Trinity-RFT's sections); a deployment's recipe by default.
+        overrides: Single settings by dotted path on top of `config`, e.g.
+            {"algorithm.optimizer.lr": 2e-6, "buffer.total_steps": 3}.
+        name_per_flow_run: Make every flow run its own experiment, named
+            "{name}-{date}-{flow run name}" (nightly runs); a retry of that flow run resumes it.
+    """
     config = config.with_overrides(overrides or {})
     model_name = f"{config.project}-{config.name}"  # registered in MLflow; every run adds a version
     if name_per_flow_run:

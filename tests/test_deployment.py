@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -87,22 +89,73 @@ def test_deployments_and_nightly_schedule(prefect_stack: dict[str, str]) -> None
     assert "0 2 * * *" in gsm8k and "'active': True" in gsm8k.replace('"', "'")
 
 
-def test_smoke_deployment_runs_through_the_worker(prefect_stack: dict[str, str], tmp_path: Path) -> None:
-    overrides = {"checkpoint_root_dir": str(tmp_path / "checkpoints"), "cluster.ray_address": "local"}
-    run = prefect(
-        prefect_stack, "deployment", "run", "rft/smoke", "--watch", "--param", f"overrides={json.dumps(overrides)}",
-        timeout=1200,
-    )
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
-    assert "Completed" in run.stdout
-    (summary_path,) = (tmp_path / "checkpoints" / "rft").glob("smoke-*/summary.json")  # one experiment per flow run
+def flow_run_process(flow_run_id: str) -> int | None:
+    """The pid of the process the worker started for a flow run (it carries the run's id)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if f"PREFECT__FLOW_RUN_ID={flow_run_id}".encode() in (entry / "environ").read_bytes():
+                    return int(entry.name)
+            except OSError:
+                continue
+    return None
+
+
+def state_of(env: dict[str, str], flow_run_id: str) -> str:
+    out = prefect(env, "flow-run", "inspect", flow_run_id, "--output", "json").stdout
+    return (json.loads(out).get("state") or {}).get("type", "?") if out.strip().startswith("{") else "?"
+
+
+def wait_for_state(env: dict[str, str], flow_run_id: str, states: set[str], timeout: float) -> str:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        state = state_of(env, flow_run_id)
+        if state in states:
+            return state
+        time.sleep(3)
+    pytest.fail(f"flow run {flow_run_id} still {state_of(env, flow_run_id)} after {timeout} s")
+
+
+def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dict[str, str], tmp_path: Path) -> None:
+    """The CI smoke flow, and what a retry from the UI does: SIGKILL the run's process in the middle of
+    step 2, `prefect flow-run retry` it, and it finishes from its step-1 checkpoint through the worker."""
+    root = tmp_path / "checkpoints"
+    overrides = {"checkpoint_root_dir": str(root), "cluster.ray_address": "local"}
+    started = prefect(prefect_stack, "deployment", "run", "rft/smoke", "--param", f"overrides={json.dumps(overrides)}")
+    assert started.returncode == 0, started.stdout + started.stderr
+    flow_run_id = next(line.split()[-1] for line in started.stdout.splitlines() if "UUID" in line)
+
+    deadline = time.time() + 900
+    while time.time() < deadline:  # step 2's rollouts are in the buffer, its training is not done
+        dbs = list(root.glob("rft/smoke-*/buffer/experiences.db"))
+        if dbs and (dbs[0].parent.parent / "global_step_1").is_dir():
+            with sqlite3.connect(dbs[0], timeout=30) as conn:
+                if conn.execute("SELECT COUNT(*) FROM experiences WHERE explore_step = 2").fetchone()[0]:
+                    break
+        time.sleep(0.5)
+    pid = flow_run_process(flow_run_id)
+    assert pid is not None, "the flow run's process was not found"
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for_state(prefect_stack, flow_run_id, {"CRASHED", "FAILED"}, 180)
+
+    retried = prefect(prefect_stack, "flow-run", "retry", flow_run_id)
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+    assert wait_for_state(prefect_stack, flow_run_id, {"COMPLETED", "FAILED", "CRASHED"}, 900) == "COMPLETED"
+    logs = prefect(prefect_stack, "flow-run", "logs", flow_run_id).stdout
+    assert "resuming after step 1" in logs
+
+    (summary_path,) = root.glob("rft/smoke-*/summary.json")  # one experiment for the run and its retry
     summary = json.loads(summary_path.read_text())
     assert summary["steps"] == 2
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'checkpoints' / 'mlflow.db'}")
-    mlflow_run = client.get_run(summary["mlflow_run_id"])
-    assert mlflow_run.info.status == "FINISHED"
+    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+    (mlflow_run,) = client.search_runs([client.get_experiment_by_name("rft").experiment_id])
+    assert mlflow_run.info.run_id == summary["mlflow_run_id"] and mlflow_run.info.status == "FINISHED"
     assert {"config.json", "reward_curve.png"} <= {a.path for a in client.list_artifacts(mlflow_run.info.run_id)}
-    assert [m.step for m in client.get_metric_history(mlflow_run.info.run_id, "explore/reward_mean")] == [1, 2]
+    assert sorted({m.step for m in client.get_metric_history(mlflow_run.info.run_id, "explore/reward_mean")}) == [1, 2]
+    with sqlite3.connect(summary_path.parent / "buffer" / "experiences.db") as conn:
+        rows = conn.execute("SELECT eid, train_step FROM experiences").fetchall()
+    assert len(rows) == len({eid for eid, _ in rows}) == 2 * 2 * 2  # steps × tasks × repeat_times
+    assert sorted(step for _, step in rows) == [1] * 4 + [2] * 4  # each trained once
 
 
 def test_gpu_deployment_fails_fast_without_gpus(prefect_stack: dict[str, str], tmp_path: Path) -> None:
