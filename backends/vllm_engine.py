@@ -334,6 +334,17 @@ def get_engine(name: str) -> Any:
         raise LookupError(f"no rollout engine named {name!r} in Ray namespace {RAY_NAMESPACE!r}") from err
 
 
+def engine_alive(name: str, timeout_s: float = 60.0) -> bool:
+    """Whether the named engine exists and answers."""
+    import ray
+
+    try:
+        ray.get(get_engine(name).model_version.remote(), timeout=timeout_s)
+        return True
+    except (LookupError, ray.exceptions.RayError):
+        return False
+
+
 def list_engines(experiment_id: str) -> list[str]:
     from ray.util import list_named_actors
 

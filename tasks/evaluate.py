@@ -12,12 +12,14 @@ from backends.vllm_engine import engine_names
 from buffer.taskset import load_taskset
 from schemas import ExperimentConfig
 from tasks.runtime import experiment_id
+from tasks.setup import revive_engines
 from workflows.runner import WorkflowRunner
 
 
 @task(name="evaluate-taskset", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
 def evaluate_taskset(config: ExperimentConfig, index: int, step: int) -> dict:
     """Returns {"name", "metrics": {...}, "rows": [per-task results]} for eval taskset `index`."""
+    revive_engines(config)
     taskset = config.buffer.explorer_input.eval_tasksets[index]
     tasks = load_taskset(taskset)
     engines = [EngineClient(n) for n in engine_names(experiment_id(config), config.explorer.rollout_model.engine_num)]

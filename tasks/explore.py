@@ -14,6 +14,7 @@ from buffer.experience_store import ExperienceStore
 from buffer.taskset import TasksetReader, load_taskset
 from schemas import ExperimentConfig
 from tasks.runtime import experiment_dir, experiment_id, write_json_atomic
+from tasks.setup import revive_engines
 from workflows.runner import WorkflowRunner
 
 EXPLORER_META = "explorer_meta.json"
@@ -58,6 +59,7 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
             stats = store.reward_stats(explore_step=step)
             return {"explore/reward_mean": stats["mean"], "explore/reward_std": stats["std"],
                     "explore/experiences": float(stats["count"]), "explore/resumed": 1.0}
+        revive_engines(config)  # a retry after an engine crash gets a working one
         reader = taskset_reader(config, step)
         tasks = reader.read()
         engines = [EngineClient(n) for n in engine_names(experiment_id(config), config.explorer.rollout_model.engine_num)]

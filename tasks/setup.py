@@ -44,6 +44,27 @@ def start_trainer(config: ExperimentConfig, model_dir: str, total_steps: int) ->
     return name
 
 
+def revive_engines(config: ExperimentConfig) -> list[str]:
+    """Restart the engines whose actor died, serving the trainer's current weights (a task retry
+    after a crashed engine then finds a working one); returns the names restarted."""
+    import ray
+
+    experiment = experiment_id(config)
+    names = vllm_engine.engine_names(experiment, config.explorer.rollout_model.engine_num)
+    dead = [name for name in names if not vllm_engine.engine_alive(name)]
+    if not dead:
+        return []
+    get_run_logger().warning("rollout engines %s died: starting them again", ", ".join(dead))
+    settings = vllm_engine.EngineSettings.from_config(config)
+    vllm_engine.start_engines(settings, config.explorer.rollout_model.engine_num, experiment)
+    version = ray.get(trainer_actor.get_trainer(experiment).global_step.remote())
+    if version:
+        from tasks.sync import push_trainer_weights
+
+        push_trainer_weights(config, dead, version)
+    return dead
+
+
 def release_actors(experiment: str) -> None:
     """Stop the experiment's engines and trainer; safe when none were started (flow state hooks)."""
     import ray

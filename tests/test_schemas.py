@@ -435,7 +435,7 @@ def test_gsm8k_recipe_values():
     ts, (ev,) = c.buffer.explorer_input.taskset, c.buffer.explorer_input.eval_tasksets
     assert (ts.path, ts.split, ev.split, ev.rollout_args.temperature, ev.repeat_times) == ("data/gsm8k", "train", "test[:64]", 0.0, 1)
     rm = c.explorer.rollout_model
-    assert (c.explorer.eval_interval, rm.engine_num, rm.enforce_eager, rm.gpu_memory_utilization) == (10, 1, True, 0.3)
+    assert (c.explorer.eval_interval, rm.engine_num, rm.enforce_eager, rm.gpu_memory_utilization) == (10, 1, True, 0.15)
     assert (rm.dtype, rm.enable_prefix_caching) == ("float32", True)
     assert (c.trainer.trainer_type, c.trainer.torch.dtype, c.trainer.torch.device) == ("torch", "float32", "auto")
     assert (c.trainer.micro_batch_size, c.trainer.save_interval) == (8, 10)

@@ -42,7 +42,9 @@ config = ExperimentConfig(
         max_prompt_tokens=256,
         max_response_tokens=128,
     ),
-    cluster=ClusterConfig(node_num=1, gpu_per_node=0),
+    # A private Ray cluster per run: "auto" would join whatever local cluster another run's process
+    # started on this machine, and lose its actors when that process ends.
+    cluster=ClusterConfig(node_num=1, gpu_per_node=0, ray_address="local"),
     buffer=BufferConfig(
         batch_size=2,
         total_steps=20,
@@ -73,7 +75,7 @@ config = ExperimentConfig(
         rollout_model=InferenceModelConfig(
             engine_num=1,
             enforce_eager=True,
-            gpu_memory_utilization=0.3,
+            gpu_memory_utilization=0.15,  # of host RAM on CPU: ~3.5 GiB of KV cache here, plenty for 135M
             dtype="float32",  # no native bf16 on AVX2 CPUs: float32 samples ~2x faster
             enable_prefix_caching=True,
         ),
