@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -156,6 +157,8 @@ def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dic
         rows = conn.execute("SELECT eid, train_step FROM experiences").fetchall()
     assert len(rows) == len({eid for eid, _ in rows}) == 2 * 2 * 2  # steps × tasks × repeat_times
     assert sorted(step for _, step in rows) == [1] * 4 + [2] * 4  # each trained once
+    task_uses = Counter(eid.split("@")[0] for eid, _ in rows)  # eid = "{task_id}@{step}/{group}/{i}"
+    assert len(task_uses) == 2 * 2 and set(task_uses.values()) == {2}  # every task used equally
 
 
 def test_gpu_deployment_fails_fast_without_gpus(prefect_stack: dict[str, str], tmp_path: Path) -> None:
