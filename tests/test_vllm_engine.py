@@ -74,7 +74,7 @@ def engine(model_dir: Path):
 
     from backends.vllm_engine import EngineSettings, connect_ray, get_engine, start_engines, stop_engines
 
-    connect_ray("auto")
+    connect_ray("local")  # a private cluster, never another run's
     settings = EngineSettings(
         model_path=str(model_dir), max_model_len=512, gpu_memory_utilization=0.2, dtype="float32", seed=7
     )
