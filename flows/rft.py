@@ -67,7 +67,7 @@ def rft(
         overrides: Single settings by dotted path on top of `config`, e.g.
             {"algorithm.optimizer.lr": 2e-6, "buffer.total_steps": 3}.
         name_per_flow_run: Make every flow run its own experiment, named
-            "{name}-{date}-{flow run name}" (nightly runs); a retry of that flow run resumes it.
+            "{name}-{flow run name}" (nightly runs); a retry of that flow run resumes it.
     """
     config = config.with_overrides(overrides or {})
     model_name = f"{config.project}-{config.name}"  # registered in MLflow; every run adds a version
@@ -131,8 +131,9 @@ def explore_train_sync(config: ExperimentConfig, model_name: str) -> dict[str, A
 
 
 def named_for_flow_run(config: ExperimentConfig, run: Any) -> ExperimentConfig:
-    """The experiment of one flow run: stable across its retries (its scheduled date and name)."""
-    return config.with_overrides({"name": f"{config.name}-{run.expected_start_time:%Y%m%d}-{run.name}"})
+    """The experiment of one flow run, named after it: a retry keeps the name (and the date a retry
+    is scheduled for may differ from the first attempt's, so it is not part of the name)."""
+    return config.with_overrides({"name": f"{config.name}-{run.name}"})
 
 
 def planned_steps(config: ExperimentConfig) -> int:

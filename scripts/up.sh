@@ -64,7 +64,7 @@ echo "==> running rft/$DEPLOYMENT (watch it at $PREFECT_UI_URL/runs)"
 "$BIN/python" - "$DEPLOYMENT" <<'PY'
 import json, os, sys
 from deployments import load_recipe
-# Each flow run of a deployment is its own experiment, {name}-{date}-{flow run name}: take the newest.
+# Each flow run of a deployment is its own experiment, {name}-{flow run name}: take the newest.
 recipe = load_recipe(sys.argv[1])
 runs = sorted(recipe.experiment_dir.resolve().parent.glob(f"{recipe.name}-*/summary.json"), key=os.path.getmtime)
 summary = json.loads(runs[-1].read_text())
