@@ -214,10 +214,11 @@ class TorchTrainer(TrainerBackend):
         log_probs = torch.log_softmax(logits, dim=-1)
         targets = micro.response_ids.to(self.device).unsqueeze(-1)
         token_logprobs = log_probs.gather(-1, targets).squeeze(-1)
-        entropy = None
-        if with_entropy:
-            entropy = -(log_probs.exp() * log_probs).sum(-1)
-        return token_logprobs, entropy
+        if with_entropy:  # a loss term: gradients flow through it
+            return token_logprobs, -(log_probs.exp() * log_probs).sum(-1)
+        with torch.no_grad():  # only the `entropy` metric
+            detached = log_probs.detach()
+            return token_logprobs, -(detached.exp() * detached).sum(-1)
 
     def _make_reference(self, model_dir: Path, dtype: str) -> torch.nn.Module | None:
         if not algorithms.needs_reference_model(self.algorithm):
