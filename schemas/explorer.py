@@ -21,6 +21,13 @@ class InferenceModelConfig(Section):
     gpu_memory_utilization: float = Field(
         0.9, gt=0, le=1, description="Fraction of GPU memory (on CPU: of host RAM) the engine reserves."
     )
+    kv_cache_memory_gb: float | None = Field(
+        None,
+        gt=0,
+        description="KV cache size in GiB, instead of sizing it from gpu_memory_utilization. Set it on CPU: "
+        "there vLLM takes the fraction of the NUMA node's RAM and subtracts what the engine process already "
+        "holds, which fails on small nodes.",
+    )
     dtype: Literal["bfloat16", "float16", "float32", "auto"] = Field("bfloat16", description="Weights dtype.")
     seed: int = Field(42, description="Sampling seed.")
     enforce_eager: bool = Field(False, description="Disable graph capture (faster start, needed on CPU).")

