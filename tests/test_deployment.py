@@ -24,6 +24,7 @@ from deployments import prefect_yaml
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 PREFECT = str(Path(sys.executable).parent / "prefect")
+TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 
 def free_port() -> int:
@@ -126,13 +127,17 @@ def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dic
     assert started.returncode == 0, started.stdout + started.stderr
     flow_run_id = next(line.split()[-1] for line in started.stdout.splitlines() if "UUID" in line)
 
-    deadline = time.time() + 900
+    deadline, polls = time.time() + 900, 0
     while time.time() < deadline:  # step 2's rollouts are in the buffer, its training is not done
         dbs = list(root.glob("rft/smoke-*/buffer/experiences.db"))
         if dbs and (dbs[0].parent.parent / "global_step_1").is_dir():
             with sqlite3.connect(dbs[0], timeout=30) as conn:
                 if conn.execute("SELECT COUNT(*) FROM experiences WHERE explore_step = 2").fetchone()[0]:
                     break
+        polls += 1
+        if polls % 20 == 0 and state_of(prefect_stack, flow_run_id) in TERMINAL:  # ended before step 2
+            logs = prefect(prefect_stack, "flow-run", "logs", flow_run_id).stdout
+            pytest.fail(f"the smoke run ended before step 2: {state_of(prefect_stack, flow_run_id)}\n{logs[-4000:]}")
         time.sleep(0.5)
     pid = flow_run_process(flow_run_id)
     assert pid is not None, "the flow run's process was not found"
