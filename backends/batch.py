@@ -3,6 +3,9 @@
 Prompts are left-padded and responses right-padded, so every response starts at the same column:
 the logits predicting response token j sit at column `prompt_width - 1 + j` for every row, and a
 forward pass only needs the last `response_width + 1` logits.
+
+When every row of a micro-batch has the same prompt (the samples of one GRPO group), `shared_prompt`
+holds it once, so the trainer can run the prompt a single time and let all responses attend to it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ class TrainBatch:
     advantages: torch.Tensor  # [B, R] (outcome advantage broadcast over the response)
     prompt_width: int
     response_width: int
+    shared_prompt: torch.Tensor | None = None  # [P]: the one prompt of every row, when they share it
 
     @property
     def num_tokens(self) -> int:
@@ -66,10 +70,16 @@ def collate(experiences: list[Experience], pad_token_id: int) -> TrainBatch:
         advantages=advantages,
         prompt_width=prompt_width,
         response_width=response_width,
+        shared_prompt=input_ids[0, :prompt_width] if _one_prompt(experiences) else None,
     )
 
 
+def _one_prompt(experiences: list[Experience]) -> bool:
+    return all(e.prompt_token_ids == experiences[0].prompt_token_ids for e in experiences)
+
+
 def micro_batches(experiences: list[Experience], size: int) -> list[list[Experience]]:
-    """Split a batch into micro-batches of similar length, so little compute goes to padding."""
-    ordered = sorted(experiences, key=lambda e: len(e.prompt_token_ids) + len(e.response_token_ids))
+    """Split a batch into micro-batches, the samples of one prompt together and by response length,
+    so that micro-batches share their prompt where they can and little compute goes to padding."""
+    ordered = sorted(experiences, key=lambda e: (len(e.prompt_token_ids), e.prompt_token_ids, len(e.response_token_ids)))
     return [ordered[i : i + size] for i in range(0, len(ordered), max(size, 1))]

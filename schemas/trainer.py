@@ -21,6 +21,12 @@ class TorchTrainerConfig(Section):
         description="Leave out of the forward/backward pass the experiences whose advantage is 0 when no KL or "
         "entropy term is on: they add nothing to the gradient, so the update is the same, only cheaper.",
     )
+    share_prompt: bool = Field(
+        True,
+        description="Run a prompt once for all the samples of a micro-batch that share it (a GRPO group) and "
+        "let every response attend to it: the same loss and gradient with fewer tokens. Off with "
+        "gradient_checkpointing.",
+    )
 
 
 class TinkerTrainerConfig(Section):

@@ -10,6 +10,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from backends.models import resolve_model_path
+from backends.batch import collate, micro_batches
 from backends.torch_trainer import TorchTrainer
 from buffer.experience import Experience
 from deployments import load_recipe
@@ -85,3 +86,46 @@ def test_exported_weights_load_in_transformers_with_the_same_logits(model_dir: P
     trainer.model.eval()
     with torch.no_grad():
         assert torch.allclose(loaded(ids).logits, trainer.model(ids).logits, atol=1e-5)
+
+
+def group(advantages: list[float]) -> list[Experience]:
+    """One GRPO group: every sample answers the same prompt, with responses of different lengths."""
+    prompt = [1, 9690, 198, 2683, 314, 216, 33, 1029, 4775, 28]
+    responses = [[504, 314, 216, 34, 2], [504, 11], [77, 314, 216, 34, 2, 5, 6], [9]]
+    return [
+        Experience(
+            eid=f"g/{i}", task_id="t", group_id="g", prompt_token_ids=prompt, response_token_ids=responses[i % 4],
+            logprobs=[-1.0] * len(responses[i % 4]), reward=adv, advantage=adv,
+        )
+        for i, adv in enumerate(advantages)
+    ]
+
+
+def test_shared_prompt_pass_gives_the_padded_batch_logprobs_and_update(model_dir: Path) -> None:
+    data = group([1.0, -1.0, 0.5, -0.5])
+    overrides = {"trainer.micro_batch_size": 4, "trainer.torch.skip_zero_advantage": False}
+    shared = TorchTrainer(make_config(**overrides), model_dir, total_steps=4)
+    padded = TorchTrainer(make_config(**overrides, **{"trainer.torch.share_prompt": False}), model_dir, total_steps=4)
+    micro = collate(data, shared.pad_token_id)
+    assert micro.shared_prompt is not None and shared.share_prompt and not padded.share_prompt
+    with torch.no_grad():
+        a, _ = shared._response_logprobs(shared.model, micro, with_entropy=False)
+        b, _ = padded._response_logprobs(padded.model, micro, with_entropy=False)
+    mask = micro.response_mask.bool()
+    assert torch.allclose(a[mask], b[mask], atol=1e-4), (a[mask] - b[mask]).abs().max()
+    m_shared, m_padded = shared.train_step(data), padded.train_step(data)
+    assert m_shared["pg_loss"] == pytest.approx(m_padded["pg_loss"], abs=1e-5)
+    assert m_shared["grad_norm"] == pytest.approx(m_padded["grad_norm"], rel=1e-3)
+    assert m_shared["train_tokens"] < m_padded["train_tokens"]  # the prompt counted once
+    # The gradients themselves (Adam's first step turns each element into about ±lr, float noise too).
+    ga = {n: p.grad for n, p in shared.model.named_parameters()}
+    gb = {n: p.grad for n, p in padded.model.named_parameters()}
+    scale = max(g.abs().max().item() for g in gb.values())
+    assert max((ga[n] - gb[n]).abs().max().item() for n in ga) < 1e-4 * scale
+
+
+def test_micro_batches_keep_a_prompt_s_samples_together() -> None:
+    mixed = batch([1.0, -1.0, 1.0, -1.0]) + group([1.0, -1.0, 0.5, -0.5])
+    chunks = micro_batches(mixed[::-1], 4)
+    assert [len(c) for c in chunks] == [4, 4]
+    assert sum(collate(c, 0).shared_prompt is not None for c in chunks) == 1  # the group; the others differ
