@@ -17,7 +17,14 @@ from buffer.taskset import compute_total_steps, load_taskset
 from flows.evaluate import evaluate
 from flows.explore import explore
 from flows.sft_warmup import sft_warmup
-from flows.stage import checkpoint_if_due, close_stage, exclusive, finished_summary, open_mlflow_run
+from flows.stage import (
+    checkpoint_if_due,
+    close_stage,
+    exclusive,
+    finished_summary,
+    open_mlflow_run,
+    stage_flows_without_heartbeats,
+)
 from flows.sync import sync
 from flows.train import train
 from schemas import ExperimentConfig
@@ -97,7 +104,7 @@ def explore_train_sync(config: ExperimentConfig, model_name: str) -> dict[str, A
     total_steps = planned_steps(config)
     if summary := finished_summary(config, total_steps):
         return summary
-    with exclusive(config):
+    with exclusive(config), stage_flows_without_heartbeats():
         model_dir = prepare_model(config)
         run = open_mlflow_run(config)
         start_rollout_engines(config, model_dir)

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from prefect import get_run_logger
+from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
@@ -42,6 +43,18 @@ def exclusive(config: ExperimentConfig) -> Iterator[None]:
         yield
     finally:
         run_lock.release(exp_dir)
+
+
+@contextmanager
+def stage_flows_without_heartbeats() -> Iterator[None]:
+    """Stage flows called in here (explore, train, sync, evaluate) send no heartbeats of their own.
+
+    They run in the `rft` run's process, whose heartbeat already tells the server it is alive; and
+    Prefect 3.6 waits up to a second for a flow's heartbeat thread to wake before the flow returns:
+    1.2 s instead of 0.12 s per nested flow, four of them per step.
+    """
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
 
 
 def open_mlflow_run(config: ExperimentConfig) -> dict[str, str]:
