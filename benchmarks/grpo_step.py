@@ -4,7 +4,10 @@ Runs the real `rft` flow (Prefect, Ray, vLLM CPU, torch trainer) for a few steps
 step's explore / train / sync seconds back from MLflow. The first step is reported apart: it pays
 one-time costs. Prints a table and writes benchmarks/results/grpo_step.json.
 
-    .venv/bin/python benchmarks/grpo_step.py [--steps 4] [--set path=value ...]
+    .venv/bin/python benchmarks/grpo_step.py [--steps 6] [--set path=value ...] [--out FILE]
+
+Variants measured for the README: `--set trainer.torch.skip_zero_advantage=false` (every sample
+trained: the dense worst case) and `--set explorer.rollout_model.enforce_eager=false` (compiled engine).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ TRL_SECONDS_PER_STEP = 35.0  # TRL GRPOTrainer, same model, shape and machine (d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=4, help="GRPO steps to run (the first is warm-up)")
+    parser.add_argument("--steps", type=int, default=6, help="GRPO steps to run (the first is warm-up)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="extra dotted.path=value")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "grpo_step.json"))
     args = parser.parse_args()
@@ -74,10 +77,16 @@ def main() -> None:
         "train_s": statistics.mean(train[measured]),
         "sync_s": statistics.mean(sync[measured]),
         "samples_per_s": statistics.mean(samples[measured]) / step_s,
+        # Samples with advantage 0 add nothing to the gradient and are left out of the pass (exact; see
+        # trainer.torch.skip_zero_advantage): how many were trained tells how dense this run was.
+        "trained_samples_per_step": statistics.mean(samples[measured])
+        - statistics.mean(series("train/skipped_zero_advantage")[measured]),
         "response_length_mean": statistics.mean(series("explore/response_length")[measured]),
         "rollout_tokens_per_s": statistics.mean(series("explore/rollout_tokens_per_s")[measured]),
         "train_tokens_per_s": statistics.mean(series("train/train_tokens_per_s")[measured]),
         "first_step_s": wall[0],
+        "engine_eager": config.explorer.rollout_model.enforce_eager,
+        "skip_zero_advantage": config.trainer.torch.skip_zero_advantage,
         "run_wall_s_including_startup": total_wall,
         "speedup_vs_trl": TRL_SECONDS_PER_STEP / step_s,
         "cpu_count": os.cpu_count(),
