@@ -13,3 +13,11 @@ for _var in ("PREFECT_API_URL", "PREFECT_PROFILE", "MLFLOW_TRACKING_URI", "RAY_A
     os.environ.pop(_var, None)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_unconfigure(config: object) -> None:
+    """Prefect stops its temporary server at exit and logs that to a stream pytest has closed by then;
+    logging would print a traceback for it ('I/O operation on closed file')."""
+    import logging
+
+    logging.raiseExceptions = False
