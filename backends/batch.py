@@ -81,5 +81,8 @@ def _one_prompt(experiences: list[Experience]) -> bool:
 def micro_batches(experiences: list[Experience], size: int) -> list[list[Experience]]:
     """Split a batch into micro-batches, the samples of one prompt together and by response length,
     so that micro-batches share their prompt where they can and little compute goes to padding."""
-    ordered = sorted(experiences, key=lambda e: (len(e.prompt_token_ids), e.prompt_token_ids, len(e.response_token_ids)))
+    def key(e: Experience) -> tuple[int, list[int], int]:
+        return len(e.prompt_token_ids), e.prompt_token_ids, len(e.response_token_ids)
+
+    ordered = sorted(experiences, key=key)
     return [ordered[i : i + size] for i in range(0, len(ordered), max(size, 1))]

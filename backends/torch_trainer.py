@@ -51,7 +51,6 @@ class TorchTrainer(TrainerBackend):
             self.pad_token_id = self.tokenizer.eos_token_id
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=_DTYPES[settings.dtype]).to(self.device)
         self.model.config.use_cache = False
-        self._base_model_config = self.model.config
         if settings.gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         # Recomputation (gradient checkpointing) and a cache that carries gradients do not mix.
@@ -104,7 +103,7 @@ class TorchTrainer(TrainerBackend):
                 # Loss terms are already whole-batch normalised (they add up); the rest are averages.
                 share = 1.0 if key.endswith("loss") else len(chunk) / len(batch)
                 sums[key] = sums.get(key, 0.0) + value * share
-            tokens += micro.num_tokens if not self._shares(micro) else micro.num_tokens - (len(chunk) - 1) * micro.prompt_width
+            tokens += self._tokens_run(micro)
         params = [p for p in self.model.parameters() if p.requires_grad]
         for p in params:  # AdamW skips params without a grad; the full batch would give them zeros
             if p.grad is None:
@@ -233,6 +232,11 @@ class TorchTrainer(TrainerBackend):
     def _shares(self, micro: TrainBatch) -> bool:
         return micro.shared_prompt is not None and self.share_prompt
 
+    def _tokens_run(self, micro: TrainBatch) -> int:
+        """Tokens the forward pass computes: a shared prompt counts once."""
+        rows = micro.input_ids.shape[0]
+        return micro.num_tokens - (rows - 1) * micro.prompt_width if self._shares(micro) else micro.num_tokens
+
     def _shared_prompt_logits(self, model: torch.nn.Module, micro: TrainBatch) -> torch.Tensor:
         """The same logits, with the prompt that every row shares run once instead of once per row.
 
@@ -244,7 +248,7 @@ class TorchTrainer(TrainerBackend):
 
         rows, width = micro.response_ids.shape
         prompt = micro.shared_prompt.to(self.device).unsqueeze(0)
-        cache = DynamicCache(config=self._base_model_config)
+        cache = DynamicCache(config=model.config)  # the layer types (full or sliding attention)
         head = model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
         first = head.logits[:, -1:, :].expand(rows, -1, -1)  # the last prompt position predicts token 0
         if width == 1:

@@ -308,7 +308,7 @@ def start_engines(settings: EngineSettings, engine_num: int, experiment_id: str)
     if use_gpu:
         options: dict[str, Any] = {"num_gpus": settings.tensor_parallel_size, "num_cpus": 1}
     else:
-        # One CPU of Ray's bookkeeping per engine; vLLM binds its own OpenMP threads (below).
+        # One CPU of Ray's bookkeeping per engine; the engines' torch threads are set below.
         options = {"num_cpus": 1}
         env.update(_cpu_engine_env(engine_num))
     actor_cls = ray.remote(VLLMEngine)
