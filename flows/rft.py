@@ -23,6 +23,7 @@ from flows.stage import (
     exclusive,
     finished_summary,
     open_mlflow_run,
+    save_eval_at_start,
     stage_flows_without_heartbeats,
 )
 from flows.sync import sync
@@ -113,6 +114,10 @@ def explore_train_sync(config: ExperimentConfig, model_name: str) -> dict[str, A
         if done:
             sync(config, done)  # the engines serve the restored weights
         progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
+        if not done and config.explorer.eval_on_startup:  # the model before training: the baseline
+            baseline, metrics = evaluate_and_log(config, run["run_id"], step=0)
+            tracking.log_metrics(config, run["run_id"], metrics, 0)
+            save_eval_at_start(config, baseline)
 
         evals: list[dict] = []
         for step in range(done + 1, total_steps + 1):
@@ -124,10 +129,8 @@ def explore_train_sync(config: ExperimentConfig, model_name: str) -> dict[str, A
             metrics["time/step_s"] = sum(metrics.get(k, 0.0) for k in ("time/explore_s", "time/train_s", "time/sync_s"))
             metrics["time/step_wall_s"] = time.perf_counter() - started  # with Prefect's own overhead
             if step % config.explorer.eval_interval == 0 or step == total_steps:
-                evals = evaluate(config, step)
-                for result in evals:
-                    metrics |= {f"eval/{result['name']}/{k}": v for k, v in result["metrics"].items()}
-                    tracking.log_eval_table(config, run["run_id"], result["name"], result["rows"], step)
+                evals, eval_metrics = evaluate_and_log(config, run["run_id"], step)
+                metrics |= eval_metrics
             tracking.log_metrics(config, run["run_id"], metrics, step)
             checkpoint_if_due(config, run, step, total_steps, model_dir)
             progress.update(step, metrics)
@@ -135,6 +138,16 @@ def explore_train_sync(config: ExperimentConfig, model_name: str) -> dict[str, A
                 "step %d/%d: reward %.3f, %.1f s", step, total_steps, metrics.get("explore/reward_mean", 0.0), metrics["time/step_s"]
             )
         return close_stage(config, run, total_steps, model_dir, model_name, evals)
+
+
+def evaluate_and_log(config: ExperimentConfig, run_id: str, step: int) -> tuple[list[dict], dict[str, float]]:
+    """Evaluate every eval taskset; their tables go to MLflow, their metrics are returned for the step's."""
+    evals = evaluate(config, step)
+    metrics: dict[str, float] = {}
+    for result in evals:
+        metrics |= {f"eval/{result['name']}/{k}": v for k, v in result["metrics"].items()}
+        tracking.log_eval_table(config, run_id, result["name"], result["rows"], step)
+    return evals, metrics
 
 
 def named_for_flow_run(config: ExperimentConfig, run: Any) -> ExperimentConfig:

@@ -23,6 +23,7 @@ from tasks.save import link_final_model
 from tasks.setup import release_actors
 
 SUMMARY = "summary.json"
+EVAL_AT_START = "eval_at_start.json"  # the baseline (explorer.eval_on_startup), kept for a resumed run
 
 
 def finished_summary(config: ExperimentConfig, total_steps: int) -> dict[str, Any] | None:
@@ -67,6 +68,10 @@ def open_mlflow_run(config: ExperimentConfig) -> dict[str, str]:
     return run
 
 
+def save_eval_at_start(config: ExperimentConfig, evals: list[dict]) -> None:
+    write_json_atomic(experiment_dir(config) / EVAL_AT_START, {r["name"]: r["metrics"] for r in evals})
+
+
 def checkpoint_if_due(config: ExperimentConfig, run: dict[str, str], step: int, total_steps: int, model_dir: str) -> None:
     interval = config.trainer.save_interval
     if step == total_steps or (interval and step % interval == 0):
@@ -81,7 +86,8 @@ def close_stage(
     final_dir = link_final_model(config, total_steps)
     tracking.register_model(config, run["run_id"], model_name, converted["model_dir"])
     curve = tracking.log_reward_curve(config, run["run_id"])
-    create_markdown_artifact(summary_markdown(config, evals, final_dir, run["url"]), description="Final evaluation")
+    at_start = read_json(experiment_dir(config) / EVAL_AT_START, {})
+    create_markdown_artifact(summary_markdown(config, evals, at_start, final_dir, run["url"]), description="Final evaluation")
     tracking.finish_run(config, run["run_id"])
     summary = {
         "steps": total_steps,
@@ -90,17 +96,23 @@ def close_stage(
         "mlflow_run_id": run["run_id"],
         "mlflow_url": run["url"],
         "eval": {r["name"]: r["metrics"] for r in evals},
+        "eval_at_start": at_start,
     }
     write_json_atomic(experiment_dir(config) / SUMMARY, summary)
     release_actors(experiment_id(config))  # the next stage starts its own
     return summary
 
 
-def summary_markdown(config: ExperimentConfig, evals: list[dict], final_dir: str, url: str) -> str:
+def summary_markdown(
+    config: ExperimentConfig, evals: list[dict], at_start: dict[str, dict], final_dir: str, url: str
+) -> str:
+    """The final evaluation table, each taskset's row under its row before training (when evaluated)."""
     lines = [f"# {config.project}/{config.name}", "", f"Final model: `{final_dir}`", "", f"MLflow: [{url}]({url})", ""]
     if evals:
         keys = sorted({k for r in evals for k in r["metrics"]})
-        lines += ["| taskset | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+        lines += ["| taskset | model | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
         for r in evals:
-            lines.append(f"| {r['name']} | " + " | ".join(f"{r['metrics'].get(k, float('nan')):.4f}" for k in keys) + " |")
+            rows = [("before training", at_start[r["name"]])] if r["name"] in at_start else []
+            for label, metrics in [*rows, ("final", r["metrics"])]:
+                lines.append(f"| {r['name']} | {label} | " + " | ".join(f"{metrics.get(k, float('nan')):.4f}" for k in keys) + " |")
     return "\n".join(lines)

@@ -73,7 +73,9 @@ print(f"Prefect UI : {os.environ['PREFECT_UI_URL']}")
 print(f"MLflow UI  : {summary['mlflow_url']}")
 print(f"model      : {summary['final_model']}")
 for name, metrics in summary["eval"].items():
-    print(f"accuracy   : {metrics['accuracy']:.3f} on {name} ({int(metrics['tasks'])} tasks)")
+    before = summary.get("eval_at_start", {}).get(name)
+    change = f"{before['accuracy']:.3f} before training -> " if before else ""
+    print(f"accuracy   : {change}{metrics['accuracy']:.3f} on {name} ({int(metrics['tasks'])} tasks)")
 print(f"curve      : {summary['reward_curve']}")
 print()
 print(f"To use the Prefect CLI against this server: export PREFECT_API_URL={os.environ['PREFECT_API_URL']}")
