@@ -14,15 +14,20 @@ class MissingSecretError(RuntimeError):
 
 def tinker_api_key() -> str:
     """The Tinker API key: the Prefect Secret block `tinker-api-key`, else $TINKER_API_KEY."""
+    return tinker_api_key_with_source()[0]
+
+
+def tinker_api_key_with_source() -> tuple[str, str]:
+    """The key and where it came from, in words that can be logged (the key itself never is)."""
     try:
         from prefect.blocks.system import Secret
 
-        return Secret.load(TINKER_SECRET_BLOCK).get()
+        return Secret.load(TINKER_SECRET_BLOCK).get(), f"the Prefect Secret block '{TINKER_SECRET_BLOCK}'"
     except (ValueError, ImportError):  # no such block (or no API to ask)
         pass
     key = os.environ.get(TINKER_ENV)
     if key:
-        return key
+        return key, f"${TINKER_ENV}"
     raise MissingSecretError(
         f"the Tinker API key is missing: create the Prefect Secret block '{TINKER_SECRET_BLOCK}' "
         f"(prefect block create secret) or set {TINKER_ENV} in the worker's environment"

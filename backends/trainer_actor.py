@@ -21,6 +21,16 @@ def trainer_name(experiment_id: str) -> str:
     return f"{experiment_id}-trainer"
 
 
+BUILT_TRAINERS = ("torch",)  # veRL and Tinker adapters are still to come
+
+
+def unbuilt_adapter(trainer_type: str) -> str | None:
+    """Why `trainer.trainer_type` cannot run yet, or None when its adapter exists."""
+    if trainer_type in BUILT_TRAINERS:
+        return None
+    return f"trainer.trainer_type={trainer_type!r}: this adapter is not built yet; use 'torch' (CPU or one GPU)"
+
+
 def make_backend(config_json: str, model_dir: str, total_steps: int) -> TrainerBackend:
     """The one place that maps `trainer.trainer_type` to an adapter."""
     from schemas import ExperimentConfig
@@ -31,10 +41,8 @@ def make_backend(config_json: str, model_dir: str, total_steps: int) -> TrainerB
         from backends.torch_trainer import TorchTrainer
 
         return TorchTrainer(config, Path(model_dir), total_steps)
-    if kind in ("verl", "tinker"):
-        raise NotImplementedError(
-            f"trainer.trainer_type={kind!r}: this adapter is not built yet; use 'torch' (CPU or one GPU)"
-        )
+    if reason := unbuilt_adapter(kind):
+        raise NotImplementedError(reason)
     raise ValueError(f"trainer.trainer_type: unknown trainer {kind!r}")
 
 

@@ -94,6 +94,9 @@ def check_requirements(config: ExperimentConfig) -> None:
             "machine, or run the CPU recipe `gsm8k`."
         )
     if config.trainer.trainer_type == "tinker" or config.model.tinker.enable:
-        from backends.secrets import tinker_api_key
+        from backends.secrets import tinker_api_key_with_source
 
-        tinker_api_key()  # raises naming where the key is looked for
+        _, source = tinker_api_key_with_source()  # raises naming where the key is looked for
+        get_run_logger().info("Tinker API key: from %s", source)
+    if reason := trainer_actor.unbuilt_adapter(config.trainer.trainer_type):
+        raise NotImplementedError(f"{config.project}/{config.name}: {reason}")

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,9 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 PREFECT = str(Path(sys.executable).parent / "prefect")
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+# Planted Tinker keys: the workers' environment holds one, a Secret block the other; neither may show.
+ENV_KEY = f"tk-env-{uuid.uuid4().hex}"
+BLOCK_KEY = f"tk-block-{uuid.uuid4().hex}"
 
 
 def free_port() -> int:
@@ -63,7 +67,8 @@ def prefect_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
         workers = [
             subprocess.Popen(
                 [PREFECT, "worker", "start", "--pool", pool, "--type", "process"],
-                env=env, cwd=ROOT, stdout=open(logs / f"worker-{pool}.log", "w"), stderr=subprocess.STDOUT,
+                env={**env, "TINKER_API_KEY": ENV_KEY}, cwd=ROOT, stdout=open(logs / f"worker-{pool}.log", "w"),
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
             for pool in (prefect_yaml.CPU_POOL, prefect_yaml.GPU_POOL)
@@ -179,3 +184,51 @@ def test_gpu_deployment_fails_fast_without_gpus(prefect_stack: dict[str, str], t
     assert "needs GPUs" in logs and "cluster.gpu_per_node=2" in logs, logs[-3000:]
     assert not (tmp_path / "checkpoints" / "rft").exists()  # nothing started, nothing written
     print(f"GPU deployment refused after {time.time() - started:.0f} s")
+
+
+def files_holding(root: Path, secret: str, skip: Path | None = None) -> list[str]:
+    """Every file under `root` (but weight and optimizer files) whose bytes contain `secret`."""
+    needle = secret.encode()
+    found = []
+    for path in root.rglob("*"):
+        if not path.is_file() or path.suffix in (".safetensors", ".pt") or (skip and skip in path.parents):
+            continue
+        try:
+            if needle in path.read_bytes():
+                found.append(str(path))
+        except OSError:
+            continue
+    return found
+
+
+def test_tinker_key_is_read_from_env_or_secret_block_and_never_shown(
+    prefect_stack: dict[str, str], tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Runs last: the Tinker recipe reads the key (it then stops, its adapter being unbuilt), and no log,
+    parameter, artifact, MLflow store or checkpoint of any run of this module holds either key."""
+    overrides = {"checkpoint_root_dir": str(tmp_path / "checkpoints"), "cluster.ray_address": "local"}
+
+    def run_tinker() -> str:
+        run = prefect(
+            prefect_stack, "deployment", "run", "rft/gsm8k-tinker", "--watch", "--param", f"overrides={json.dumps(overrides)}",
+            timeout=600,
+        )
+        assert run.returncode != 0
+        flow_run_id = next(line.split()[-1] for line in run.stdout.splitlines() if "UUID" in line)
+        logs = prefect(prefect_stack, "flow-run", "logs", flow_run_id).stdout
+        assert "trainer.trainer_type='tinker': this adapter is not built yet" in logs, logs[-3000:]
+        return logs
+
+    from_env = run_tinker()
+    assert "Tinker API key: from $TINKER_API_KEY" in from_env
+    save_block = "import sys; from prefect.blocks.system import Secret; Secret(value=sys.argv[1]).save('tinker-api-key', overwrite=True)"
+    subprocess.run([sys.executable, "-c", save_block, BLOCK_KEY], env=prefect_stack, check=True, capture_output=True)
+    from_block = run_tinker()
+    assert "Tinker API key: from the Prefect Secret block 'tinker-api-key'" in from_block
+
+    for logs in (from_env, from_block):
+        assert ENV_KEY not in logs and BLOCK_KEY not in logs
+    everything = tmp_path_factory.getbasetemp()  # Prefect's database and logs, every run's checkpoints and MLflow
+    assert files_holding(everything, ENV_KEY) == []
+    # The block's own record is where Prefect keeps the secret; anywhere else it is a leak.
+    assert files_holding(everything, BLOCK_KEY, skip=Path(prefect_stack["PREFECT_HOME"])) == []
