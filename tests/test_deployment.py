@@ -171,16 +171,18 @@ def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dic
     assert len(task_uses) == 2 * 2 and set(task_uses.values()) == {2}  # every task used equally
 
 
-def test_gpu_deployment_fails_fast_without_gpus(prefect_stack: dict[str, str], tmp_path: Path) -> None:
-    overrides = {"checkpoint_root_dir": str(tmp_path / "checkpoints"), "cluster.ray_address": "local"}
-    started = time.time()
-    run = prefect(
-        prefect_stack, "deployment", "run", "rft/gsm8k-qwen", "--watch", "--param", f"overrides={json.dumps(overrides)}",
-        timeout=600,
-    )
+def failed_run_logs(env: dict[str, str], deployment: str, checkpoints: Path) -> str:
+    """Run a deployment that must fail (`--watch` exits non-zero) and return its flow run's logs."""
+    overrides = {"checkpoint_root_dir": str(checkpoints), "cluster.ray_address": "local"}
+    run = prefect(env, "deployment", "run", deployment, "--watch", "--param", f"overrides={json.dumps(overrides)}", timeout=600)
     assert run.returncode != 0
     flow_run_id = next(line.split()[-1] for line in run.stdout.splitlines() if "UUID" in line)
-    logs = prefect(prefect_stack, "flow-run", "logs", flow_run_id).stdout
+    return prefect(env, "flow-run", "logs", flow_run_id).stdout
+
+
+def test_gpu_deployment_fails_fast_without_gpus(prefect_stack: dict[str, str], tmp_path: Path) -> None:
+    started = time.time()
+    logs = failed_run_logs(prefect_stack, "rft/gsm8k-qwen", tmp_path / "checkpoints")
     assert "needs GPUs" in logs and "cluster.gpu_per_node=2" in logs, logs[-3000:]
     assert not (tmp_path / "checkpoints" / "rft").exists()  # nothing started, nothing written
     print(f"GPU deployment refused after {time.time() - started:.0f} s")
@@ -206,16 +208,9 @@ def test_tinker_key_is_read_from_env_or_secret_block_and_never_shown(
 ) -> None:
     """Runs last: the Tinker recipe reads the key (it then stops, its adapter being unbuilt), and no log,
     parameter, artifact, MLflow store or checkpoint of any run of this module holds either key."""
-    overrides = {"checkpoint_root_dir": str(tmp_path / "checkpoints"), "cluster.ray_address": "local"}
 
     def run_tinker() -> str:
-        run = prefect(
-            prefect_stack, "deployment", "run", "rft/gsm8k-tinker", "--watch", "--param", f"overrides={json.dumps(overrides)}",
-            timeout=600,
-        )
-        assert run.returncode != 0
-        flow_run_id = next(line.split()[-1] for line in run.stdout.splitlines() if "UUID" in line)
-        logs = prefect(prefect_stack, "flow-run", "logs", flow_run_id).stdout
+        logs = failed_run_logs(prefect_stack, "rft/gsm8k-tinker", tmp_path / "checkpoints")
         assert "trainer.trainer_type='tinker': this adapter is not built yet" in logs, logs[-3000:]
         return logs
 
