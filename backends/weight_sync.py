@@ -39,6 +39,13 @@ def memory_staging_dir(experiment_id: str) -> Path:
     return SHM_ROOT / experiment_id / "staging"
 
 
+def remove_shared_memory(experiment_id: str) -> None:
+    """Free what the experiment holds in RAM-backed /dev/shm: its staging folder and the serve folders of
+    its engines (also of engines that died while starting). Each is ~the model's size in RAM."""
+    for path in [SHM_ROOT / experiment_id, *SHM_ROOT.glob(f"{experiment_id}-rollout-*")]:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def install_safetensors(source_dir: Path, serve_dir: Path) -> list[str]:
     """Put every *.safetensors of `source_dir` into `serve_dir`, replacing the old ones atomically.
 

@@ -7,6 +7,7 @@ from prefect.cache_policies import NO_CACHE
 
 from backends import trainer_actor, vllm_engine
 from backends.models import resolve_model_path
+from backends.weight_sync import remove_shared_memory
 from schemas import ExperimentConfig
 from tasks.runtime import experiment_id
 
@@ -69,10 +70,10 @@ def release_actors(experiment: str) -> None:
     """Stop the experiment's engines and trainer; safe when none were started (flow state hooks)."""
     import ray
 
-    if not ray.is_initialized():
-        return
-    vllm_engine.stop_engines(experiment)
-    trainer_actor.stop_trainer(experiment)
+    if ray.is_initialized():
+        vllm_engine.stop_engines(experiment)
+        trainer_actor.stop_trainer(experiment)
+    remove_shared_memory(experiment)  # the weights are in the checkpoints; RAM is not kept for them
 
 
 @task(name="check-requirements", cache_policy=NO_CACHE)

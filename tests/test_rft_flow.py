@@ -94,6 +94,14 @@ def test_every_experience_is_persisted_and_trained_once(staged_run: tuple[list[E
         store.close()
 
 
+def test_nothing_is_left_in_shared_memory(staged_run: tuple[list[ExperimentConfig], dict]) -> None:
+    from backends.weight_sync import SHM_ROOT
+    from tasks.runtime import experiment_id
+
+    for stage in staged_run[0]:  # staging and serve folders take RAM the size of the model each
+        assert not list(SHM_ROOT.glob(f"{experiment_id(stage)}*")), sorted(SHM_ROOT.iterdir())
+
+
 def test_final_model_is_the_converted_last_checkpoint(staged_run: tuple[list[ExperimentConfig], dict]) -> None:
     from transformers import AutoModelForCausalLM
 
