@@ -12,13 +12,9 @@ class MissingSecretError(RuntimeError):
     pass
 
 
-def tinker_api_key() -> str:
-    """The Tinker API key: the Prefect Secret block `tinker-api-key`, else $TINKER_API_KEY."""
-    return tinker_api_key_with_source()[0]
-
-
 def tinker_api_key_with_source() -> tuple[str, str]:
-    """The key and where it came from, in words that can be logged (the key itself never is)."""
+    """The Tinker API key (the Prefect Secret block `tinker-api-key`, else $TINKER_API_KEY) and where it
+    came from, in words that can be logged (the key itself never is)."""
     try:
         from prefect.blocks.system import Secret
 

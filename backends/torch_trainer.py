@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, get_scheduler
 
 import algorithms
 from backends.batch import TrainBatch, collate, micro_batches
@@ -244,8 +244,6 @@ class TorchTrainer(TrainerBackend):
         responses attend to them: each row computes what the padded batch computes, and the prompt's
         gradient is the sum over rows, as there. A GRPO group of 8 trains ~1.9x fewer tokens.
         """
-        from transformers import DynamicCache
-
         rows, width = micro.response_ids.shape
         prompt = micro.shared_prompt.to(self.device).unsqueeze(0)
         cache = DynamicCache(config=model.config)  # the layer types (full or sliding attention)
