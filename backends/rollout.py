@@ -1,4 +1,9 @@
-"""The rollout-engine interface: what explore and sync need from an inference engine."""
+"""The rollout-engine interface: token ids in, sampled token ids and their logprobs out.
+
+Engines never see chat messages: the workflow layer renders a chat to token ids once (the chat
+template, `workflows.render`), so a multi-turn trajectory continues from its exact tokens and a
+token-in sampler (Tinker's) implements the same interface as vLLM.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-Messages = list[dict[str, str]]  # an OpenAI-style chat: [{"role": ..., "content": ...}, ...]
+from backends.weights import WeightsHandle
+
+TokenIds = list[int]
 
 
 @dataclass
@@ -18,30 +25,32 @@ class SamplingSettings:
     top_p: float = 1.0
     top_k: int = -1
     max_tokens: int = 128
+    min_tokens: int = 0
     seed: int | None = None
+    stop_token_ids: tuple[int, ...] = ()  # besides the model's own end-of-turn tokens
 
 
 @dataclass
 class Sample:
     """One completion, with the token ids and per-token logprobs training needs."""
 
-    prompt_token_ids: list[int]
-    response_token_ids: list[int]
+    prompt_token_ids: TokenIds
+    response_token_ids: TokenIds
     logprobs: list[float]  # logprob of each sampled response token under the sampling distribution
-    text: str
     finish_reason: str  # "stop" | "length"
+    text: str = ""  # the decoded response; the workflow layer decodes when an engine leaves it empty
 
 
 class RolloutEngine(ABC):
     """An inference engine that samples completions and can take new weights while running."""
 
     @abstractmethod
-    def generate(self, prompts: list[Messages], sampling: SamplingSettings) -> list[list[Sample]]:
-        """Sample `sampling.n` completions for each chat; the engine applies the chat template."""
+    def generate(self, prompts: list[TokenIds], sampling: SamplingSettings) -> list[list[Sample]]:
+        """Sample `sampling.n` completions for each prompt (token ids, chat template already applied)."""
 
     @abstractmethod
-    def load_weights_from(self, model_dir: str, version: int) -> float:
-        """Serve the weights now in `model_dir` as model version `version`; returns seconds taken."""
+    def load_weights(self, weights: WeightsHandle) -> float:
+        """Serve the weights `weights` points at, as model version `weights.version`; returns seconds taken."""
 
     @abstractmethod
     def model_version(self) -> int:

@@ -10,6 +10,7 @@ import json
 import os
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, get_
 import algorithms
 from backends.batch import TrainBatch, collate, micro_batches
 from backends.trainer import TrainerBackend
+from backends.weights import WeightsHandle
 from buffer.experience import Experience
 
 if TYPE_CHECKING:
@@ -126,6 +128,23 @@ class TorchTrainer(TrainerBackend):
             "response_length": float(np.mean([len(e.response_token_ids) for e in batch])),
             "skipped_zero_advantage": float(len(batch) - len(trained)),
         }
+
+    def logprobs(self, batch: list[Experience]) -> list[list[float]]:
+        self.model.eval()
+        out: dict[str, list[float]] = {}
+        with torch.no_grad():
+            for chunk in micro_batches(batch, self.config.trainer.micro_batch_size):
+                micro = collate([_with_advantage(e) for e in chunk], self.pad_token_id)
+                token_logprobs, _ = self._response_logprobs(self.model, micro, with_entropy=False)
+                for row, exp in enumerate(chunk):
+                    out[exp.eid] = token_logprobs[row, : len(exp.response_token_ids)].tolist()
+        return [out[e.eid] for e in batch]
+
+    def publish_weights(self, version: int, folder: Path | None) -> WeightsHandle:
+        if folder is None:
+            raise ValueError("the torch trainer publishes weights as a folder of safetensors: give one")
+        self.export_weights(folder)
+        return WeightsHandle(version=version, kind="folder", location=str(folder))
 
     def export_weights(self, model_dir: Path) -> Path:
         """Writes `model.safetensors` (LoRA merged in) atomically into an existing HF folder."""
@@ -285,6 +304,13 @@ class TorchTrainer(TrainerBackend):
         finally:
             self.model.unmerge_adapter()
         return _untie(state)
+
+
+def _with_advantage(exp: Experience) -> Experience:
+    """collate() insists on an advantage; scoring logprobs needs none."""
+    if exp.advantage is not None:
+        return exp
+    return replace(exp, advantage=0.0)
 
 
 def _untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

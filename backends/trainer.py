@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+from backends.weights import WeightsHandle
 from buffer.experience import Experience
 
 
@@ -16,8 +17,16 @@ class TrainerBackend(ABC):
         """One optimizer step on a batch whose advantages are filled in; returns metrics."""
 
     @abstractmethod
-    def export_weights(self, model_dir: Path) -> Path:
-        """Write the current weights as a Hugging Face folder (safetensors) for the engines."""
+    def logprobs(self, batch: list[Experience]) -> list[list[float]]:
+        """Logprob of each response token under the current weights (at the rollout temperature)."""
+
+    @abstractmethod
+    def publish_weights(self, version: int, folder: Path | None) -> WeightsHandle:
+        """Make the current weights loadable by rollout engines as `version`.
+
+        Folder-based trainers write a Hugging Face folder of safetensors into `folder` (chosen by the
+        weight transport); a service (Tinker) saves them where it keeps weights and ignores `folder`.
+        """
 
     @abstractmethod
     def save_checkpoint(self, path: Path) -> None:

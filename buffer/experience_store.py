@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from buffer.experience import Experience
+from checkpointing.layout import BUFFER_DB
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS experiences (
@@ -44,7 +45,6 @@ CREATE INDEX IF NOT EXISTS experiences_train_step ON experiences (train_step);
 CREATE INDEX IF NOT EXISTS experiences_explore_step ON experiences (explore_step);
 """
 
-DB_RELATIVE_PATH = Path("buffer") / "experiences.db"
 
 
 class ExperienceStore:
@@ -67,7 +67,7 @@ class ExperienceStore:
     @classmethod
     def for_experiment(cls, experiment_dir: str | Path) -> ExperienceStore:
         """The store of an experiment: `{experiment_dir}/buffer/experiences.db`."""
-        return cls(Path(experiment_dir) / DB_RELATIVE_PATH)
+        return cls(Path(experiment_dir) / BUFFER_DB)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 

@@ -5,11 +5,15 @@
                                         optim_state.pt; or veRL's model_world_size_W_rank_R.pt shards)
         global_step_N/actor/huggingface/  config, tokenizer, chat template, generation config and,
                                         once converted, model.safetensors
-        explorer_meta.json  trainer_meta.json
+        global_step_N/trainer_meta.json the train step and the buffer's read position at that step
+        trainer_meta.json               the same, of the latest checkpoint
         latest_checkpointed_iteration.txt  latest_state_dict_iteration.txt
         buffer/experiences.db           every experience, as it is produced
+        sync/huggingface/               weights exported for the engines (sync_method checkpoint)
         log/                            reward curve and other pictures
         final/huggingface/              the trained model at the end of a stage
+        eval_at_start.json              the evaluation before training (kept for a resumed run)
+        summary.json                    written when the stage is complete
 
 A checkpoint is written under a temporary name and renamed when complete, so a folder named
 global_step_N is always whole.
@@ -23,8 +27,30 @@ from pathlib import Path
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 LATEST_CHECKPOINT = "latest_checkpointed_iteration.txt"
 LATEST_STATE_DICT = "latest_state_dict_iteration.txt"
+TRAINER_META = "trainer_meta.json"
+SUMMARY = "summary.json"
+EVAL_AT_START = "eval_at_start.json"
+BUFFER_DB = Path("buffer") / "experiences.db"
 # A converted model (actor/huggingface/) is one model.safetensors up to this size, above it shards + an index.
 DEFAULT_MAX_SHARD_SIZE = "5GB"
+
+
+def partial_step_dir(experiment_dir: Path, step: int) -> Path:
+    """Where a checkpoint is written before it is renamed to `step_dir` (never matches STEP_DIR)."""
+    return experiment_dir / f".global_step_{step}.partial"
+
+
+def sync_dir(experiment_dir: Path) -> Path:
+    return experiment_dir / "sync" / "huggingface"
+
+
+def log_dir(experiment_dir: Path) -> Path:
+    return experiment_dir / "log"
+
+
+def final_link(experiment_dir: Path) -> Path:
+    """final -> global_step_N/actor, so final/huggingface is the converted model of the last step."""
+    return experiment_dir / "final"
 
 
 def step_dir(experiment_dir: Path, step: int) -> Path:

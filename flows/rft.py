@@ -32,12 +32,11 @@ from schemas import ExperimentConfig
 from tasks import tracking
 from tasks.checkpoint import restore_checkpoint
 from tasks.progress import StepProgress
-from tasks.runtime import experiment_id
 from tasks.setup import (
     check_requirements,
-    connect_ray,
+    connect,
     prepare_model,
-    release_actors,
+    release,
     start_rollout_engines,
     start_trainer,
 )
@@ -53,7 +52,7 @@ def _release(flow: Any, run: Any, state: Any) -> None:
     except Exception:  # an invalid config never started anything
         return
     for stage in config.resolve_stages():
-        release_actors(experiment_id(stage))
+        release(stage)
         if not state.is_completed():
             tracking.fail_open_run(stage)
 
@@ -82,8 +81,8 @@ def rft(
     if name_per_flow_run:
         config = named_for_flow_run(config, FlowRunContext.get().flow_run)
     stages = config.resolve_stages()
-    connect_ray(config)
     for stage in stages:
+        connect(stage)
         check_requirements(stage)  # before anything starts or downloads
     outcome: dict[str, Any] = {}
     for stage in stages:

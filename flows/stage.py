@@ -18,17 +18,14 @@ from schemas import ExperimentConfig
 from tasks import tracking
 from tasks.checkpoint import save_checkpoint
 from tasks.convert import convert_checkpoint
-from tasks.runtime import experiment_dir, experiment_id, read_json, write_json_atomic
+from tasks.runtime import experiment_dir, read_json, write_json_atomic
 from tasks.save import link_final_model
-from tasks.setup import release_actors
-
-SUMMARY = "summary.json"
-EVAL_AT_START = "eval_at_start.json"  # the baseline (explorer.eval_on_startup), kept for a resumed run
+from tasks.setup import release
 
 
 def finished_summary(config: ExperimentConfig, total_steps: int) -> dict[str, Any] | None:
     """The summary of an experiment that already ran to the end (then there is nothing to do)."""
-    summary = read_json(experiment_dir(config) / SUMMARY)
+    summary = read_json(experiment_dir(config) / layout.SUMMARY)
     if summary and summary.get("steps") == total_steps:
         get_run_logger().info("%s/%s is already complete: nothing to do", config.project, config.name)
         return summary
@@ -69,7 +66,7 @@ def open_mlflow_run(config: ExperimentConfig) -> dict[str, str]:
 
 
 def save_eval_at_start(config: ExperimentConfig, evals: list[dict]) -> None:
-    write_json_atomic(experiment_dir(config) / EVAL_AT_START, {r["name"]: r["metrics"] for r in evals})
+    write_json_atomic(experiment_dir(config) / layout.EVAL_AT_START, {r["name"]: r["metrics"] for r in evals})
 
 
 def checkpoint_if_due(config: ExperimentConfig, run: dict[str, str], step: int, total_steps: int, model_dir: str) -> None:
@@ -86,7 +83,7 @@ def close_stage(
     final_dir = link_final_model(config, total_steps)
     tracking.register_model(config, run["run_id"], model_name, converted["model_dir"])
     curve = tracking.log_reward_curve(config, run["run_id"])
-    at_start = read_json(experiment_dir(config) / EVAL_AT_START, {})
+    at_start = read_json(experiment_dir(config) / layout.EVAL_AT_START, {})
     create_markdown_artifact(summary_markdown(config, evals, at_start, final_dir, run["url"]), description="Final evaluation")
     tracking.finish_run(config, run["run_id"])
     summary = {
@@ -98,8 +95,8 @@ def close_stage(
         "eval": {r["name"]: r["metrics"] for r in evals},
         "eval_at_start": at_start,
     }
-    write_json_atomic(experiment_dir(config) / SUMMARY, summary)
-    release_actors(experiment_id(config))  # the next stage starts its own
+    write_json_atomic(experiment_dir(config) / layout.SUMMARY, summary)
+    release(config)  # the next stage starts its own
     return summary
 
 

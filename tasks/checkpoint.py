@@ -5,19 +5,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import ray
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from backends.trainer_actor import get_trainer
+from backends.policy import policy_for
 from buffer.experience_store import ExperienceStore
 from checkpointing import layout
 from checkpointing.merge import copy_side_files
 from schemas import ExperimentConfig
-from tasks.explore import EXPLORER_META
-from tasks.runtime import experiment_dir, experiment_id, read_json, write_json_atomic
-
-TRAINER_META = "trainer_meta.json"
+from tasks.runtime import experiment_dir, read_json, write_json_atomic
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -28,26 +24,25 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 @task(name="save-checkpoint", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
 def save_checkpoint(config: ExperimentConfig, step: int, base_model_dir: str) -> str:
-    """global_step_{step}/: trainer state (weights, optimizer, scheduler, RNG), the buffer's read
-    position and the explorer's position; the folder appears only once it is complete."""
+    """global_step_{step}/: trainer state (weights, optimizer, scheduler, RNG) and the buffer's read
+    position (the explorer's position follows from the step); the folder appears only once complete."""
     exp = experiment_dir(config)
     final = layout.step_dir(exp, step)
     if final.exists():  # a retried task after the rename
         return str(final)
-    tmp = exp / f".global_step_{step}.partial"
+    tmp = layout.partial_step_dir(exp, step)
     shutil.rmtree(tmp, ignore_errors=True)
     actor = tmp / "actor"
-    ray.get(get_trainer(experiment_id(config)).save_checkpoint.remote(str(actor)))
+    policy_for(config).trainer.save_checkpoint(actor)
     copy_side_files(Path(base_model_dir), actor / "huggingface")  # config, tokenizer, templates
     store = ExperienceStore.for_experiment(exp)
     try:
         trainer_meta = {"train_step": step, "model_version": step, "buffer": store.read_position()}
     finally:
         store.close()
-    write_json_atomic(tmp / TRAINER_META, trainer_meta)
-    write_json_atomic(tmp / EXPLORER_META, read_json(exp / EXPLORER_META, {}))
+    write_json_atomic(tmp / layout.TRAINER_META, trainer_meta)
     tmp.rename(final)
-    write_json_atomic(exp / TRAINER_META, trainer_meta)
+    write_json_atomic(exp / layout.TRAINER_META, trainer_meta)
     write_text_atomic(exp / layout.LATEST_CHECKPOINT, str(step))
     write_text_atomic(exp / layout.LATEST_STATE_DICT, str(step))
     get_run_logger().info("checkpoint of step %d saved to %s", step, final)
@@ -65,8 +60,8 @@ def restore_checkpoint(config: ExperimentConfig) -> int:
         if step is None:
             rewound = store.restore_read_position({"train_step": 0, "trained": 0})
         else:
-            meta = read_json(layout.step_dir(exp, step) / TRAINER_META)
-            ray.get(get_trainer(experiment_id(config)).load_checkpoint.remote(str(layout.actor_dir(exp, step))))
+            meta = read_json(layout.step_dir(exp, step) / layout.TRAINER_META)
+            policy_for(config).trainer.load_checkpoint(layout.actor_dir(exp, step))
             rewound = store.restore_read_position(meta["buffer"])
         explored = store.max_explore_step()
         untrained = store.count_untrained()

@@ -7,30 +7,18 @@ from collections import defaultdict
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from backends.engine_client import EngineClient
-from backends.vllm_engine import engine_names
 from buffer.taskset import load_taskset
 from schemas import ExperimentConfig
-from tasks.runtime import experiment_id
-from tasks.setup import revive_engines
-from workflows.runner import WorkflowRunner
+from tasks.rollouts import run_workflows
 
 
 @task(name="evaluate-taskset", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
 def evaluate_taskset(config: ExperimentConfig, index: int, step: int) -> dict:
     """Returns {"name", "metrics": {...}, "rows": [per-task results]} for eval taskset `index`."""
-    revive_engines(config)
     taskset = config.buffer.explorer_input.eval_tasksets[index]
     tasks = load_taskset(taskset)
-    engines = [EngineClient(n) for n in engine_names(experiment_id(config), config.explorer.rollout_model.engine_num)]
     repeat = taskset.repeat_times or 1
-    result = WorkflowRunner(engines, config.explorer.runner_per_model).run(
-        tasks,
-        explore_step=step,
-        repeat_times=repeat,
-        max_tokens=config.model.max_response_tokens,
-        default_workflow_type=config.buffer.explorer_input.default_workflow_type,
-    )
+    result = run_workflows(config, tasks, step, repeat)
     by_task: dict[str, list] = defaultdict(list)
     for exp in result.experiences:
         by_task[exp.task_id].append(exp)

@@ -7,17 +7,12 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 import algorithms
-from backends.engine_client import EngineClient
-from backends.vllm_engine import engine_names
 from buffer.experience import Experience
 from buffer.experience_store import ExperienceStore
 from buffer.taskset import TasksetReader, load_taskset
 from schemas import ExperimentConfig
-from tasks.runtime import experiment_dir, experiment_id, write_json_atomic
-from tasks.setup import revive_engines
-from workflows.runner import WorkflowRunner
-
-EXPLORER_META = "explorer_meta.json"
+from tasks.runtime import experiment_dir
+from tasks.rollouts import run_workflows
 
 
 def taskset_reader(config: ExperimentConfig, step: int) -> TasksetReader:
@@ -59,25 +54,12 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
             stats = store.reward_stats(explore_step=step)
             return {"explore/reward_mean": stats["mean"], "explore/reward_std": stats["std"],
                     "explore/experiences": float(stats["count"]), "explore/resumed": 1.0}
-        revive_engines(config)  # a retry after an engine crash gets a working one
-        reader = taskset_reader(config, step)
-        tasks = reader.read()
-        engines = [EngineClient(n) for n in engine_names(experiment_id(config), config.explorer.rollout_model.engine_num)]
-        result = WorkflowRunner(engines, config.explorer.runner_per_model).run(
-            tasks,
-            explore_step=step,
-            repeat_times=config.algorithm.repeat_times or 1,
-            max_tokens=config.model.max_response_tokens,
-            default_workflow_type=config.buffer.explorer_input.default_workflow_type,
-        )
+        tasks = taskset_reader(config, step).read()
+        result = run_workflows(config, tasks, step, config.algorithm.repeat_times or 1)
         for failure in result.failures:
             logger.warning("task %s failed: %s", failure.task_id, failure.error)
         fill_advantages(config, result.experiences)
         store.put(result.experiences)
-        write_json_atomic(
-            experiment_dir(config) / EXPLORER_META,
-            {"explore_step": step, "taskset": reader.state_dict()},
-        )
     finally:
         store.close()
     stats = result.stats

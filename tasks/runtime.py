@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from schemas import ExperimentConfig
 
 
-def experiment_id(config: ExperimentConfig) -> str:
-    """A Ray-safe id of the experiment (actor names are derived from it)."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{config.project}-{config.name}").strip("-")
-
-
 def experiment_dir(config: ExperimentConfig) -> Path:
     return config.experiment_dir.resolve()
-
-
-def engine_count(config: ExperimentConfig) -> int:
-    return config.explorer.rollout_model.engine_num
 
 
 def train_batch_size(config: ExperimentConfig) -> int:

@@ -12,7 +12,7 @@ from tasks.runtime import experiment_dir
 def link_final_model(config: ExperimentConfig, step: int) -> str:
     """{experiment_dir}/final -> global_step_{step}/actor, so final/huggingface is the converted model
     (what a next stage starts from; see ExperimentConfig.resolve_stages)."""
-    final = experiment_dir(config) / "final"  # not final_model_dir.resolve(): that follows the link
+    final = layout.final_link(experiment_dir(config))  # not final_model_dir.resolve(): that follows the link
     target = layout.actor_dir(experiment_dir(config), step)
     tmp = final.with_name(".final.tmp")
     tmp.unlink(missing_ok=True)

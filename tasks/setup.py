@@ -1,15 +1,14 @@
-"""Bring up what a run needs: the model folder, the rollout engines and the trainer (Ray actors)."""
+"""Bring up what a run needs: the model folder, the compute, the rollout engines and the trainer."""
 
 from __future__ import annotations
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from backends import trainer_actor, vllm_engine
 from backends.models import resolve_model_path
-from backends.weight_sync import remove_shared_memory
+from backends.policy import policy_for
+from backends.secrets import tinker_api_key_with_source
 from schemas import ExperimentConfig
-from tasks.runtime import experiment_id
 
 
 @task(name="prepare-model", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
@@ -20,84 +19,47 @@ def prepare_model(config: ExperimentConfig) -> str:
     return str(path)
 
 
-@task(name="connect-ray", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
-def connect_ray(config: ExperimentConfig) -> dict[str, float]:
-    vllm_engine.connect_ray(config.cluster.ray_address)
-    import ray
-
-    return {k: float(v) for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")}
+@task(name="connect", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
+def connect(config: ExperimentConfig) -> dict[str, float]:
+    """Join the compute the experiment's policy runs on (its Ray cluster, or its service)."""
+    return policy_for(config).connect()
 
 
 @task(name="start-rollout-engines", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
 def start_rollout_engines(config: ExperimentConfig, model_dir: str) -> list[str]:
-    """Start `engine_num` vLLM actors (or find them, when a retried task gets here again)."""
-    settings = vllm_engine.EngineSettings.from_config(config)
-    settings.model_path = model_dir
-    names = vllm_engine.start_engines(settings, config.explorer.rollout_model.engine_num, experiment_id(config))
+    """Start the rollout engines (or find them, when a retried task gets here again)."""
+    names = policy_for(config).start_engines(model_dir)
     get_run_logger().info("rollout engines ready: %s", ", ".join(names))
     return names
 
 
 @task(name="start-trainer", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
 def start_trainer(config: ExperimentConfig, model_dir: str, total_steps: int) -> str:
-    name = trainer_actor.start_trainer(experiment_id(config), config.model_dump_json(), model_dir, total_steps)
+    name = policy_for(config).start_trainer(model_dir, total_steps)
     get_run_logger().info("trainer %s ready (%s)", name, config.trainer.trainer_type)
     return name
 
 
 def revive_engines(config: ExperimentConfig) -> list[str]:
-    """Restart the engines whose actor died, serving the trainer's current weights (a task retry
-    after a crashed engine then finds a working one); returns the names restarted."""
-    import ray
-
-    experiment = experiment_id(config)
-    names = vllm_engine.engine_names(experiment, config.explorer.rollout_model.engine_num)
-    dead = [name for name in names if not vllm_engine.engine_alive(name)]
-    if not dead:
-        return []
-    get_run_logger().warning("rollout engines %s died: starting them again", ", ".join(dead))
-    settings = vllm_engine.EngineSettings.from_config(config)
-    vllm_engine.start_engines(settings, config.explorer.rollout_model.engine_num, experiment)
-    version = ray.get(trainer_actor.get_trainer(experiment).global_step.remote())
-    if version:
-        from tasks.sync import push_trainer_weights
-
-        push_trainer_weights(config, dead, version)
-    return dead
+    """Restart the engines that died, serving the trainer's current weights (a task retry after a
+    crashed engine then finds a working one); returns the names restarted."""
+    revived = policy_for(config).revive()
+    if revived:
+        get_run_logger().warning("rollout engines %s had died: started again", ", ".join(revived))
+    return revived
 
 
-def release_actors(experiment: str) -> None:
+def release(config: ExperimentConfig) -> None:
     """Stop the experiment's engines and trainer; safe when none were started (flow state hooks)."""
-    import ray
-
-    if ray.is_initialized():
-        vllm_engine.stop_engines(experiment)
-        trainer_actor.stop_trainer(experiment)
-    remove_shared_memory(experiment)  # the weights are in the checkpoints; RAM is not kept for them
+    policy_for(config).release()
 
 
 @task(name="check-requirements", cache_policy=NO_CACHE)
 def check_requirements(config: ExperimentConfig) -> None:
-    """Fail fast, before any engine starts, when the cluster lacks what the experiment needs."""
-    import ray
-
-    gpus = int(ray.cluster_resources().get("GPU", 0))
-    wanted = config.cluster.gpu_per_node or 0
-    reasons = []
-    if wanted > 0:
-        reasons.append(f"cluster.gpu_per_node={wanted}")
-    if config.trainer.trainer_type == "verl":
-        reasons.append("trainer.trainer_type='verl' (FSDP on GPUs)")
-    if reasons and gpus == 0:
-        raise RuntimeError(
-            f"{config.project}/{config.name} needs GPUs ({', '.join(reasons)}), but the Ray cluster "
-            f"({config.cluster.ray_address}) has none. Run it from a worker of the rft-gpu work pool on a GPU "
-            "machine, or run the CPU recipe `gsm8k`."
-        )
-    if config.trainer.trainer_type == "tinker" or config.model.tinker.enable:
-        from backends.secrets import tinker_api_key_with_source
-
+    """Fail fast, before any engine starts, when the compute lacks what the experiment needs."""
+    logger = get_run_logger()
+    if config.trainer.trainer_type == "tinker" or config.explorer.rollout_model.engine_type == "tinker":
         _, source = tinker_api_key_with_source()  # raises naming where the key is looked for
-        get_run_logger().info("Tinker API key: from %s", source)
-    if reason := trainer_actor.unbuilt_adapter(config.trainer.trainer_type):
-        raise NotImplementedError(f"{config.project}/{config.name}: {reason}")
+        logger.info("Tinker API key: from %s", source)
+    for line in policy_for(config).check_requirements():
+        logger.info("%s/%s: %s", config.project, config.name, line)

@@ -5,16 +5,15 @@ from __future__ import annotations
 import functools
 import time
 
-import ray
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from transformers import AutoTokenizer
 
-from backends.trainer_actor import get_trainer
+from backends.policy import policy_for
 from buffer.experience import Experience
 from buffer.taskset import TasksetError, load_taskset
 from schemas import ExperimentConfig, StorageConfig
-from tasks.runtime import experiment_id, train_batch_size
+from tasks.runtime import train_batch_size
+from workflows.render import renderer_for
 
 
 def sft_dataset(config: ExperimentConfig) -> StorageConfig:
@@ -29,7 +28,7 @@ def sft_dataset(config: ExperimentConfig) -> StorageConfig:
 def _examples(dataset_json: str, model_dir: str, max_prompt: int, max_response: int) -> tuple[Experience, ...]:
     dataset = StorageConfig.model_validate_json(dataset_json)
     fmt = dataset.format
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    renderer = renderer_for(model_dir, fmt.chat_template)
     keys = [fmt.messages_key] if fmt.prompt_type == "messages" else [fmt.prompt_key, fmt.response_key]
     examples = []
     for item in load_taskset(dataset, required_keys=keys):  # type: ignore[arg-type]
@@ -44,12 +43,10 @@ def _examples(dataset_json: str, model_dir: str, max_prompt: int, max_response: 
                 {"role": "user", "content": str(row[fmt.prompt_key])},
                 {"role": "assistant", "content": str(row[fmt.response_key])},
             ]
-        prompt = tokenizer.apply_chat_template(
-            messages[:-1], chat_template=fmt.chat_template, add_generation_prompt=True, tokenize=False
-        )
-        full = tokenizer.apply_chat_template(messages, chat_template=fmt.chat_template, tokenize=False)
-        prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
-        response_ids = tokenizer.encode(full[len(prompt):], add_special_tokens=False)[:max_response]
+        prompt = renderer.text(messages[:-1], add_generation_prompt=True)
+        full = renderer.text(messages, add_generation_prompt=False)
+        prompt_ids = renderer.encode(prompt)
+        response_ids = renderer.encode(full[len(prompt):])[:max_response]
         examples.append(
             Experience(
                 eid=item.task_id, task_id=item.task_id, group_id=item.task_id,
@@ -72,6 +69,6 @@ def sft_step(config: ExperimentConfig, step: int, model_dir: str) -> dict[str, f
     )
     size = train_batch_size(config)
     batch = [examples[((step - 1) * size + i) % len(examples)] for i in range(size)]
-    metrics = ray.get(get_trainer(experiment_id(config)).train_step.remote(batch))
+    metrics = policy_for(config).trainer.train_step(batch)
     get_run_logger().info("sft step %d: loss %.4f", step, metrics.get("loss", float("nan")))
     return {**{f"train/{k}": v for k, v in metrics.items()}, "time/train_s": time.perf_counter() - started}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -13,6 +12,7 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from checkpointing import layout
 from schemas import ExperimentConfig
 from tasks.runtime import experiment_dir
 
@@ -135,7 +135,7 @@ def log_reward_curve(config: ExperimentConfig, run_id: str) -> Path:
     ax.grid(alpha=0.3)
     if ax.get_lines():
         ax.legend(loc="upper left")
-    out = experiment_dir(config) / "log" / "reward_curve.png"
+    out = layout.log_dir(experiment_dir(config)) / "reward_curve.png"
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -176,7 +176,3 @@ def fail_open_run(config: ExperimentConfig) -> None:
 
 def finish_run(config: ExperimentConfig, run_id: str, status: str = "FINISHED") -> None:
     client_for(config).set_terminated(run_id, status=status)
-
-
-def eval_summary_json(results: list[dict]) -> str:
-    return json.dumps([{"name": r["name"], **r["metrics"]} for r in results])

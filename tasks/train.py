@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import time
 
-import ray
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from backends.trainer_actor import get_trainer
+from backends.policy import policy_for
 from buffer.experience_store import ExperienceStore
 from schemas import ExperimentConfig
-from tasks.runtime import experiment_dir, experiment_id, train_batch_size
+from tasks.runtime import experiment_dir, train_batch_size
 
 
 @task(name="train-step", cache_policy=NO_CACHE)
@@ -23,7 +22,7 @@ def train_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         batch = store.take(train_batch_size(config))
         if not batch:
             raise RuntimeError(f"train step {step}: the experience buffer has nothing to train on")
-        metrics = ray.get(get_trainer(experiment_id(config)).train_step.remote(batch))
+        metrics = policy_for(config).trainer.train_step(batch)
         store.mark_trained([e.eid for e in batch], step)
     finally:
         store.close()

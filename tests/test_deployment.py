@@ -211,7 +211,7 @@ def test_tinker_key_is_read_from_env_or_secret_block_and_never_shown(
 
     def run_tinker() -> str:
         logs = failed_run_logs(prefect_stack, "rft/gsm8k-tinker", tmp_path / "checkpoints")
-        assert "trainer.trainer_type='tinker': this adapter is not built yet" in logs, logs[-3000:]
+        assert "engine_type='tinker': this backend is not built yet" in logs, logs[-3000:]
         return logs
 
     from_env = run_tinker()

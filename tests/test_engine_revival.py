@@ -9,11 +9,11 @@ import pytest
 import ray
 from prefect import flow
 
-from backends import trainer_actor, vllm_engine
+from backends.local.engine_client import EngineClient
+from backends.policy import policy_for
 from buffer.experience import Experience
 from deployments import load_recipe
-from tasks.runtime import experiment_id
-from tasks.setup import connect_ray, prepare_model, release_actors, revive_engines, start_rollout_engines, start_trainer
+from tasks.setup import connect, prepare_model, release, revive_engines, start_rollout_engines, start_trainer
 
 pytestmark = pytest.mark.slow
 
@@ -22,11 +22,11 @@ def test_dead_engine_is_revived_with_the_current_weights(tmp_path: Path) -> None
     config = load_recipe("smoke").with_overrides(
         {"checkpoint_root_dir": str(tmp_path), "cluster.ray_address": "local", "name": "revival"}
     )
-    experiment = experiment_id(config)
+    policy = policy_for(config)
 
     @flow
     def scenario() -> tuple[list[str], int, int]:
-        connect_ray(config)
+        connect(config)
         model_dir = prepare_model(config)
         (name,) = start_rollout_engines(config, model_dir)
         start_trainer(config, model_dir, 2)
@@ -34,20 +34,20 @@ def test_dead_engine_is_revived_with_the_current_weights(tmp_path: Path) -> None
             eid="e0", task_id="t", group_id="g", prompt_token_ids=[1, 2, 3], response_token_ids=[4, 5],
             logprobs=[-1.0, -1.0], reward=1.0, advantage=1.0,
         )
-        ray.get(trainer_actor.get_trainer(experiment).train_step.remote([step]))
-        first = vllm_engine.get_engine(name)
-        ray.kill(first, no_restart=True)
-        assert not vllm_engine.engine_alive(name)
+        policy.trainer.train_step([step])
+        first = EngineClient(name)
+        ray.kill(first.actor, no_restart=True)
+        assert not first.alive()
         revived = revive_engines(config)
-        version = ray.get(vllm_engine.get_engine(name).model_version.remote())
+        version = EngineClient(name).model_version()
         again = revive_engines(config)  # all alive: nothing to do
         return revived + again, version, len(again)
 
     try:
         revived, version, second = scenario()
     finally:
-        release_actors(experiment)
+        release(config)
         ray.shutdown()
-    assert revived == [f"{experiment}-rollout-0"]
+    assert revived == [f"{policy.experiment}-rollout-0"]
     assert version == 1  # the trainer had taken one step
     assert second == 0

@@ -1,7 +1,8 @@
 """math_workflow on real GSM8K rows, the workflow registry and the runner pool.
 
-The engine here is a scripted stand-in implementing `RolloutEngine` so the workflow logic (prompts,
-rewards, groups) can be checked exactly; the real vLLM engine has its own tests.
+The engine here is a scripted stand-in implementing `RolloutEngine` (token ids in, token ids out,
+through the real SmolLM2 tokenizer) so the workflow logic (prompts, rewards, groups) can be checked
+exactly; the real vLLM engine has its own tests.
 """
 
 from __future__ import annotations
@@ -12,44 +13,46 @@ from typing import Any
 
 import pytest
 
-from backends.rollout import Messages, RolloutEngine, Sample, SamplingSettings
+from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
+from backends.weights import WeightsHandle
 from buffer.experience import Experience
 from buffer.taskset import Task, load_taskset
 from tests.test_taskset import taskset_config
 from workflows import WORKFLOWS, Workflow, get_workflow, register_workflow
 from workflows.math_workflow import DEFAULT_SYSTEM_PROMPT, gold_answer, last_boxed, score_math
+from workflows.render import renderer_for
 from workflows.runner import AllTasksFailedError, CoalescingEngine, WorkflowRunner
 
-Responder = Callable[[Messages, int], str]  # (chat, sample index) -> response text
+RENDERER = renderer_for("HuggingFaceTB/SmolLM2-135M-Instruct")
+Responder = Callable[[str, int], str]  # (prompt as text, sample index) -> response text
 
 
 class ScriptedEngine(RolloutEngine):
-    """Answers each chat with text from `respond`; records what it was asked."""
+    """Answers each prompt with text from `respond` (as token ids); records what it was asked."""
 
     def __init__(self, respond: Responder, version: int = 0) -> None:
         self.respond = respond
         self.version = version
-        self.calls: list[tuple[list[Messages], SamplingSettings]] = []
+        self.calls: list[tuple[list[TokenIds], SamplingSettings]] = []
         self.threads: set[str] = set()
         self._lock = threading.Lock()
 
-    def generate(self, prompts: list[Messages], sampling: SamplingSettings) -> list[list[Sample]]:
+    def generate(self, prompts: list[TokenIds], sampling: SamplingSettings) -> list[list[Sample]]:
         with self._lock:
             self.calls.append((prompts, sampling))
             self.threads.add(threading.current_thread().name)
         out = []
-        for chat in prompts:
-            prompt_ids = list(chat[-1]["content"].encode()[:16])
+        for prompt_ids in prompts:
+            prompt_text = RENDERER.tokenizer.decode(prompt_ids)
             samples = []
             for i in range(sampling.n):
-                text = self.respond(chat, i)
-                ids = list(text.encode())
-                samples.append(Sample(prompt_ids, ids, [-0.1] * len(ids), text, "stop"))
+                ids = RENDERER.encode(self.respond(prompt_text, i))
+                samples.append(Sample(list(prompt_ids), ids, [-0.1] * len(ids), "stop"))
             out.append(samples)
         return out
 
-    def load_weights_from(self, model_dir: str, version: int) -> float:
-        self.version = version
+    def load_weights(self, weights: WeightsHandle) -> float:
+        self.version = weights.version
         return 0.0
 
     def model_version(self) -> int:
@@ -70,7 +73,7 @@ def gold_of(task: Task) -> str:
 
 def run_math(task: Task, engine: RolloutEngine, repeat_times: int = 1, **kw: Any) -> list[Experience]:
     workflow = get_workflow("math_workflow")(
-        task, engine, repeat_times=repeat_times, explore_step=kw.pop("explore_step", 3),
+        task, engine, RENDERER, repeat_times=repeat_times, explore_step=kw.pop("explore_step", 3),
         model_version=kw.pop("model_version", 2), **kw,
     )
     return workflow.run()
@@ -133,10 +136,10 @@ def test_prompt_uses_default_system_prompt_and_question(tasks):
     engine = ScriptedEngine(lambda chat, i: "\\boxed{1}")
     run_math(tasks[1], engine)
     (prompts, _), = engine.calls
-    assert prompts == [[
+    assert prompts == [RENDERER.render([
         {"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
         {"role": "user", "content": tasks[1].raw["question"]},
-    ]]
+    ])]
 
 
 def test_custom_system_prompt_from_the_taskset_format():
@@ -146,7 +149,9 @@ def test_custom_system_prompt_from_the_taskset_format():
     engine = ScriptedEngine(lambda chat, i: "\\boxed{18}")
     (exp,) = run_math(task, engine)
     (prompts, _), = engine.calls
-    assert prompts[0][0] == {"role": "system", "content": "Answer tersely."}
+    assert prompts[0] == RENDERER.render(
+        [{"role": "system", "content": "Answer tersely."}, {"role": "user", "content": task.raw["question"]}]
+    )
     assert exp.reward == pytest.approx(1.1)  # Janet's ducks: 18
 
 
@@ -162,10 +167,11 @@ def test_system_prompt_from_a_row_column_or_none_at_all(tmp_path):
     engine = ScriptedEngine(lambda chat, i: "\\boxed{2}")
     run_math(per_row, engine)
     run_math(chat, engine)
-    assert engine.calls[0][0][0] == [
+    assert engine.calls[0][0][0] == RENDERER.render([
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"},
-    ]
-    assert engine.calls[1][0][0] == [{"role": "user", "content": "2+2?"}]  # "" = no system prompt
+    ])
+    # "" = no system prompt: the template's own default system turn, if any, and the question
+    assert engine.calls[1][0][0] == RENDERER.render([{"role": "user", "content": "2+2?"}])
 
 
 def test_group_of_repeat_times_samples(tasks):
@@ -209,7 +215,7 @@ def test_a_new_workflow_is_one_small_class(tasks):
 
     try:
         exps = get_workflow("echo_length_test")(
-            tasks[0], ScriptedEngine(lambda chat, i: "abc"), repeat_times=2, explore_step=0,
+            tasks[0], ScriptedEngine(lambda chat, i: "abc"), RENDERER, repeat_times=2, explore_step=0,
             model_version=0,
         ).run()
         assert [e.reward for e in exps] == [3.0, 3.0]
@@ -222,8 +228,8 @@ def test_a_new_workflow_is_one_small_class(tasks):
 # -- runner pool -----------------------------------------------------------------------------------
 
 
-def answer_correctly(chat: Messages, i: int) -> str:
-    question = chat[-1]["content"]
+def answer_correctly(prompt: str, i: int) -> str:
+    question = next(q for q in GOLD_BY_QUESTION if q in prompt)
     return f"\\boxed{{{GOLD_BY_QUESTION[question]}}}"
 
 
@@ -234,7 +240,7 @@ def test_runner_spreads_tasks_over_engines_and_keeps_task_order(tasks):
     batch = tasks[:12]
     GOLD_BY_QUESTION.update({t.raw["question"]: gold_of(t) for t in batch})
     engines = [ScriptedEngine(answer_correctly, version=4), ScriptedEngine(answer_correctly, version=4)]
-    result = WorkflowRunner(engines, runner_per_model=2).run(
+    result = WorkflowRunner(engines, RENDERER, runner_per_model=2).run(
         batch, explore_step=1, repeat_times=3
     )
     assert not result.failures
@@ -250,23 +256,23 @@ def test_a_failing_task_is_reported_and_skipped(tasks):
     broken = Task(**{**tasks[1].__dict__, "raw": {"question": tasks[1].raw["question"]}})
     batch = [tasks[0], broken, tasks[2]]
     engine = ScriptedEngine(lambda chat, i: "\\boxed{0}")
-    result = WorkflowRunner([engine], runner_per_model=2).run(batch, explore_step=0, repeat_times=2)
+    result = WorkflowRunner([engine], RENDERER, runner_per_model=2).run(batch, explore_step=0, repeat_times=2)
     assert [f.task_id for f in result.failures] == ["gsm8k/train/1"]
     assert "KeyError" in result.failures[0].error
     assert [e.task_id for e in result.experiences] == ["gsm8k/train/0"] * 2 + ["gsm8k/train/2"] * 2
 
 
 def test_all_tasks_failing_is_an_error(tasks):
-    def explode(chat: Messages, i: int) -> str:
+    def explode(prompt: str, i: int) -> str:
         raise RuntimeError("engine died")
 
     with pytest.raises(AllTasksFailedError, match=r"all 2 tasks .*gsm8k/train/0: RuntimeError: engine died"):
-        WorkflowRunner([ScriptedEngine(explode)]).run(tasks[:2], explore_step=0, repeat_times=1)
+        WorkflowRunner([ScriptedEngine(explode)], RENDERER).run(tasks[:2], explore_step=0, repeat_times=1)
 
 
 def test_taskset_repeat_times_overrides_the_algorithm_default(tasks):
     task = Task(**{**tasks[0].__dict__, "repeat_times": 5})
-    result = WorkflowRunner([ScriptedEngine(lambda c, i: "x")]).run(
+    result = WorkflowRunner([ScriptedEngine(lambda c, i: "x")], RENDERER).run(
         [task, tasks[1]], explore_step=0, repeat_times=2
     )
     assert [e.task_id for e in result.experiences].count(task.task_id) == 5
@@ -276,15 +282,15 @@ def test_taskset_repeat_times_overrides_the_algorithm_default(tasks):
 def test_concurrent_generate_calls_are_merged_while_the_engine_is_busy():
     gate = threading.Event()
 
-    def respond(chat: Messages, i: int) -> str:
+    def respond(prompt: str, i: int) -> str:
         gate.wait(timeout=30)  # the engine stays busy with the first call until the gate opens
-        return f"echo {chat[-1]['content']}"
+        return f"echo {prompt}"
 
     engine = ScriptedEngine(respond)  # records each call before answering it
     results: dict[str, list[list[Sample]]] = {}
 
     def ask(coalescer: CoalescingEngine, text: str) -> None:
-        results[text] = coalescer.generate([[{"role": "user", "content": text}]], SamplingSettings(n=2))
+        results[text] = coalescer.generate([RENDERER.encode(text)], SamplingSettings(n=2))
 
     with CoalescingEngine(engine) as coalescer:
         first = threading.Thread(target=ask, args=(coalescer, "a"))
@@ -300,9 +306,9 @@ def test_concurrent_generate_calls_are_merged_while_the_engine_is_busy():
         for t in [first, *others]:
             t.join(timeout=30)
 
-    asked = [[chat[-1]["content"] for chat in prompts] for prompts, _ in engine.calls]
+    asked = [[RENDERER.decode(ids) for ids in prompts] for prompts, _ in engine.calls]
     assert asked == [["a"], ["b", "c", "d"]]  # b, c and d waited together: one engine call
     assert coalescer.calls == 2
     for text in "abcd":
         (samples,) = results[text]
-        assert [s.text for s in samples] == [f"echo {text}"] * 2
+        assert [RENDERER.decode(s.response_token_ids) for s in samples] == [f"echo {text}"] * 2

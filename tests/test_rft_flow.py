@@ -95,8 +95,8 @@ def test_every_experience_is_persisted_and_trained_once(staged_run: tuple[list[E
 
 
 def test_nothing_is_left_in_shared_memory(staged_run: tuple[list[ExperimentConfig], dict]) -> None:
-    from backends.weight_sync import SHM_ROOT
-    from tasks.runtime import experiment_id
+    from backends.local.weight_sync import SHM_ROOT
+    from backends.policy import experiment_id
 
     for stage in staged_run[0]:  # staging and serve folders take RAM the size of the model each
         assert not list(SHM_ROOT.glob(f"{experiment_id(stage)}*")), sorted(SHM_ROOT.iterdir())

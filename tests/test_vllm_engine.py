@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from backends.local.weight_sync import install_safetensors, make_transport
 from backends.models import resolve_model_path
 from backends.rollout import SamplingSettings
-from backends.weight_sync import install_safetensors, make_transport
+from backends.weights import WeightsHandle
+from workflows.render import renderer_for
 
 MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 EXPERIMENT = "test-vllm-engine"
@@ -69,32 +71,39 @@ def model_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
+def renderer(model_dir: Path):
+    return renderer_for(str(model_dir))
+
+
+@pytest.fixture(scope="module")
 def engine(model_dir: Path):
     import ray
 
-    from backends.vllm_engine import EngineSettings, connect_ray, get_engine, start_engines, stop_engines
+    from backends.local import ray_cluster
+    from backends.local.vllm_engine import EngineSettings, start_engine_actors, stop_engine_actor
 
-    connect_ray("local")  # a private cluster, never another run's
+    ray_cluster.connect("local")  # a private cluster, never another run's
     settings = EngineSettings(
         model_path=str(model_dir), max_model_len=512, kv_cache_memory_bytes=1 << 30, dtype="float32", seed=7
     )
-    names = start_engines(settings, 1, EXPERIMENT)
+    name = f"{EXPERIMENT}-rollout-0"
+    start_engine_actors(settings, [name], threads=None, gpus=0)
     try:
-        yield get_engine(names[0])
+        yield ray_cluster.get_actor(name)
     finally:
-        stop_engines(EXPERIMENT)
+        stop_engine_actor(name)
         ray.shutdown()
 
 
 @pytest.mark.slow
-def test_generate_returns_n_samples_with_token_logprobs(engine) -> None:
+def test_generate_returns_n_samples_with_token_logprobs(engine, renderer) -> None:
     import ray
 
-    chats = [QUESTION, [{"role": "user", "content": "Name three colours."}]]
+    chats = [renderer.render(QUESTION), renderer.render([{"role": "user", "content": "Name three colours."}])]
     results = ray.get(engine.generate.remote(chats, SamplingSettings(n=3, temperature=1.0, max_tokens=12, seed=1)))
     assert len(results) == 2 and all(len(samples) == 3 for samples in results)
-    for samples in results:
-        assert len({tuple(s.prompt_token_ids) for s in samples}) == 1
+    for prompt, samples in zip(chats, results):
+        assert {tuple(s.prompt_token_ids) for s in samples} == {tuple(prompt)}
         for s in samples:
             assert 0 < len(s.response_token_ids) <= 12
             assert len(s.logprobs) == len(s.response_token_ids)
@@ -105,18 +114,19 @@ def test_generate_returns_n_samples_with_token_logprobs(engine) -> None:
 
 
 @pytest.mark.slow
-def test_prompts_use_the_chat_template_and_logprobs_match_the_sampling_distribution(engine, model_dir) -> None:
+def test_chat_template_and_logprobs_match_the_sampling_distribution(engine, model_dir, renderer) -> None:
     import ray
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     temperature = 0.7
+    prompt = renderer.render(QUESTION)
     [[sample]] = ray.get(
-        engine.generate.remote([QUESTION], SamplingSettings(n=1, temperature=temperature, max_tokens=16, seed=3))
+        engine.generate.remote([prompt], SamplingSettings(n=1, temperature=temperature, max_tokens=16, seed=3))
     )
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     text = tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True, tokenize=False)
-    assert sample.prompt_token_ids == tokenizer.encode(text, add_special_tokens=False)
+    assert sample.prompt_token_ids == prompt == tokenizer.encode(text, add_special_tokens=False)
 
     # What the trainer recomputes: log_softmax(logits / T) at the sampled tokens.
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
@@ -134,22 +144,21 @@ def test_prompts_use_the_chat_template_and_logprobs_match_the_sampling_distribut
 def test_engine_is_found_by_name_from_a_fresh_lookup(engine) -> None:
     import ray
 
-    from backends.vllm_engine import get_engine, list_engines, start_engines
+    from backends.local import ray_cluster
+    from backends.local.engine_client import EngineClient
+    from backends.local.vllm_engine import EngineSettings, start_engine_actors
 
     name = f"{EXPERIMENT}-rollout-0"
-    assert list_engines(EXPERIMENT) == [name]
-    handle = get_engine(name)
-    assert ray.get(handle.info.remote())["name"] == name
-    assert ray.get(handle.model_version.remote()) == ray.get(engine.model_version.remote())
-    with pytest.raises(LookupError, match="no rollout engine named"):
-        get_engine(f"{EXPERIMENT}-rollout-9")
-    # A retried flow calling start_engines again gets the running engine, not a second one.
-    info = ray.get(handle.info.remote())
-    from backends.vllm_engine import EngineSettings
-
-    settings = EngineSettings(model_path=info["model_path"], max_model_len=512)
-    assert start_engines(settings, 1, EXPERIMENT) == [name]
-    assert ray.get(get_engine(name).info.remote())["start_seconds"] == info["start_seconds"]
+    assert ray_cluster.actor_names(f"{EXPERIMENT}-rollout-") == [name]
+    client = EngineClient(name)
+    assert client.info()["name"] == name and client.alive()
+    assert client.model_version() == ray.get(engine.model_version.remote())
+    with pytest.raises(LookupError, match="no actor named"):
+        EngineClient(f"{EXPERIMENT}-rollout-9")
+    # A retried flow starting the engines again gets the running engine, not a second one.
+    info = client.info()
+    start_engine_actors(EngineSettings(model_path=info["model_path"], max_model_len=512), [name], threads=None, gpus=0)
+    assert EngineClient(name).info()["start_seconds"] == info["start_seconds"]
 
 
 def _train_toward(model_dir: Path, out_dir: Path, target: str, steps: int = 40) -> None:
@@ -179,20 +188,20 @@ def _train_toward(model_dir: Path, out_dir: Path, target: str, steps: int = 40) 
 
 
 @pytest.mark.slow
-def test_after_sync_the_engine_samples_from_the_new_weights(engine, model_dir, tmp_path: Path) -> None:
+def test_after_sync_the_engine_samples_from_the_new_weights(engine, model_dir, renderer, tmp_path: Path) -> None:
     import ray
 
     greedy = SamplingSettings(n=1, temperature=0.0, max_tokens=16)
-    [[before]] = ray.get(engine.generate.remote([QUESTION], greedy))
+    [[before]] = ray.get(engine.generate.remote([renderer.render(QUESTION)], greedy))
     assert before.text.strip() != TARGET
     version = ray.get(engine.model_version.remote())
 
     trained = tmp_path / "trained"
     _train_toward(model_dir, trained, TARGET)
-    seconds = ray.get(engine.load_weights_from.remote(str(trained), version + 1))
+    seconds = ray.get(engine.load_weights.remote(WeightsHandle(version + 1, "folder", str(trained))))
     print(f"\nsync took {seconds:.2f} s")
 
-    [[after]] = ray.get(engine.generate.remote([QUESTION], greedy))
+    [[after]] = ray.get(engine.generate.remote([renderer.render(QUESTION)], greedy))
     assert after.text.strip() == TARGET
     assert after.finish_reason == "stop"
     assert ray.get(engine.model_version.remote()) == version + 1

@@ -1,7 +1,8 @@
 """The workflow interface and its registry.
 
 A workflow turns one `Task` into experiences: it builds the prompt, samples `repeat_times` responses
-from a `RolloutEngine` and scores them. A new workflow is one small module:
+from a `RolloutEngine` and scores them. Chats become token ids here (`self.renderer`), never in the
+engine. A new workflow is one small module:
 
     @register_workflow("my_workflow")
     class MyWorkflow(Workflow):
@@ -19,9 +20,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from backends.rollout import Messages, RolloutEngine, Sample, SamplingSettings
+from backends.rollout import RolloutEngine, Sample, SamplingSettings
 from buffer.experience import Experience
 from buffer.taskset import Task
+from workflows.render import ChatRenderer, Messages
 
 WORKFLOWS: dict[str, type[Workflow]] = {}
 
@@ -51,6 +53,7 @@ class Workflow(ABC):
         self,
         task: Task,
         engine: RolloutEngine,
+        renderer: ChatRenderer,
         *,
         repeat_times: int,
         explore_step: int,
@@ -61,6 +64,7 @@ class Workflow(ABC):
             raise ValueError(f"repeat_times must be >= 1, got {repeat_times}")
         self.task = task
         self.engine = engine
+        self.renderer = renderer
         self.repeat_times = repeat_times
         self.explore_step = explore_step
         self.model_version = model_version
@@ -92,8 +96,11 @@ class Workflow(ABC):
         return settings
 
     def sample(self, messages: Messages) -> list[Sample]:
-        """`repeat_times` responses to one chat."""
-        (samples,) = self.engine.generate([messages], self.sampling_settings())
+        """`repeat_times` responses to one chat (rendered to token ids with the chat template)."""
+        (samples,) = self.engine.generate([self.renderer.render(messages)], self.sampling_settings())
+        for sample in samples:
+            if not sample.text and sample.response_token_ids:
+                sample.text = self.renderer.decode(sample.response_token_ids)
         return samples
 
     def make_experience(

@@ -22,9 +22,9 @@ from typing import Any
 
 from math_verify import parse, verify
 
-from backends.rollout import Messages
 from buffer.experience import Experience
 from workflows.base import Workflow, register_workflow
+from workflows.render import Messages
 
 # Used when the taskset's format.system_prompt is None.
 DEFAULT_SYSTEM_PROMPT = (

@@ -21,10 +21,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.rollout import Messages, RolloutEngine, Sample, SamplingSettings
+from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
+from backends.weights import WeightsHandle
 from buffer.experience import Experience
 from buffer.taskset import Task
 from workflows import get_workflow
+from workflows.render import ChatRenderer
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +78,7 @@ class CoalescingEngine(RolloutEngine):
         self.engine = engine
         self.calls = 0  # engine.generate calls made (for stats)
         self._requests: queue.SimpleQueue[
-            tuple[list[Messages], SamplingSettings, Future[list[list[Sample]]]] | None
+            tuple[list[TokenIds], SamplingSettings, Future[list[list[Sample]]]] | None
         ] = queue.SimpleQueue()
         self._dispatcher = threading.Thread(target=self._dispatch, name="generate-coalescer", daemon=True)
         self._dispatcher.start()
@@ -88,7 +90,7 @@ class CoalescingEngine(RolloutEngine):
         self._requests.put(None)
         self._dispatcher.join()
 
-    def generate(self, prompts: list[Messages], sampling: SamplingSettings) -> list[list[Sample]]:
+    def generate(self, prompts: list[TokenIds], sampling: SamplingSettings) -> list[list[Sample]]:
         done: Future[list[list[Sample]]] = Future()
         self._requests.put((prompts, sampling, done))
         return done.result()
@@ -124,7 +126,7 @@ class CoalescingEngine(RolloutEngine):
                 return
 
     def _run_group(
-        self, group: list[tuple[list[Messages], SamplingSettings, Future[list[list[Sample]]]]]
+        self, group: list[tuple[list[TokenIds], SamplingSettings, Future[list[list[Sample]]]]]
     ) -> None:
         prompts = [chat for chats, _, _ in group for chat in chats]
         try:
@@ -141,8 +143,8 @@ class CoalescingEngine(RolloutEngine):
             done.set_result(outputs[start : start + len(chats)])
             start += len(chats)
 
-    def load_weights_from(self, model_dir: str, version: int) -> float:
-        return self.engine.load_weights_from(model_dir, version)
+    def load_weights(self, weights: WeightsHandle) -> float:
+        return self.engine.load_weights(weights)
 
     def model_version(self) -> int:
         return self.engine.model_version()
@@ -159,13 +161,19 @@ class WorkflowRunner:
     """A pool of `runner_per_model` workflow threads per engine."""
 
     def __init__(
-        self, engines: Sequence[RolloutEngine], runner_per_model: int = 1, *, coalesce: bool = True
+        self,
+        engines: Sequence[RolloutEngine],
+        renderer: ChatRenderer,
+        runner_per_model: int = 1,
+        *,
+        coalesce: bool = True,
     ) -> None:
         if not engines:
             raise ValueError("WorkflowRunner needs at least one rollout engine")
         if runner_per_model < 1:
             raise ValueError(f"runner_per_model must be >= 1, got {runner_per_model}")
         self.engines = list(engines)
+        self.renderer = renderer
         self.runner_per_model = runner_per_model
         self.coalesce = coalesce
 
@@ -205,6 +213,7 @@ class WorkflowRunner:
                     workflow = workflow_cls(
                         task,
                         engine,
+                        self.renderer,
                         repeat_times=task.repeat_times or repeat_times,
                         explore_step=explore_step,
                         model_version=version,

@@ -3,26 +3,21 @@
 Run it:  rft run gsm8k          (inspect first: rft validate gsm8k)
 """
 
+from deployments.recipes._gsm8k import BUNDLED, gsm8k_input
 from schemas import (
     AlgorithmConfig,
     BufferConfig,
     ClusterConfig,
     ExperimentConfig,
     ExplorerConfig,
-    ExplorerInput,
-    FormatConfig,
-    GenerationConfig,
     InferenceModelConfig,
     ModelConfig,
     MonitorConfig,
     OptimizerConfig,
     SynchronizerConfig,
-    TasksetConfig,
     TorchTrainerConfig,
     TrainerConfig,
 )
-
-GSM8K_FORMAT = FormatConfig(prompt_key="question", response_key="answer")
 
 config = ExperimentConfig(
     mode="both",
@@ -48,27 +43,7 @@ config = ExperimentConfig(
     buffer=BufferConfig(
         batch_size=2,
         total_steps=20,
-        explorer_input=ExplorerInput(
-            taskset=TasksetConfig(
-                name="gsm8k",
-                path="data/gsm8k",
-                split="train",
-                format=GSM8K_FORMAT,
-                rollout_args=GenerationConfig(temperature=1.0),
-                default_workflow_type="math_workflow",
-            ),
-            eval_tasksets=[
-                TasksetConfig(
-                    name="gsm8k-eval",
-                    path="data/gsm8k",
-                    split="test[:64]",
-                    format=GSM8K_FORMAT,
-                    rollout_args=GenerationConfig(temperature=0.0),
-                    repeat_times=1,
-                    default_workflow_type="math_workflow",
-                )
-            ],
-        ),
+        explorer_input=gsm8k_input(BUNDLED, eval_split="test[:64]", eval_repeat_times=1),
     ),
     explorer=ExplorerConfig(
         eval_interval=10,

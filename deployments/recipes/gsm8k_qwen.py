@@ -4,26 +4,21 @@ Run it:  rft run gsm8k-qwen     (needs 2 GPUs; inspect first: rft validate gsm8k
 Same experiment as `rft import-trinity` on the quick-start YAML (paths from TRINITY_* env vars there).
 """
 
+from deployments.recipes._gsm8k import HUB, gsm8k_input
 from schemas import (
     AlgorithmConfig,
     BufferConfig,
     ClusterConfig,
     ExperimentConfig,
     ExplorerConfig,
-    ExplorerInput,
-    FormatConfig,
-    GenerationConfig,
     InferenceModelConfig,
     ModelConfig,
     OptimizerConfig,
     StorageConfig,
     SynchronizerConfig,
-    TasksetConfig,
     TrainerConfig,
     TrainerInput,
 )
-
-GSM8K_FORMAT = FormatConfig(prompt_key="question", response_key="answer")
 
 config = ExperimentConfig(
     project="rft",
@@ -35,29 +30,7 @@ config = ExperimentConfig(
     buffer=BufferConfig(
         total_epochs=1,
         batch_size=128,
-        explorer_input=ExplorerInput(
-            taskset=TasksetConfig(
-                name="gsm8k",
-                storage_type="file",
-                path="openai/gsm8k",
-                subset_name="main",
-                split="train",
-                format=GSM8K_FORMAT,
-                rollout_args=GenerationConfig(temperature=1.0),
-                default_workflow_type="math_workflow",
-            ),
-            eval_tasksets=[
-                TasksetConfig(
-                    name="gsm8k-eval",
-                    storage_type="file",
-                    path="openai/gsm8k",
-                    subset_name="main",
-                    split="test",
-                    format=GSM8K_FORMAT,
-                    default_workflow_type="math_workflow",
-                )
-            ],
-        ),
+        explorer_input=gsm8k_input(HUB, eval_temperature=None),
         trainer_input=TrainerInput(
             experience_buffer=StorageConfig(name="gsm8k_buffer", storage_type="queue", path="sqlite:///gsm8k.db")
         ),

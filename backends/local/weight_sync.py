@@ -1,11 +1,11 @@
 """How new weights reach the rollout engines: one small `WeightTransport` per `synchronizer.sync_method`.
 
 Every engine serves its model from a folder of its own (`serve_dir`, under /dev/shm/rft/<engine>/, see
-`backends.vllm_engine`). A transport has two halves:
+`backends.local.vllm_engine`). A transport has three parts:
 
-- trainer side, `send`: hand the engines the weights the trainer exported into `model_dir` (a Hugging
-  Face folder with *.safetensors) and tell each engine to serve them as `version`;
-- engine side, `apply` (runs inside the engine actor): put those weights into the running `vllm.LLM`.
+- `export_dir`: where the trainer publishes a folder of safetensors (a `WeightsHandle` of kind folder);
+- `send` (driver side): every engine client loads that handle;
+- `apply` (inside the engine actor): put the folder's weights into the running `vllm.LLM`.
 
 `checkpoint`: the trainer's safetensors stay in the checkpoint directory; each engine links (same
 filesystem) or copies them into its serve folder, then vLLM reloads the weights from that folder.
@@ -22,8 +22,13 @@ import shutil
 import time
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from backends.rollout import RolloutEngine
+from backends.weights import WeightsHandle
 
 if TYPE_CHECKING:
     import torch
@@ -107,18 +112,20 @@ class WeightTransport(ABC):
         """Where the trainer should export the weights it wants synced."""
         return Path(checkpoint_dir)
 
+    @property
+    def pushes_tensors(self) -> bool:
+        """True where the trainer streams tensors into the engines itself (GPU memory / nccl)."""
+        return False
+
     @abstractmethod
     def apply(self, llm: LLM, serve_dir: Path, model_dir: Path) -> None:
         """Engine side (inside the actor): make `llm` serve the weights in `model_dir`."""
 
-    def send(self, engine_names: list[str], model_dir: Path, version: int) -> float:
-        """Trainer side: every engine serves `model_dir`'s weights as `version`; returns seconds."""
-        import ray
-
-        from backends.vllm_engine import get_engine
-
+    def send(self, engines: Sequence[RolloutEngine], weights: WeightsHandle) -> float:
+        """Every engine serves `weights`, all at once; returns seconds."""
         start = time.perf_counter()
-        ray.get([get_engine(n).load_weights_from.remote(str(model_dir), version) for n in engine_names])
+        with ThreadPoolExecutor(max_workers=max(len(engines), 1)) as pool:
+            list(pool.map(lambda engine: engine.load_weights(weights), engines))
         return time.perf_counter() - start
 
 
@@ -141,6 +148,10 @@ class MemoryTransport(WeightTransport):
     def llm_kwargs(self) -> dict[str, Any]:
         return {"weight_transfer_config": {"backend": self.gpu_backend}} if self.use_gpu else {}
 
+    @property
+    def pushes_tensors(self) -> bool:
+        return self.use_gpu
+
     def export_dir(self, checkpoint_dir: Path, experiment_id: str) -> Path:
         return memory_staging_dir(experiment_id)
 
@@ -150,38 +161,34 @@ class MemoryTransport(WeightTransport):
         install_safetensors(model_dir, serve_dir)
         reload_from_serve_dir(llm)
 
-    def push_module(self, engine_names: list[str], module: torch.nn.Module, version: int) -> float:
-        """GPU: stream `module`'s parameters into the running vLLM workers as `version`.
+    def push_module(self, engine_actors: Sequence[Any], module: torch.nn.Module, version: int) -> WeightsHandle:
+        """GPU, inside the trainer's process: stream `module`'s parameters into the running vLLM workers.
 
         Uses vLLM's weight-transfer API: the engine actors expose init_weight_transfer_engine /
-        start_weight_update / update_weights / finish_weight_update / update_weight_version, which
-        vLLM's RayVLLMWeightSyncClient drives; the trainer-side engine sends the tensors.
+        start_weight_update / update_weights / finish_weight_update, which vLLM's
+        RayVLLMWeightSyncClient drives; the trainer-side engine sends the tensors. The engines then
+        load the returned handle, which only stamps the version.
         """
         if not self.use_gpu:
-            raise RuntimeError("push_module needs GPUs; on CPU export safetensors and call send()")
-        import ray
+            raise RuntimeError("push_module needs GPUs; on CPU publish a folder of safetensors")
         from vllm.distributed.weight_transfer import (
             ModuleSource,
             RayVLLMWeightSyncClient,
             WeightTransferTrainerFactory,
         )
 
-        from backends.vllm_engine import get_engine
-
-        start = time.perf_counter()
-        key = (self.gpu_backend, tuple(engine_names), id(module))
+        key = (self.gpu_backend, tuple(id(a) for a in engine_actors), id(module))
         if key not in _TRAINER_ENGINES:  # the rendezvous (an NCCL group) is made once, then reused
-            client = RayVLLMWeightSyncClient([get_engine(n) for n in engine_names])
+            client = RayVLLMWeightSyncClient(list(engine_actors))
             _TRAINER_ENGINES[key] = (
                 client,
                 WeightTransferTrainerFactory.trainer_init(
-                    self._trainer_init_info(len(engine_names)), client=client, source=ModuleSource(module)
+                    self._trainer_init_info(len(engine_actors)), client=client, source=ModuleSource(module)
                 ),
             )
         _, trainer_engine = _TRAINER_ENGINES[key]
         trainer_engine.send_weights()  # start_weight_update, the tensors, finish_weight_update
-        ray.get([get_engine(n).update_weight_version.remote(str(version)) for n in engine_names])
-        return time.perf_counter() - start
+        return WeightsHandle(version=version, kind="pushed", location=self.sync_method)
 
     def _trainer_init_info(self, num_engines: int) -> Any:
         from vllm.distributed.weight_transfer.ipc_engine import IPCTrainerInitInfo

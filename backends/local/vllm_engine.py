@@ -1,13 +1,13 @@
-"""vLLM rollout engines: Ray actors that each own one `vllm.LLM`, plus their lifecycle helpers.
+"""vLLM rollout engines: Ray actors that each own one `vllm.LLM`, and their lifecycle helpers.
 
-Engines are named, detached actors in the Ray namespace "rft" (`{experiment_id}-rollout-{i}`): Prefect
-tasks look them up by name, never receive handles, and a retried flow finds the engines it started.
-On a cluster with GPUs each actor asks Ray for `tensor_parallel_size` GPUs; without GPUs the same actor
-runs vLLM's CPU build, with the machine's cores shared among the engines.
+Engines are named, detached actors (`{experiment_id}-rollout-{i}`, see `backends.local.policy`): Prefect
+tasks reach them through the policy, never through handles, and a retried flow finds the engines it
+started. On a cluster with GPUs each actor asks Ray for `tensor_parallel_size` GPUs; without GPUs the
+same actor runs vLLM's CPU build with the threads the policy gives it.
 
 Each engine serves its model from a folder of its own (/dev/shm/rft/<engine>/: tokenizer and config
 symlinked, weights linked or copied) so that a weight sync can replace the safetensors there and ask
-vLLM to reload them (see `backends.weight_sync`).
+vLLM to reload them (see `backends.local.weight_sync`).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from backends.local import ray_cluster
+from backends.local.weight_sync import SHM_ROOT, WeightTransport, make_transport
 from backends.models import resolve_model_path
-from backends.rollout import Messages, RolloutEngine, Sample, SamplingSettings
-from backends.weight_sync import SHM_ROOT, WeightTransport, make_transport
+from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
+from backends.weights import WeightsHandle
 
 logger = logging.getLogger(__name__)
-
-RAY_NAMESPACE = "rft"
 
 # Keep vLLM's per-request INFO lines and progress bars out of the flow logs.
 QUIET_ENV = {
@@ -49,16 +49,15 @@ class EngineSettings:
     seed: int = 42
     enforce_eager: bool = True
     enable_prefix_caching: bool = False
-    custom_chat_template: str | None = None
     sync_method: str = "checkpoint"
 
     @classmethod
-    def from_config(cls, config: Any) -> EngineSettings:
+    def from_config(cls, config: Any, model_dir: str | None = None) -> EngineSettings:
         """From an `ExperimentConfig`: explorer.rollout_model, model and synchronizer sections."""
         rollout, model = config.explorer.rollout_model, config.model
         max_model_len = model.max_model_len or (model.max_prompt_tokens + model.max_response_tokens)
         return cls(
-            model_path=str(resolve_model_path(model.model_path)),
+            model_path=model_dir or str(resolve_model_path(model.model_path)),
             max_model_len=int(max_model_len),
             tensor_parallel_size=rollout.tensor_parallel_size,
             gpu_memory_utilization=rollout.gpu_memory_utilization,
@@ -67,7 +66,6 @@ class EngineSettings:
             seed=rollout.seed,
             enforce_eager=rollout.enforce_eager,
             enable_prefix_caching=rollout.enable_prefix_caching,
-            custom_chat_template=model.custom_chat_template,
             sync_method=config.synchronizer.sync_method,
         )
 
@@ -125,51 +123,46 @@ class VLLMEngine(RolloutEngine):
             **self.transport.llm_kwargs(),
         )
         self.start_seconds = time.perf_counter() - start
-        self.tokenizer = self.llm.get_tokenizer()
         self._version = 0
 
     # --- RolloutEngine -------------------------------------------------------------------------
 
-    def generate(self, prompts: list[Messages], sampling: SamplingSettings) -> list[list[Sample]]:
+    def generate(self, prompts: list[TokenIds], sampling: SamplingSettings) -> list[list[Sample]]:
         from vllm import SamplingParams, TokensPrompt
 
-        prompt_ids = [self.encode_chat(chat) for chat in prompts]
         params = SamplingParams(
             n=sampling.n,
             temperature=sampling.temperature,
             top_p=sampling.top_p,
             top_k=sampling.top_k,
             max_tokens=sampling.max_tokens,
+            min_tokens=sampling.min_tokens,
             seed=sampling.seed,
+            stop_token_ids=list(sampling.stop_token_ids) or None,
             logprobs=0,  # the sampled token's own logprob only
         )
-        outputs = self.llm.generate(
-            [TokensPrompt(prompt_token_ids=ids) for ids in prompt_ids], params, use_tqdm=False
-        )
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for ids in prompts], params, use_tqdm=False)
         results: list[list[Sample]] = []
-        for ids, request in zip(prompt_ids, outputs, strict=True):
+        for ids, request in zip(prompts, outputs, strict=True):
             samples = []
             for completion in request.outputs:
                 tokens = list(completion.token_ids)
                 logprobs = [step[token].logprob for token, step in zip(tokens, completion.logprobs or [])]
                 if len(logprobs) != len(tokens):
                     raise RuntimeError(f"{self.name}: vLLM returned {len(logprobs)} logprobs for {len(tokens)} tokens")
-                samples.append(
-                    Sample(
-                        prompt_token_ids=list(ids),
-                        response_token_ids=tokens,
-                        logprobs=logprobs,
-                        text=completion.text,
-                        finish_reason=str(completion.finish_reason),
-                    )
-                )
+                samples.append(Sample(list(ids), tokens, logprobs, str(completion.finish_reason), completion.text))
             results.append(samples)
         return results
 
-    def load_weights_from(self, model_dir: str, version: int) -> float:
+    def load_weights(self, weights: WeightsHandle) -> float:
         start = time.perf_counter()
-        self.transport.apply(self.llm, self.serve_dir, Path(model_dir))
-        self._version = version
+        if weights.kind == "folder":
+            self.transport.apply(self.llm, self.serve_dir, Path(weights.location))
+        elif weights.kind == "pushed":  # the trainer streamed the tensors in already (GPU)
+            self.llm.update_weight_version(str(weights.version))
+        else:
+            raise ValueError(f"{self.name}: a vLLM engine cannot load {weights.kind!r} weights ({weights.location})")
+        self._version = weights.version
         return time.perf_counter() - start
 
     def model_version(self) -> int:
@@ -185,21 +178,11 @@ class VLLMEngine(RolloutEngine):
             "tensor_parallel_size": self.settings.tensor_parallel_size,
             "sync_method": self.transport.sync_method,
             "start_seconds": round(self.start_seconds, 2),
+            "omp_threads": os.environ.get("OMP_NUM_THREADS"),
             "omp_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND"),
         }
 
     # --- helpers -------------------------------------------------------------------------------
-
-    def encode_chat(self, chat: Messages) -> list[int]:
-        """Prompt token ids: the model's chat template (or custom_chat_template) + generation prompt."""
-        text = self.tokenizer.apply_chat_template(
-            chat,
-            chat_template=self.settings.custom_chat_template,
-            add_generation_prompt=True,
-            tokenize=False,
-        )
-        # The template already wrote the special tokens (BOS, <|im_start|>...) as text.
-        return self.tokenizer.encode(text, add_special_tokens=False)
 
     def ready(self) -> dict[str, Any]:
         return self.info()
@@ -235,88 +218,28 @@ class VLLMEngine(RolloutEngine):
         self.llm.finish_weight_update()
         self.llm.reset_prefix_cache()
 
-    def update_weight_version(self, version: str) -> None:
-        self.llm.update_weight_version(version)
-        self._version = int(version)
-
 
 # --- lifecycle ---------------------------------------------------------------------------------
 
 
-def connect_ray(ray_address: str = "auto") -> None:
-    """Join the Ray cluster at `ray_address`; "auto" joins a running one, else starts a local one."""
-    import ray
+def start_engine_actors(settings: EngineSettings, names: list[str], threads: int | None, gpus: int) -> None:
+    """Start (or find, after a retry) the named engines and wait until they answer.
 
-    if ray.is_initialized():
-        return
-    common: dict[str, Any] = {
-        "namespace": RAY_NAMESPACE,
-        "log_to_driver": False,
-        "logging_level": logging.WARNING,
-    }
-    if ray_address == "auto":
-        try:
-            ray.init(address="auto", **common)
-            return
-        except ConnectionError:
-            pass  # no cluster running: start a local one below
-        ray_address = "local"
-    if ray_address == "local":
-        # A private single-node cluster: no dashboard, whose processes would take CPU from the run.
-        ray.init(address="local", include_dashboard=False, **common)
-    else:
-        ray.init(address=ray_address, **common)
-
-
-def cluster_has_gpus() -> bool:
-    import ray
-
-    return ray.cluster_resources().get("GPU", 0) > 0
-
-
-def _cpu_engine_env(engine_num: int) -> dict[str, str]:
-    """Threads for vLLM's CPU worker; a user's own OMP_NUM_THREADS / VLLM_* variables win.
-
-    The engine core runs in the actor's own process (no busy-polling sibling process on few cores),
-    and there vLLM binds no threads itself (its VLLM_CPU_OMP_THREADS_BIND applies to its
-    multiprocessing executor only): torch uses OMP_NUM_THREADS, which Ray sets to 1 in every actor.
-    Measured on the 2-core machine, 8x128 sampling: 1 thread 68-76 tok/s, 2 threads 87-103 tok/s.
-    The engines share the cores evenly; in sync mode the trainer is idle while they sample.
+    `gpus` per engine (0 on CPU); `threads`: OMP threads of a CPU engine (Ray pins actors to one).
     """
-    threads = max((os.cpu_count() or 1) // engine_num, 1)
-    env = {
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(threads)),
-        "VLLM_ENABLE_V1_MULTIPROCESSING": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0"),
-    }
-    for name in ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU"):
-        if name in os.environ:
-            env[name] = os.environ[name]
-    return env
-
-
-def engine_names(experiment_id: str, engine_num: int) -> list[str]:
-    return [f"{experiment_id}-rollout-{i}" for i in range(engine_num)]
-
-
-def start_engines(settings: EngineSettings, engine_num: int, experiment_id: str) -> list[str]:
-    """Start (or find, after a retry) `engine_num` named engines; returns their names once ready."""
     import ray
 
-    use_gpu = cluster_has_gpus()
-    make_transport(settings.sync_method, use_gpu)  # fail before starting anything
     env = dict(QUIET_ENV)
-    if use_gpu:
-        options: dict[str, Any] = {"num_gpus": settings.tensor_parallel_size, "num_cpus": 1}
+    options: dict[str, Any] = {"num_cpus": 1}  # one CPU of Ray's bookkeeping per engine
+    if gpus:
+        options["num_gpus"] = gpus
     else:
-        # One CPU of Ray's bookkeeping per engine; the engines' torch threads are set below.
-        options = {"num_cpus": 1}
-        env.update(_cpu_engine_env(engine_num))
+        env.update(_cpu_engine_env(threads))
     actor_cls = ray.remote(VLLMEngine)
-    names = engine_names(experiment_id, engine_num)
     handles = [
         actor_cls.options(
             name=name,
-            namespace=RAY_NAMESPACE,
+            namespace=ray_cluster.NAMESPACE,
             lifetime="detached",
             get_if_exists=True,  # a retried flow reuses the running engine
             runtime_env={"env_vars": env},
@@ -325,55 +248,37 @@ def start_engines(settings: EngineSettings, engine_num: int, experiment_id: str)
         for name in names
     ]
     ray.get([h.ready.remote() for h in handles])
-    return names
 
 
-def get_engine(name: str) -> Any:
-    """The actor handle of a running engine, by name."""
+def _cpu_engine_env(threads: int | None) -> dict[str, str]:
+    """Threads for vLLM's CPU worker; a user's own OMP_NUM_THREADS / VLLM_* variables win.
+
+    The engine core runs in the actor's own process (no busy-polling sibling process on few cores),
+    and there vLLM binds no threads itself (its VLLM_CPU_OMP_THREADS_BIND applies to its
+    multiprocessing executor only): torch uses OMP_NUM_THREADS, which Ray sets to 1 in every actor.
+    Measured on the 2-core machine, 8x128 sampling: 1 thread 68-76 tok/s, 2 threads 87-103 tok/s.
+    """
+    env = {
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(threads or os.cpu_count() or 1)),
+        "VLLM_ENABLE_V1_MULTIPROCESSING": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0"),
+    }
+    for name in ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
+def stop_engine_actor(name: str) -> None:
+    """Stop one engine (vLLM's engine core first, then the actor) and free its serve folder."""
     import ray
 
     try:
-        return ray.get_actor(name, namespace=RAY_NAMESPACE)
-    except ValueError as err:
-        raise LookupError(f"no rollout engine named {name!r} in Ray namespace {RAY_NAMESPACE!r}") from err
-
-
-def engine_alive(name: str, timeout_s: float = 60.0) -> bool:
-    """Whether the named engine exists and answers."""
-    import ray
-
+        handle = ray_cluster.get_actor(name)
+    except LookupError:
+        return
     try:
-        ray.get(get_engine(name).model_version.remote(), timeout=timeout_s)
-        return True
-    except (LookupError, ray.exceptions.RayError):
-        return False
-
-
-def list_engines(experiment_id: str) -> list[str]:
-    from ray.util import list_named_actors
-
-    prefix = f"{experiment_id}-rollout-"
-    return sorted(
-        a["name"]
-        for a in list_named_actors(all_namespaces=True)
-        if a["namespace"] == RAY_NAMESPACE and a["name"].startswith(prefix)
-    )
-
-
-def stop_engines(experiment_id: str) -> list[str]:
-    """Kill every engine of the experiment (safe to call twice, or when none were started)."""
-    import ray
-
-    names = list_engines(experiment_id)
-    for name in names:
-        try:
-            handle = get_engine(name)
-        except LookupError:
-            continue
-        try:
-            ray.get(handle.shutdown.remote(), timeout=30)
-        except Exception:  # a dead or stuck engine: kill it anyway
-            logger.warning("engine %s did not shut down cleanly; killing it", name)
-        ray.kill(handle, no_restart=True)
-        shutil.rmtree(SHM_ROOT / name, ignore_errors=True)
-    return names
+        ray.get(handle.shutdown.remote(), timeout=30)
+    except Exception:  # a dead or stuck engine: kill it anyway
+        logger.warning("engine %s did not shut down cleanly; killing it", name)
+    ray.kill(handle, no_restart=True)
+    shutil.rmtree(SHM_ROOT / name, ignore_errors=True)

@@ -1,0 +1,37 @@
+"""A RolloutEngine that forwards to a vLLM engine actor (what workflows and transports hold)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+
+from backends.local import ray_cluster
+from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
+from backends.weights import WeightsHandle
+
+
+class EngineClient(RolloutEngine):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.actor = ray_cluster.get_actor(name)
+
+    def generate(self, prompts: list[TokenIds], sampling: SamplingSettings) -> list[list[Sample]]:
+        return ray.get(self.actor.generate.remote(prompts, sampling))
+
+    def load_weights(self, weights: WeightsHandle) -> float:
+        return ray.get(self.actor.load_weights.remote(weights))
+
+    def model_version(self) -> int:
+        return ray.get(self.actor.model_version.remote())
+
+    def info(self) -> dict[str, Any]:
+        return ray.get(self.actor.info.remote())
+
+    def alive(self, timeout_s: float = 60.0) -> bool:
+        """Whether the actor answers (a dead engine raises RayActorError, a stuck one times out)."""
+        try:
+            ray.get(self.actor.model_version.remote(), timeout=timeout_s)
+            return True
+        except ray.exceptions.RayError:
+            return False

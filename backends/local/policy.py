@@ -1,0 +1,171 @@
+"""The local policy: vLLM engines and a trainer actor (torch or veRL), named Ray actors of the experiment.
+
+    {experiment_id}-rollout-{i}   a vLLM engine (backends.local.vllm_engine)
+    {experiment_id}-trainer       the trainer (backends.local.trainer_actor, any TrainerBackend)
+
+Resources are decided here, from the config and the cluster: GPUs per engine and for the trainer, and
+on CPU how the cores are shared — all of them to each side when explorer and trainer take turns
+(sync_offset 0), a share each when they overlap.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+from backends.local import ray_cluster, trainer_actor, vllm_engine
+from backends.local.engine_client import EngineClient
+from backends.local.weight_sync import WeightTransport, make_transport, remove_shared_memory
+from backends.policy import Policy
+from checkpointing import layout
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ResourcePlan:
+    """What each actor asks Ray for, and the CPU threads it computes with."""
+
+    engine_gpus: int  # per engine (tensor_parallel_size), 0 on CPU
+    engine_threads: int  # OMP threads of each CPU engine
+    trainer_gpus: int
+    trainer_cpus: float  # Ray CPUs the trainer reserves: 0 while it takes turns with the engines
+    trainer_threads: int
+
+
+def plan_resources(config, cluster: dict[str, float], cores: int | None = None) -> ResourcePlan:  # noqa: ANN001
+    """Devices and threads of the engines and the trainer, from the config and the cluster's totals."""
+    rollout = config.explorer.rollout_model
+    cores = cores or os.cpu_count() or 1
+    gpus = int(cluster.get("GPU", 0))
+    overlap = config.synchronizer.sync_offset > 0  # explore of step N+1 runs while step N trains
+    if overlap:  # neither side may claim every core
+        trainer_threads = max(cores // 2, 1)
+        engine_threads = max((cores - trainer_threads) // rollout.engine_num, 1)
+    else:
+        trainer_threads = cores
+        engine_threads = max(cores // rollout.engine_num, 1)
+    return ResourcePlan(
+        engine_gpus=rollout.tensor_parallel_size if gpus else 0,
+        engine_threads=engine_threads,
+        trainer_gpus=1 if gpus else 0,
+        trainer_cpus=1.0 if overlap and not gpus else 0.0,
+        trainer_threads=trainer_threads,
+    )
+
+
+class LocalPolicy(Policy):
+    """vLLM engines + a trainer actor on the Ray cluster of `cluster.ray_address`."""
+
+    @property
+    def engine_names(self) -> list[str]:
+        return [f"{self.experiment}-rollout-{i}" for i in range(self.config.explorer.rollout_model.engine_num)]
+
+    @property
+    def trainer_name(self) -> str:
+        return f"{self.experiment}-trainer"
+
+    # -- bring up ------------------------------------------------------------------------------
+
+    def connect(self) -> dict[str, float]:
+        return ray_cluster.connect(self.config.cluster.ray_address)
+
+    def check_requirements(self) -> list[str]:
+        config = self.config
+        gpus = ray_cluster.cluster_gpus()
+        reasons = []
+        if (config.cluster.gpu_per_node or 0) > 0:
+            reasons.append(f"cluster.gpu_per_node={config.cluster.gpu_per_node}")
+        if config.trainer.trainer_type == "verl":
+            reasons.append("trainer.trainer_type='verl' (FSDP on GPUs)")
+        if reasons and gpus == 0:
+            raise RuntimeError(
+                f"{config.project}/{config.name} needs GPUs ({', '.join(reasons)}), but the Ray cluster "
+                f"({config.cluster.ray_address}) has none. Run it from a worker of the rft-gpu work pool on a GPU "
+                "machine, or run the CPU recipe `gsm8k`."
+            )
+        self._transport()  # an impossible sync method fails here, before anything starts
+        from backends import registry
+
+        registry.trainer_class(config.trainer.trainer_type)  # an unbuilt trainer fails here too
+        plan = self.plan()
+        return [
+            f"{len(self.engine_names)} vLLM engine(s), {plan.engine_gpus} GPU(s) and {plan.engine_threads} CPU "
+            f"thread(s) each; trainer {config.trainer.trainer_type} with {plan.trainer_gpus} GPU(s), "
+            f"{plan.trainer_threads} thread(s)"
+        ]
+
+    def plan(self) -> ResourcePlan:
+        return plan_resources(self.config, {"GPU": float(ray_cluster.cluster_gpus())})
+
+    def start_engines(self, model_dir: str) -> list[str]:
+        plan = self.plan()
+        settings = vllm_engine.EngineSettings.from_config(self.config, model_dir)
+        vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus)
+        return self.engine_names
+
+    def start_trainer(self, model_dir: str, total_steps: int) -> str:
+        plan = self.plan()
+        trainer_actor.start_trainer_actor(
+            self.trainer_name, self.config.model_dump_json(), model_dir, total_steps,
+            threads=plan.trainer_threads, cpus=plan.trainer_cpus, gpus=plan.trainer_gpus,
+        )
+        return self.trainer_name
+
+    # -- use -----------------------------------------------------------------------------------
+
+    @property
+    def trainer(self) -> trainer_actor.TrainerClient:
+        return trainer_actor.TrainerClient(self.trainer_name)
+
+    def engines(self) -> list[EngineClient]:
+        return [EngineClient(name) for name in self.engine_names]
+
+    def sync(self, version: int) -> dict[str, float]:
+        return self._sync_into(self.engines(), version)
+
+    def revive(self) -> list[str]:
+        dead = [name for name in self.engine_names if not self._alive(name)]
+        if not dead:
+            return []
+        logger.warning("rollout engines %s died: starting them again", ", ".join(dead))
+        plan = self.plan()
+        settings = vllm_engine.EngineSettings.from_config(self.config)
+        vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus)
+        version = self.trainer.global_step
+        if version:  # the revived engines serve what the others serve: the trainer's current weights
+            self._sync_into([EngineClient(name) for name in dead], version)
+        return dead
+
+    def release(self) -> None:
+        if ray_cluster.is_connected():
+            for name in ray_cluster.actor_names(f"{self.experiment}-rollout-"):
+                vllm_engine.stop_engine_actor(name)
+            trainer_actor.stop_trainer_actor(self.trainer_name)
+        remove_shared_memory(self.experiment)  # the weights are in the checkpoints; RAM is not kept for them
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _transport(self) -> WeightTransport:
+        rollout = self.config.explorer.rollout_model
+        return make_transport(self.config.synchronizer.sync_method, ray_cluster.cluster_gpus() > 0, rollout.tensor_parallel_size)
+
+    def _sync_into(self, engines: list[EngineClient], version: int) -> dict[str, float]:
+        started = time.perf_counter()
+        transport = self._transport()
+        if transport.pushes_tensors:
+            weights = self.trainer.push_weights(transport, [e.actor for e in engines], version)
+        else:
+            folder = transport.export_dir(layout.sync_dir(self.config.experiment_dir.resolve()), self.experiment)
+            weights = self.trainer.publish_weights(version, folder)
+        exported = time.perf_counter() - started
+        transport.send(engines, weights)
+        return {"time/sync_s": time.perf_counter() - started, "sync/export_s": exported, "sync/model_version": float(version)}
+
+    def _alive(self, name: str) -> bool:
+        try:
+            return EngineClient(name).alive()
+        except LookupError:
+            return False

@@ -1,0 +1,126 @@
+"""The trainer runs in a named Ray actor, so every Prefect task of a run finds the same live model.
+
+`TrainerActor` hosts any `TrainerBackend` (chosen by `trainer.trainer_type`, see backends.registry);
+`TrainerClient` is the same interface on the driver side, forwarding each call to the actor.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from backends import registry
+from backends.local import ray_cluster
+from backends.trainer import TrainerBackend
+from backends.weights import WeightsHandle
+from buffer.experience import Experience
+
+
+class TrainerActor:
+    """Instantiated by Ray (see `start_trainer_actor`)."""
+
+    def __init__(self, config_json: str, model_dir: str, total_steps: int, num_threads: int) -> None:
+        import torch
+
+        from schemas import ExperimentConfig
+
+        # Ray pins actors to OMP_NUM_THREADS=1; the policy decides how many threads training gets.
+        os.environ["OMP_NUM_THREADS"] = str(num_threads)
+        torch.set_num_threads(num_threads)
+        config = ExperimentConfig.model_validate_json(config_json)
+        self.backend: TrainerBackend = registry.trainer_class(config.trainer.trainer_type)(
+            config, Path(model_dir), total_steps
+        )
+
+    def train_step(self, batch: list[Experience]) -> dict[str, float]:
+        return self.backend.train_step(batch)
+
+    def logprobs(self, batch: list[Experience]) -> list[list[float]]:
+        return self.backend.logprobs(batch)
+
+    def publish_weights(self, version: int, folder: str | None) -> WeightsHandle:
+        return self.backend.publish_weights(version, Path(folder) if folder else None)
+
+    def push_weights(self, transport: Any, engine_actors: Sequence[Any], version: int) -> WeightsHandle:
+        """GPU: stream the module's tensors into the engines (transport.push_module) from this process."""
+        module = getattr(self.backend, "model", None)
+        if module is None:
+            raise NotImplementedError(f"{type(self.backend).__name__} has no module to push; use sync_method checkpoint")
+        return transport.push_module(engine_actors, module, version)
+
+    def save_checkpoint(self, path: str) -> None:
+        self.backend.save_checkpoint(Path(path))
+
+    def load_checkpoint(self, path: str) -> None:
+        self.backend.load_checkpoint(Path(path))
+
+    def global_step(self) -> int:
+        return self.backend.global_step
+
+    def ping(self) -> dict[str, Any]:
+        import torch
+
+        return {"pid": os.getpid(), "global_step": self.backend.global_step, "threads": torch.get_num_threads()}
+
+
+class TrainerClient(TrainerBackend):
+    """The trainer actor, called as a TrainerBackend."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.actor = ray_cluster.get_actor(name)
+
+    def train_step(self, batch: list[Experience]) -> dict[str, float]:
+        return ray.get(self.actor.train_step.remote(batch))
+
+    def logprobs(self, batch: list[Experience]) -> list[list[float]]:
+        return ray.get(self.actor.logprobs.remote(batch))
+
+    def publish_weights(self, version: int, folder: Path | None) -> WeightsHandle:
+        return ray.get(self.actor.publish_weights.remote(version, str(folder) if folder else None))
+
+    def push_weights(self, transport: Any, engine_actors: Sequence[Any], version: int) -> WeightsHandle:
+        return ray.get(self.actor.push_weights.remote(transport, list(engine_actors), version))
+
+    def save_checkpoint(self, path: Path) -> None:
+        ray.get(self.actor.save_checkpoint.remote(str(path)))
+
+    def load_checkpoint(self, path: Path) -> None:
+        ray.get(self.actor.load_checkpoint.remote(str(path)))
+
+    @property
+    def global_step(self) -> int:
+        return ray.get(self.actor.global_step.remote())
+
+    def ping(self, timeout_s: float | None = None) -> dict[str, Any]:
+        return ray.get(self.actor.ping.remote(), timeout=timeout_s)
+
+
+def start_trainer_actor(
+    name: str, config_json: str, model_dir: str, total_steps: int, *, threads: int, cpus: float, gpus: int
+) -> None:
+    """Start (or find, on a retried run) the trainer actor and wait until its model is loaded."""
+    try:
+        ray_cluster.get_actor(name)
+        return
+    except LookupError:
+        pass
+    ray.remote(TrainerActor).options(
+        name=name,
+        namespace=ray_cluster.NAMESPACE,
+        lifetime="detached",
+        num_cpus=cpus,
+        num_gpus=gpus,
+    ).remote(config_json, model_dir, total_steps, threads)
+    TrainerClient(name).ping()  # surface a failed start here, not at the first step
+
+
+def stop_trainer_actor(name: str) -> None:
+    try:
+        ray.kill(ray_cluster.get_actor(name))
+    except LookupError:
+        pass

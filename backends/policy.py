@@ -1,0 +1,90 @@
+"""The policy of an experiment: its trainer and its rollout engines, wherever they run.
+
+Tasks talk to a `Policy` and to nothing else. `policy_for(config)` is cheap and stateless: it builds
+a handle that finds the experiment's running parts by name (Ray actors) or by address (a service),
+so no handle crosses Prefect and a retried task finds what an earlier attempt started.
+
+    local (backends.local.policy):   vLLM engines + a trainer actor (torch or veRL) on Ray
+    tinker (backends.tinker.policy): one Tinker service for training and sampling
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+from backends import registry
+from backends.rollout import RolloutEngine
+from backends.trainer import TrainerBackend
+
+if TYPE_CHECKING:
+    from schemas import ExperimentConfig
+
+
+def experiment_id(config: ExperimentConfig) -> str:
+    """A name-safe id of the experiment (actor and folder names are derived from it)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{config.project}-{config.name}").strip("-")
+
+
+class Policy(ABC):
+    """Start, train, sample, sync, revive, release: everything a run does with its model."""
+
+    def __init__(self, config: ExperimentConfig) -> None:
+        self.config = config
+        self.experiment = experiment_id(config)
+
+    # -- bring up ------------------------------------------------------------------------------
+
+    @abstractmethod
+    def connect(self) -> dict[str, float]:
+        """Join the compute the policy runs on (a Ray cluster, a service); returns its resources."""
+
+    @abstractmethod
+    def check_requirements(self) -> list[str]:
+        """Fail (raise) before anything starts when the compute lacks what the config needs; returns
+        lines worth logging (which devices, where a key came from — never a secret)."""
+
+    @abstractmethod
+    def start_engines(self, model_dir: str) -> list[str]:
+        """Start the rollout engines (or find them running); returns their names."""
+
+    @abstractmethod
+    def start_trainer(self, model_dir: str, total_steps: int) -> str:
+        """Start the trainer (or find it running); returns its name."""
+
+    # -- use -----------------------------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def trainer(self) -> TrainerBackend:
+        """The running trainer."""
+
+    @abstractmethod
+    def engines(self) -> list[RolloutEngine]:
+        """The running rollout engines."""
+
+    @abstractmethod
+    def sync(self, version: int) -> dict[str, float]:
+        """The trainer publishes its weights as `version` and every engine loads them; returns metrics."""
+
+    @abstractmethod
+    def revive(self) -> list[str]:
+        """Start again the engines that died, serving the trainer's current weights; returns their names."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """Stop everything the experiment started (safe when nothing was started)."""
+
+    def describe(self) -> dict[str, Any]:
+        """What runs where, for logs: the policy kind and the chosen trainer and rollout kinds."""
+        return {
+            "policy": type(self).__name__,
+            "trainer": self.config.trainer.trainer_type,
+            "rollout": self.config.explorer.rollout_model.engine_type,
+        }
+
+
+def policy_for(config: ExperimentConfig) -> Policy:
+    """The policy of `config`: its rollout engine type decides where it lives."""
+    return registry.policy_class(config.explorer.rollout_model.engine_type)(config)

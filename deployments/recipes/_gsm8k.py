@@ -1,0 +1,32 @@
+"""GSM8K task sets as every GSM8K recipe uses them; not a recipe itself.
+
+The embedded default reads the bundled copy (`data/gsm8k`); GPU and service recipes read the hub's
+`openai/gsm8k` (config `main`).
+"""
+
+from __future__ import annotations
+
+from schemas import ExplorerInput, FormatConfig, GenerationConfig, TasksetConfig
+
+GSM8K_FORMAT = FormatConfig(prompt_key="question", response_key="answer")
+HUB = {"path": "openai/gsm8k", "subset_name": "main"}
+BUNDLED = {"path": "data/gsm8k"}
+
+
+def gsm8k_input(source: dict[str, str], eval_split: str = "test", eval_temperature: float | None = 0.0,
+                eval_repeat_times: int | None = None) -> ExplorerInput:
+    """The train split sampled at temperature 1 (math_workflow), and `eval_split` for evaluation."""
+    eval_args = {"rollout_args": GenerationConfig(temperature=eval_temperature)} if eval_temperature is not None else {}
+    return ExplorerInput(
+        taskset=TasksetConfig(
+            name="gsm8k", **source, split="train", format=GSM8K_FORMAT,
+            rollout_args=GenerationConfig(temperature=1.0), default_workflow_type="math_workflow",
+        ),
+        eval_tasksets=[
+            TasksetConfig(
+                name="gsm8k-eval", **source, split=eval_split, format=GSM8K_FORMAT, **eval_args,
+                default_workflow_type="math_workflow",
+                **({"repeat_times": eval_repeat_times} if eval_repeat_times is not None else {}),
+            )
+        ],
+    )

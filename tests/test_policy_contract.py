@@ -1,0 +1,125 @@
+"""The backend contract against the local policy (vLLM CPU engines + the torch trainer on Ray), and
+two stage flows of one experiment running at once under a parent flow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.context import FlowRunContext
+
+from backends.local.policy import LocalPolicy, plan_resources
+from backends.models import resolve_model_path
+from backends.policy import Policy, policy_for
+from deployments import load_recipe
+from schemas import ExperimentConfig
+from tests import policy_contract
+from workflows.render import ChatRenderer, renderer_for
+
+
+def test_the_policy_plans_resources_from_the_config() -> None:
+    config = load_recipe("smoke")
+    taking_turns = plan_resources(config, {"GPU": 0.0}, cores=8)
+    assert (taking_turns.engine_threads, taking_turns.trainer_threads, taking_turns.trainer_cpus) == (8, 8, 0.0)
+    overlapping = plan_resources(config.with_overrides({"synchronizer.sync_offset": 1}), {"GPU": 0.0}, cores=8)
+    assert overlapping.engine_threads + overlapping.trainer_threads == 8  # neither side takes every core
+    two_engines = plan_resources(config.with_overrides({"explorer.rollout_model.engine_num": 2}), {"GPU": 0.0}, cores=8)
+    assert two_engines.engine_threads == 4
+    on_gpus = plan_resources(config, {"GPU": 2.0}, cores=8)
+    assert (on_gpus.engine_gpus, on_gpus.trainer_gpus) == (1, 1)
+    assert isinstance(policy_for(config), LocalPolicy)
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExperimentConfig, Policy]]:
+    import ray
+
+    config = load_recipe("smoke").with_overrides({
+        "name": "contract",
+        "checkpoint_root_dir": str(tmp_path_factory.mktemp("contract")),
+        "cluster.ray_address": "local",
+        "algorithm.optimizer.lr": 1e-4,  # the contract trains toward a target answer in a few steps
+        "algorithm.optimizer.weight_decay": 0.0,
+    })
+    policy = policy_for(config)
+    policy.connect()
+    model_dir = str(resolve_model_path(config.model.model_path))
+    try:
+        policy.start_engines(model_dir)
+        policy.start_trainer(model_dir, total_steps=100)
+        yield config, policy
+    finally:
+        policy.release()
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def renderer() -> ChatRenderer:
+    return renderer_for(load_recipe("smoke").model.model_path)
+
+
+@pytest.mark.slow
+def test_contract_train_step_changes_logprobs(local: tuple[ExperimentConfig, Policy], renderer: ChatRenderer) -> None:
+    policy_contract.check_train_step_changes_logprobs(local[1], renderer)
+
+
+@pytest.mark.slow
+def test_contract_checkpoint_round_trip(local: tuple[ExperimentConfig, Policy], renderer: ChatRenderer, tmp_path: Path) -> None:
+    policy_contract.check_checkpoint_round_trip(local[1], renderer, tmp_path / "actor")
+
+
+@pytest.mark.slow
+def test_contract_published_weights_change_samples(local: tuple[ExperimentConfig, Policy], renderer: ChatRenderer) -> None:
+    policy_contract.check_published_weights_change_samples(local[1], renderer)
+
+
+@pytest.mark.slow
+def test_two_stage_flows_run_at_once_under_one_parent(local: tuple[ExperimentConfig, Policy]) -> None:
+    """Explore of step 2 while step 1 trains: both are child flow runs of the parent, and both are
+    running at the same moment (each waits, once running, until the other is running too)."""
+    import asyncio
+    import threading
+
+    from flows.concurrent import run_concurrently
+    from flows.explore import explore
+    from flows.stage import stage_flows_without_heartbeats
+    from flows.train import train
+
+    config = local[0]
+    both_running = threading.Barrier(2)
+    met: list[str] = []
+
+    def meet(flow_: object, run: object, state: object) -> None:
+        both_running.wait(timeout=120)  # raises BrokenBarrierError when the other never runs meanwhile
+        met.append(run.name)
+
+    @flow(name="two-stages")
+    def parent() -> tuple[str, list[dict]]:
+        with stage_flows_without_heartbeats():
+            explore(config, 1)
+            results = run_concurrently(
+                lambda: train.with_options(on_running=[meet])(config, 1),
+                lambda: explore.with_options(on_running=[meet])(config, 2),
+            )
+        return str(FlowRunContext.get().flow_run.id), results
+
+    parent_id, (trained, explored) = parent()
+    assert "train/loss" in trained and explored["explore/experiences"] == 4
+    assert len(met) == 2, "the two stage flows never ran at the same time"
+
+    async def children() -> list:
+        async with get_client() as client:
+            kids = []
+            for run in await client.read_flow_runs():
+                if run.parent_task_run_id is not None:
+                    task_run = await client.read_task_run(run.parent_task_run_id)
+                    if str(task_run.flow_run_id) == parent_id:
+                        kids.append(run)
+            return kids
+
+    kids = asyncio.run(children())
+    assert sorted(k.name for k in kids) == sorted([*met, next(k.name for k in kids if k.name not in met)])
+    assert len(kids) == 3 and all(k.state.is_completed() for k in kids)

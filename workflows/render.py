@@ -1,0 +1,62 @@
+"""Chat messages ↔ token ids: the one place the chat template is applied.
+
+Engines take token ids; workflows render their chats here once, and the ids are what experiences
+keep, so a multi-turn trajectory continues from its exact tokens.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+from backends.models import resolve_model_path
+from backends.rollout import TokenIds
+
+Messages = list[dict[str, Any]]  # an OpenAI-style chat: [{"role": ..., "content": ...}, ...]
+# Runner threads share one tokenizer; a fast tokenizer's state is not safe to touch from two at once.
+_LOCK = threading.Lock()
+
+
+class ChatRenderer:
+    """A tokenizer and its chat template (the model's own, or `model.custom_chat_template`)."""
+
+    def __init__(self, tokenizer: Any, chat_template: str | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.chat_template = chat_template
+
+    def render(self, messages: Messages, *, add_generation_prompt: bool = True, tools: list[dict] | None = None) -> TokenIds:
+        """Prompt token ids of a chat, ending with the assistant's turn header when asked."""
+        # The template writes the special tokens (BOS, <|im_start|>...) as text.
+        return self.encode(self.text(messages, add_generation_prompt=add_generation_prompt, tools=tools))
+
+    def text(self, messages: Messages, *, add_generation_prompt: bool = True, tools: list[dict] | None = None) -> str:
+        """The chat as the template writes it."""
+        with _LOCK:
+            return self.tokenizer.apply_chat_template(
+                messages,
+                chat_template=self.chat_template,
+                add_generation_prompt=add_generation_prompt,
+                tools=tools,
+                tokenize=False,
+            )
+
+    def encode(self, text: str) -> TokenIds:
+        with _LOCK:
+            return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def decode(self, ids: TokenIds) -> str:
+        with _LOCK:
+            return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+@functools.lru_cache(maxsize=8)
+def _tokenizer(model: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model)
+
+
+def renderer_for(model_path: str, chat_template: str | None = None) -> ChatRenderer:
+    """The renderer of `model.model_path` (a local folder, the offline default, or a hub id)."""
+    return ChatRenderer(_tokenizer(str(resolve_model_path(model_path))), chat_template)
