@@ -37,7 +37,7 @@ _SCHEDULERS = {"constant": "constant_with_warmup", "cosine": "cosine"}
 
 class TorchTrainer(TrainerBackend):
     def __init__(self, config: ExperimentConfig, model_dir: Path, total_steps: int) -> None:
-        settings = config.trainer.torch
+        settings = config.trainer
         self.model_dir = Path(model_dir)
         if settings.num_threads:
             torch.set_num_threads(settings.num_threads)
@@ -197,7 +197,7 @@ class TorchTrainer(TrainerBackend):
     def _adds_nothing(self, exp: Experience) -> bool:
         """An experience whose every loss term is zero: advantage 0, and no KL or entropy term."""
         return (
-            self.config.trainer.torch.skip_zero_advantage
+            self.config.trainer.skip_zero_advantage
             and exp.advantage == 0.0
             and self.algorithm.policy_loss_fn in ZERO_ADVANTAGE_LOSSES
             and self.reference is None

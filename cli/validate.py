@@ -66,6 +66,8 @@ def validate(target: Target, set_: SetOption = None, allow_unsupported: AllowUns
         title = f"stage {i + 1}/{len(stages)}: {stage.name} (mode {stage.mode})"
         out.rule(title)
         out.print_json(json.dumps(stage.model_dump(mode="json")))
+        out.print(f"backend: trainer {stage.trainer.trainer_type!r}, rollout {stage.explorer.rollout_model.engine_type!r}"
+                  + "".join(f" ({why})" for path, why in stage.derived.items() if path == "trainer.trainer_type"))
         for warning in stage.warnings:
             err_console.print(f"[yellow]warning[/]: {warning}")
     out.print(f"[green]✓[/] {target}: valid ({len(stages)} stage{'s' if len(stages) > 1 else ''})")

@@ -14,12 +14,13 @@ from schemas.buffer import (
 )
 from schemas.cluster import ClusterConfig
 from schemas.experiment import ExperimentConfig, StageConfig
-from schemas.explorer import ExplorerConfig, InferenceModelConfig
-from schemas.model import LoRAConfig, ModelConfig, TinkerConfig
+from schemas.aliases import TrinityTinkerConfig
+from schemas.explorer import ExplorerConfig, InferenceModelConfig, TinkerSamplerConfig, VllmModelConfig
+from schemas.model import LoRAConfig, ModelConfig
 from schemas.monitor import MonitorConfig
 from schemas.overrides import UnknownSettingError, parse_set_args
 from schemas.synchronizer import SynchronizerConfig
-from schemas.trainer import TinkerTrainerConfig, TorchTrainerConfig, TrainerConfig
+from schemas.trainer import TinkerTrainerConfig, TorchTrainerConfig, TrainerConfig, VerlTrainerConfig
 
 __all__ = [
     "AlgorithmConfig",
@@ -42,11 +43,14 @@ __all__ = [
     "SynchronizerConfig",
     "TaskSelectorConfig",
     "TasksetConfig",
-    "TinkerConfig",
+    "TinkerSamplerConfig",
     "TinkerTrainerConfig",
     "TorchTrainerConfig",
     "TrainerConfig",
     "TrainerInput",
+    "TrinityTinkerConfig",
+    "VerlTrainerConfig",
+    "VllmModelConfig",
     "UnknownSettingError",
     "parse_set_args",
 ]

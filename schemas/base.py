@@ -9,9 +9,9 @@ Conventions used across `schemas/`:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 
 class Section(BaseModel):
@@ -22,6 +22,18 @@ class Section(BaseModel):
     def is_set(self, field: str) -> bool:
         """True when the user gave `field` (as opposed to a schema default or a derived value)."""
         return field in self.model_fields_set
+
+
+class Variant(Section):
+    """One variant of a tagged union of sections: its tag (`TAG`, e.g. trainer_type) always counts as
+    set, so a dump of what the user set names the variant it came from."""
+
+    TAG: ClassVar[str]
+
+    @model_validator(mode="after")
+    def _tag_is_set(self) -> Variant:
+        self.__pydantic_fields_set__.add(self.TAG)
+        return self
 
 
 class ConfigRuleError(ValueError):

@@ -1,7 +1,8 @@
 """`ExperimentConfig`: one typed, validated description of a whole experiment, and its stages.
 
 Resolution (what validation does beyond field types), in order:
-1. Trinity aliases are normalised (warmup_style, online/offline, dynamic_by_*, tasksets, data_selector, sql).
+1. Trinity aliases are normalised (warmup_style, online/offline, dynamic_by_*, tasksets, data_selector, sql;
+   `model.tinker` onto the trainer and rollout choice, see `schemas.aliases`).
 2. `schemas.rules.apply_rules` fills what the user left unset — algorithm presets, function-argument
    defaults, token budgets, batch sizes, per-taskset defaults — and records each such value in
    `derived` as `{dotted.path: reason}`; contradictions raise one error listing every offending path;
@@ -22,6 +23,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from schemas.algorithm import AlgorithmConfig
+from schemas.aliases import ALIAS, apply_aliases, expand_override
 from schemas.base import ConfigRuleError, Section
 from schemas.buffer import BufferConfig
 from schemas.errors import error_items
@@ -32,12 +34,23 @@ from schemas.monitor import MonitorConfig
 from schemas.overrides import UnknownSettingError, check_path, set_path, strip_paths
 from schemas.rules import TRAINING_MODES, apply_rules
 from schemas.synchronizer import SynchronizerConfig
-from schemas.trainer import TrainerConfig
+from schemas.explorer import ENGINE_VARIANTS
+from schemas.trainer import TRAINER_VARIANTS, TrainerConfig, VerlTrainerConfig
 
 Mode = Literal["both", "explore", "train", "bench", "serve", "colocate"]
 SECTIONS = ("algorithm", "model", "cluster", "buffer", "explorer", "trainer", "synchronizer", "monitor")
-# Reasons starting with this prefix were set by stage resolution; they survive re-validation.
+# Reasons starting with these prefixes were set by stage resolution or an alias; they survive re-validation.
 STAGE_CHAIN = "stage chaining: "
+KEPT_REASONS = (STAGE_CHAIN, ALIAS)
+# Switching a backend drops the settings the new one does not have: {discriminator path: (section, variants)}
+DISCRIMINATORS = {
+    "trainer.trainer_type": ("trainer", TRAINER_VARIANTS),
+    "explorer.rollout_model.engine_type": ("explorer.rollout_model", ENGINE_VARIANTS),
+}
+
+
+def _kept(why: object) -> bool:
+    return str(why).startswith(KEPT_REASONS)
 
 
 class StageConfig(Section):
@@ -55,6 +68,11 @@ class StageConfig(Section):
     trainer: TrainerConfig | None = Field(None, description="Replaces the whole trainer section.")
     synchronizer: SynchronizerConfig | None = Field(None, description="Replaces the whole synchronizer section.")
     monitor: MonitorConfig | None = Field(None, description="Replaces the whole monitor section.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, data: Any) -> Any:
+        return apply_aliases(data, note=False) if isinstance(data, dict) else data
 
 
 class ExperimentConfig(Section):
@@ -74,7 +92,9 @@ class ExperimentConfig(Section):
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="Ray cluster and devices.")
     buffer: BufferConfig = Field(default_factory=BufferConfig, description="Batch sizes, task sets, experience buffer.")
     explorer: ExplorerConfig = Field(default_factory=ExplorerConfig, description="Rollout engines and evaluation.")
-    trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Training backend.")
+    trainer: TrainerConfig = Field(
+        default_factory=VerlTrainerConfig, description="Training backend: trainer_type torch, verl or tinker, and its settings."
+    )
     synchronizer: SynchronizerConfig = Field(
         default_factory=SynchronizerConfig, description="Weight sync from trainer to engines."
     )
@@ -102,11 +122,11 @@ class ExperimentConfig(Section):
         if not isinstance(data, dict):
             return data
         derived = data.get("derived") or {}
-        recomputable = [p for p, why in derived.items() if not str(why).startswith(STAGE_CHAIN)]
+        recomputable = [p for p, why in derived.items() if not _kept(why)]
         data = strip_paths(data, recomputable) if recomputable else dict(data)
-        data["derived"] = {p: why for p, why in derived.items() if str(why).startswith(STAGE_CHAIN)}
+        data["derived"] = {p: why for p, why in derived.items() if _kept(why)}
         data["warnings"] = []
-        return data
+        return apply_aliases(data)
 
     @model_validator(mode="after")
     def _resolve(self) -> ExperimentConfig:
@@ -130,27 +150,34 @@ class ExperimentConfig(Section):
     def user_data(self) -> dict[str, Any]:
         """What the user set (no schema defaults, no derived values), as plain data."""
         data = self.model_dump(mode="json", exclude_unset=True, exclude={"derived", "warnings"})
-        recomputable = [p for p, why in self.derived.items() if not why.startswith(STAGE_CHAIN)]
+        recomputable = [p for p, why in self.derived.items() if not _kept(why)]
         data = strip_paths(data, recomputable)
-        chained = {p: why for p, why in self.derived.items() if why.startswith(STAGE_CHAIN)}
-        if chained:
-            data["derived"] = chained
+        kept = {p: why for p, why in self.derived.items() if _kept(why)}
+        if kept:
+            data["derived"] = kept
         return data
 
     def with_overrides(self, overrides: dict[str, Any]) -> ExperimentConfig:
         """A new config with `{dotted.path: value}` applied to what the user set, then re-validated.
 
         Derived values are derived again (override `algorithm.algorithm_type` and the preset follows);
-        an unknown path raises `UnknownSettingError` naming it.
+        Trinity's alias paths (`model.tinker.enable`) are expanded; switching a backend
+        (`trainer.trainer_type`, `explorer.rollout_model.engine_type`) drops the settings the new one does
+        not have (noted in `derived`); an unknown path raises `UnknownSettingError` naming it.
         """
         data = self.user_data()
+        expanded: dict[str, Any] = {}
         for path, value in overrides.items():
             if path.split(".")[0] in ("derived", "warnings"):
                 raise UnknownSettingError(f"unknown setting {path!r}: {path.split('.')[0]} is an output, not a setting")
+            expanded |= expand_override(path, value)
+        for path, value in expanded.items():
             check_path(ExperimentConfig, path)
             set_path(data, path, value)
             if "derived" in data:
                 data["derived"].pop(path, None)
+            if path in DISCRIMINATORS:
+                _drop_foreign_settings(data, path, value)
         return ExperimentConfig.model_validate(data)
 
     def resolve_stages(self) -> list[ExperimentConfig]:
@@ -199,12 +226,26 @@ class ExperimentConfig(Section):
             configs.append(resolved)
             if resolved.mode in TRAINING_MODES:
                 last_trained, last_trained_name = resolved, stage.stage_name
-        if not problems and len(configs) > 1 and any(c.model.tinker.enable for c in configs):
-            problems.append(("stages", "multi-stage training with model.tinker.enable is not supported: the Tinker "
+        if not problems and len(configs) > 1 and any(c.trainer.trainer_type == "tinker" for c in configs):
+            problems.append(("stages", "multi-stage training with trainer_type 'tinker' is not supported: the Tinker "
                                        "adapter of one stage cannot seed the next; run the stages as separate experiments"))
         if problems:
             raise ConfigRuleError(problems)
         return configs
+
+
+def _drop_foreign_settings(data: dict[str, Any], path: str, kind: Any) -> None:
+    """After `path` switched a section's backend to `kind`: drop that section's settings `kind` lacks."""
+    section_path, variants = DISCRIMINATORS[path]
+    section: Any = data
+    for part in section_path.split("."):
+        section = section.get(part) if isinstance(section, dict) else None
+    variant = variants.get(kind)
+    if not isinstance(section, dict) or variant is None:
+        return  # an unknown kind: validation names it
+    for key in [k for k in section if k not in variant.model_fields]:
+        section.pop(key)
+        data.setdefault("derived", {})[f"{section_path}.{key}"] = f"{ALIAS}dropped: not a setting of {path.rsplit('.', 1)[-1]} {kind!r}"
 
 
 def _prefixed(exc: ValidationError, prefix: str, stage_name: str) -> list[tuple[str, str]]:

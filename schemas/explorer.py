@@ -1,22 +1,40 @@
-"""`explorer`: rollout engines and the runners that execute workflows."""
+"""`explorer`: rollout engines and the runners that execute workflows.
+
+`rollout_model` (and each auxiliary model) is a discriminated union on `engine_type` (Trinity's
+name): vLLM engines with their settings, or Tinker's sampler, which has none of vLLM's.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, ClassVar, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from schemas.base import Section
+from schemas.base import Section, Variant
+
+ENGINE_TYPES = ("vllm", "tinker")
+DEFAULT_ENGINE_TYPE = "vllm"
 
 
-class InferenceModelConfig(Section):
-    """An inference engine group (vLLM on Ray actors, or Tinker sampling)."""
+class InferenceBase(Variant):
+    """Settings every rollout engine honours."""
+
+    TAG: ClassVar[str] = "engine_type"
 
     model_path: str | None = Field(
         None, description="Only for auxiliary models; the rollout model always serves model.model_path."
     )
-    engine_type: Literal["vllm", "tinker"] = Field("vllm", description="Engine implementation.")
     engine_num: int = Field(1, ge=1, description="Number of engines.")
+    seed: int = Field(42, description="Sampling seed.")
+    enable_thinking: bool = Field(False, description="Chat-template thinking mode (Qwen3).")
+    enable_history: bool = Field(False, description="Record request history (for workflows that need it).")
+    enable_openai_api: bool = Field(False, description="Expose an OpenAI-compatible API to workflows.")
+
+
+class VllmModelConfig(InferenceBase):
+    """vLLM engines, each a Ray actor (GPUs, or vLLM's CPU build)."""
+
+    engine_type: Literal["vllm"] = Field("vllm", description="vLLM engines.")
     tensor_parallel_size: int = Field(1, ge=1, description="GPUs per engine.")
     gpu_memory_utilization: float = Field(
         0.9, gt=0, le=1, description="Fraction of GPU memory (on CPU: of host RAM) the engine reserves."
@@ -29,13 +47,25 @@ class InferenceModelConfig(Section):
         "holds, which fails on small nodes.",
     )
     dtype: Literal["bfloat16", "float16", "float32", "auto"] = Field("bfloat16", description="Weights dtype.")
-    seed: int = Field(42, description="Sampling seed.")
     enforce_eager: bool = Field(False, description="Disable graph capture (faster start, needed on CPU).")
     enable_prefix_caching: bool = Field(True, description="Reuse KV cache of shared prompt prefixes.")
     enable_chunked_prefill: bool = Field(True, description="Chunk long prefills.")
-    enable_thinking: bool = Field(False, description="Chat-template thinking mode (Qwen3).")
-    enable_history: bool = Field(False, description="Record request history (for workflows that need it).")
-    enable_openai_api: bool = Field(False, description="Expose an OpenAI-compatible API to workflows.")
+
+
+class TinkerSamplerConfig(InferenceBase):
+    """Tinker's sampler: the weights the Tinker trainer publishes, sampled on the service."""
+
+    engine_type: Literal["tinker"] = Field("tinker", description="Tinker's sampling client.")
+
+
+InferenceModelConfig = Annotated[Union[VllmModelConfig, TinkerSamplerConfig], Field(discriminator="engine_type")]
+ENGINE_VARIANTS: dict[str, type[InferenceBase]] = {"vllm": VllmModelConfig, "tinker": TinkerSamplerConfig}
+
+
+def _default_engine_type(data: object) -> object:
+    if isinstance(data, dict) and "engine_type" not in data:
+        return {**data, "engine_type": DEFAULT_ENGINE_TYPE}
+    return data
 
 
 class ExplorerConfig(Section):
@@ -47,8 +77,20 @@ class ExplorerConfig(Section):
     eval_interval: int = Field(100, ge=1, description="Evaluate every this many explore steps.")
     eval_on_startup: bool = Field(True, description="Evaluate before the first step.")
     rollout_model: InferenceModelConfig = Field(
-        default_factory=InferenceModelConfig, description="Engines that serve the policy."
+        default_factory=VllmModelConfig, description="Engines that serve the policy (engine_type vllm or tinker)."
     )
     auxiliary_models: list[InferenceModelConfig] = Field(
         default_factory=list, description="Extra engines workflows may call (judges, teachers); model_path required."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_type_defaults_to_vllm(cls, data: object) -> object:
+        """Trinity's engine_type is optional (vllm); a tagged union needs the tag."""
+        if isinstance(data, dict):
+            data = dict(data)
+            if "rollout_model" in data:
+                data["rollout_model"] = _default_engine_type(data["rollout_model"])
+            if isinstance(data.get("auxiliary_models"), list):
+                data["auxiliary_models"] = [_default_engine_type(m) for m in data["auxiliary_models"]]
+        return data

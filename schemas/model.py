@@ -1,4 +1,4 @@
-"""`model`: the policy model, its context lengths, LoRA and the Tinker service."""
+"""`model`: the policy model, its context lengths and LoRA (Tinker's settings are the trainer's)."""
 
 from __future__ import annotations
 
@@ -19,20 +19,6 @@ class LoRAConfig(Section):
     target_modules: str | list[str] = Field(
         "all-linear", description="Modules that get adapters: 'all-linear' or a list of module names."
     )
-
-
-class TinkerConfig(Section):
-    """Train (and sample) through the Tinker service instead of local GPUs; it trains a LoRA."""
-
-    enable: bool = Field(False, description="Use Tinker for training and rollouts.")
-    base_model: str | None = Field(
-        None, description="Tinker base model name; None: model.model_path (derived)."
-    )
-    rank: int = Field(32, ge=1, description="LoRA rank Tinker trains.")
-    seed: int | None = Field(None, description="Seed of the Tinker training client; None: service default.")
-    train_mlp: bool = Field(True, description="Put adapters on MLP layers.")
-    train_attn: bool = Field(True, description="Put adapters on attention layers.")
-    train_unembed: bool = Field(True, description="Put an adapter on the unembedding (LM head).")
 
 
 class ModelConfig(Section):
@@ -60,6 +46,6 @@ class ModelConfig(Section):
     )
     min_response_tokens: int = Field(1, ge=0, description="Shortest response the engine generates.")
     lora_configs: list[LoRAConfig] | None = Field(
-        None, description="LoRA adapters to train (at most one); None: full fine-tuning. Ignored with Tinker."
+        None, description="LoRA adapters to train (at most one); None: full fine-tuning. Tinker trains its own "
+        "(trainer.rank)."
     )
-    tinker: TinkerConfig = Field(default_factory=TinkerConfig, description="Tinker service settings.")

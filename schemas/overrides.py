@@ -1,7 +1,7 @@
 """Dotted-path access to config data: `--set` parsing, override application, derived-value stripping.
 
 A path is dot-separated; list items are addressed by their index (`buffer.explorer_input.eval_tasksets.0.split`)
-and free-form dict fields (`*_args`, `workflow_args`, `trainer.verl`) accept any key below them.
+and free-form dict fields (`*_args`, `workflow_args`, `trainer.trainer_config`) accept any key below them.
 """
 
 from __future__ import annotations
@@ -49,11 +49,16 @@ def parse_set_args(items: list[str]) -> dict[str, Any]:
 
 
 def _unwrap(annotation: Any) -> Any:
-    """Strip Optional/Union-with-None and return the remaining annotation."""
+    """Strip Annotated and Optional/Union-with-None; a union of models (a tagged union of sections)
+    comes back as the tuple of its models."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
     origin = typing.get_origin(annotation)
     if origin in (Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        if len(models) > 1:
+            return tuple(models)
         if models:
             return models[0]
         return args[0] if len(args) == 1 else annotation
@@ -61,21 +66,25 @@ def _unwrap(annotation: Any) -> Any:
 
 
 def check_path(model_cls: type[BaseModel], path: str) -> None:
-    """Raise UnknownSettingError unless `path` names a setting of `model_cls` (or lies in a free dict)."""
+    """Raise UnknownSettingError unless `path` names a setting of `model_cls` (or lies in a free dict).
+    Below a tagged union of sections, a field of any variant passes (validation then checks the chosen one)."""
     parts = path.split(".")
     current: Any = model_cls
     walked: list[str] = []
     for part in parts:
         ann = _unwrap(current)
         origin = typing.get_origin(ann)
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            if part not in ann.model_fields:
+        if isinstance(ann, tuple) or (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            variants = ann if isinstance(ann, tuple) else (ann,)
+            owner = next((v for v in variants if part in v.model_fields), None)
+            if owner is None:
                 where = ".".join(walked) or "the experiment config"
+                fields = dict.fromkeys(f for v in variants for f in v.model_fields)
                 raise UnknownSettingError(
                     f"unknown setting {path!r}: {where} has no field {part!r}; "
-                    f"its fields: {', '.join(ann.model_fields)}"
+                    f"its fields: {', '.join(fields)}"
                 )
-            current = ann.model_fields[part].annotation
+            current = owner.model_fields[part].annotation
         elif origin in (list, tuple):
             if not part.isdigit():
                 raise UnknownSettingError(f"unknown setting {path!r}: {'.'.join(walked)} is a list; use an index")

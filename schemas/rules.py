@@ -171,31 +171,28 @@ def _model(r: Resolver) -> None:
 
 
 def _tinker_and_lora(r: Resolver) -> None:
+    """Tinker trains and samples on one service: its trainer and its sampler come together."""
     c = r.config
-    tinker = c.model.tinker
-    if not tinker.enable:
-        if c.trainer.trainer_type == "tinker":
-            r.error("trainer.trainer_type", "'tinker' needs model.tinker.enable: true")
-        if c.explorer.rollout_model.engine_type == "tinker":
-            r.error("explorer.rollout_model.engine_type", "'tinker' needs model.tinker.enable: true")
+    trains, samples = c.trainer.trainer_type == "tinker", c.explorer.rollout_model.engine_type == "tinker"
+    if trains and not samples and c.mode in EXPLORING_MODES:
+        r.error("explorer.rollout_model.engine_type",
+                f"{c.explorer.rollout_model.engine_type!r} cannot sample what trainer_type 'tinker' trains; use 'tinker' "
+                "(or set model.tinker.enable: true)")
+    if samples and not trains and c.mode in TRAINING_MODES:
+        r.error("explorer.rollout_model.engine_type",
+                f"'tinker' samples only weights trained by trainer_type 'tinker' (got {c.trainer.trainer_type!r})")
+    if not trains:
         return
     preset = ALGORITHM_PRESETS[c.algorithm.algorithm_type]
     if preset.compute_advantage_in_trainer or preset.use_critic:
         r.error("algorithm.algorithm_type",
                 f"{c.algorithm.algorithm_type!r} computes advantages in the trainer (critic/reference tensors), which "
-                "Tinker does not expose; with model.tinker.enable use grpo, gspo, opmd, cispo, topr, asymre or sft")
-    if tinker.base_model is None:
-        r.derive(tinker, "base_model", c.model.model_path, "model.tinker.base_model", "model.model_path")
+                "Tinker does not expose; with trainer_type 'tinker' use grpo, gspo, opmd, cispo, topr, asymre or sft")
+    if c.trainer.base_model is None:
+        r.derive(c.trainer, "base_model", c.model.model_path, "trainer.base_model", "model.model_path")
     if c.model.lora_configs is not None:
-        r.warn("model.lora_configs is ignored: model.tinker.enable is true and Tinker trains its own LoRA "
-               f"(rank model.tinker.rank = {tinker.rank})")
-    for section, field, path in ((c.trainer, "trainer_type", "trainer.trainer_type"),
-                                 (c.explorer.rollout_model, "engine_type", "explorer.rollout_model.engine_type")):
-        if getattr(section, field) != "tinker":
-            if section.is_set(field):
-                r.error(path, f"{getattr(section, field)!r} contradicts model.tinker.enable: true (use 'tinker')")
-            else:
-                r.derive(section, field, "tinker", path, "model.tinker.enable is true")
+        r.warn("model.lora_configs is ignored: trainer_type is 'tinker', which trains its own LoRA "
+               f"(rank trainer.rank = {c.trainer.rank})")
 
 
 # ----------------------------------------------------------------------------- synchronizer
@@ -208,11 +205,12 @@ def _synchronizer(r: Resolver) -> None:
                      f"mode {c.mode!r} runs explorer and trainer apart: weights move only through checkpoints"
                      + (f" (was {s.sync_method!r})" if s.is_set("sync_method") else ""))
         return
-    uses_lora = c.model.lora_configs is not None and not c.model.tinker.enable
+    on_tinker = c.trainer.trainer_type == "tinker"
+    uses_lora = c.model.lora_configs is not None and not on_tinker
     if s.sync_method == "nccl":
         reason = None
-        if c.model.tinker.enable:
-            reason = "model.tinker.enable is true (Tinker serves its own weights)"
+        if on_tinker:
+            reason = "trainer_type is 'tinker' (Tinker serves its own weights)"
         elif uses_lora:
             reason = "model.lora_configs is set (adapters are loaded from checkpoints)"
         elif c.cluster.gpu_per_node == 0:
@@ -222,15 +220,15 @@ def _synchronizer(r: Resolver) -> None:
                 r.error("synchronizer.sync_method", f"'nccl' cannot be used: {reason}; use checkpoint"
                         + (" or memory" if c.cluster.gpu_per_node == 0 else ""))
             else:
-                new = "memory" if c.cluster.gpu_per_node == 0 and not c.model.tinker.enable and not uses_lora else "checkpoint"
+                new = "memory" if c.cluster.gpu_per_node == 0 and not on_tinker and not uses_lora else "checkpoint"
                 r.derive(s, "sync_method", new, "synchronizer.sync_method", f"default 'nccl' impossible: {reason}")
     if s.sync_method == "memory":
         if c.cluster.node_num is not None and c.cluster.node_num > 1:
             r.error("synchronizer.sync_method",
                     f"'memory' writes weights into the engines' local folder; it needs cluster.node_num 1 "
                     f"(got {c.cluster.node_num})")
-        if c.model.tinker.enable:
-            r.error("synchronizer.sync_method", "'memory' is impossible with model.tinker.enable (remote weights)")
+        if on_tinker:
+            r.error("synchronizer.sync_method", "'memory' is impossible with trainer_type 'tinker' (remote weights)")
     total = c.buffer.total_steps
     if total is not None:
         if s.sync_interval > total:
@@ -360,8 +358,8 @@ def _explorer(r: Resolver) -> None:
         r.error("explorer.rollout_model.model_path", "do not set: the rollout model always serves model.model_path")
     gpus, nodes = c.cluster.gpu_per_node, c.cluster.node_num
     if gpus and nodes and e.rollout_model.engine_type == "vllm" and c.mode in EXPLORING_MODES:
-        rollout = e.rollout_model.engine_num * e.rollout_model.tensor_parallel_size + sum(
-            a.engine_num * a.tensor_parallel_size for a in e.auxiliary_models)
+        rollout = sum(m.engine_num * m.tensor_parallel_size for m in (e.rollout_model, *e.auxiliary_models)
+                      if m.engine_type == "vllm")
         total = gpus * nodes
         if c.mode == "both" and rollout >= total:
             r.error("explorer.rollout_model.engine_num",

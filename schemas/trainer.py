@@ -1,21 +1,46 @@
-"""`trainer`: the training backend (native torch, veRL or Tinker) and its batch settings."""
+"""`trainer`: one choice of training backend — torch, veRL or Tinker — and that backend's settings.
+
+The section is a discriminated union on `trainer_type` (Trinity's name): each variant holds the
+settings shared by every trainer plus its own, so a setting of another backend is an error naming
+it, never silently ignored. Trinity's `model.tinker.enable` maps onto `trainer_type: tinker` (see
+`schemas.aliases`).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field
 
-from schemas.base import Section
+from schemas.base import Variant
+
+TRAINER_TYPES = ("torch", "verl", "tinker")
+DEFAULT_TRAINER_TYPE = "verl"  # Trinity-RFT's default
 
 
-class TorchTrainerConfig(Section):
-    """Settings of the native torch trainer (runs on CPU or one GPU)."""
+class TrainerBase(Variant):
+    """Settings every trainer honours."""
 
+    TAG: ClassVar[str] = "trainer_type"
+
+    save_interval: int = Field(0, ge=0, description="Checkpoint every this many train steps (0: only at the end).")
+    save_hf_checkpoint: Literal["last", "always", "never"] = Field(
+        "last", description="When to also write a Hugging Face folder (the next stage starts from the last one)."
+    )
+    grad_clip: float = Field(1.0, gt=0, description="Max global gradient norm.")
+    micro_batch_size: int = Field(
+        1, ge=1, description="Experiences per forward/backward pass (gradients accumulate over the train batch)."
+    )
+
+
+class TorchTrainerConfig(TrainerBase):
+    """The native torch trainer: a transformers model (optionally LoRA via peft), CPU or one GPU."""
+
+    trainer_type: Literal["torch"] = Field("torch", description="The native torch trainer.")
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="Parameter and compute dtype.")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when available, else cpu.")
     gradient_checkpointing: bool = Field(False, description="Recompute activations to save memory.")
-    num_threads: int | None = Field(None, ge=1, description="torch intra-op threads; None: torch's default.")
+    num_threads: int | None = Field(None, ge=1, description="torch intra-op threads; None: what the policy plans.")
     skip_zero_advantage: bool = Field(
         True,
         description="Leave out of the forward/backward pass the experiences whose advantage is 0 when no KL or "
@@ -29,36 +54,48 @@ class TorchTrainerConfig(Section):
     )
 
 
-class TinkerTrainerConfig(Section):
-    """Settings of the Tinker trainer adapter."""
+class VerlTrainerConfig(TrainerBase):
+    """veRL's FSDP training engine (its engine workers on Ray), CPU for tests or GPUs."""
 
-    loss_fn: Literal["importance_sampling", "ppo", "cross_entropy"] = Field(
-        "importance_sampling", description="Tinker's built-in loss used for policy-gradient steps."
-    )
-
-
-class TrainerConfig(Section):
-    """The trainer."""
-
-    trainer_type: Literal["torch", "verl", "tinker"] = Field(
-        "verl", description="torch: the native trainer (CPU/1 GPU); verl: veRL FSDP workers; tinker: the Tinker service."
-    )
-    save_interval: int = Field(0, ge=0, description="Checkpoint every this many train steps (0: only at the end).")
-    save_hf_checkpoint: Literal["last", "always", "never"] = Field(
-        "last", description="When to also write a Hugging Face folder (the next stage starts from the last one)."
-    )
-    grad_clip: float = Field(1.0, gt=0, description="Max global gradient norm.")
-    micro_batch_size: int = Field(
-        1, ge=1, description="Experiences per forward/backward pass (gradients accumulate over the train batch)."
-    )
-    use_dynamic_bsz: bool = Field(True, description="Pack micro-batches by token count (veRL).")
+    trainer_type: Literal["verl"] = Field("verl", description="veRL FSDP workers.")
+    use_dynamic_bsz: bool = Field(True, description="Pack micro-batches by token count.")
     max_token_len_per_gpu: int | None = Field(
         None, ge=1, description="Token budget per micro-batch with use_dynamic_bsz; None: 2 × model.max_model_len."
     )
-    ulysses_sequence_parallel_size: int = Field(1, ge=1, description="Sequence-parallel degree (veRL).")
-    torch: TorchTrainerConfig = Field(default_factory=TorchTrainerConfig, description="Native torch trainer settings.")
-    verl: dict[str, Any] = Field(
+    ulysses_sequence_parallel_size: int = Field(1, ge=1, description="Sequence-parallel degree.")
+    trainer_config: dict[str, Any] = Field(
         default_factory=dict,
-        description="veRL settings passed through (Trinity's trainer.trainer_config), e.g. {actor_rollout_ref: ...}.",
+        description="veRL's own config tree, merged last over what the other settings map to "
+        "(Trinity's trainer.trainer_config), e.g. {actor_rollout_ref: {actor: {...}}}.",
     )
-    tinker: TinkerTrainerConfig = Field(default_factory=TinkerTrainerConfig, description="Tinker trainer settings.")
+
+
+class TinkerTrainerConfig(TrainerBase):
+    """Training on the Tinker service: a LoRA of `base_model`, trained and sampled remotely."""
+
+    trainer_type: Literal["tinker"] = Field("tinker", description="The Tinker service.")
+    base_model: str | None = Field(None, description="The service's name of the base model; None: model.model_path.")
+    rank: int = Field(32, ge=1, description="LoRA rank.")
+    seed: int | None = Field(None, description="Seed of the training client; None: the service's default.")
+    train_mlp: bool = Field(True, description="Put adapters on MLP layers.")
+    train_attn: bool = Field(True, description="Put adapters on attention layers.")
+    train_unembed: bool = Field(True, description="Put an adapter on the unembedding (LM head).")
+    loss_fn: Literal["auto", "importance_sampling", "ppo", "cispo", "custom"] = Field(
+        "auto",
+        description="How the policy loss runs on the service. auto: Tinker's built-in loss matching "
+        "algorithm.policy_loss_fn (ppo with its clip range, cispo, importance_sampling; sft as cross_entropy), "
+        "else custom; custom: our own loss through forward_backward_custom.",
+    )
+    base_url: str | None = Field(
+        None, description="Service address; None: $TINKER_BASE_URL, else the hosted service. Never put a key here."
+    )
+
+
+TrainerConfig = Annotated[
+    Union[TorchTrainerConfig, VerlTrainerConfig, TinkerTrainerConfig], Field(discriminator="trainer_type")
+]
+TRAINER_VARIANTS: dict[str, type[TrainerBase]] = {
+    "torch": TorchTrainerConfig,
+    "verl": VerlTrainerConfig,
+    "tinker": TinkerTrainerConfig,
+}

@@ -4,7 +4,9 @@
 - Trinity's aliases are accepted: taskset/tasksets, task_selector/data_selector, warmup_style/
   lr_scheduler_type, sync_method online/offline, sync_style dynamic_by_explorer/dynamic_by_trainer,
   storage_type sql, train_batch_size 0 (= derive it); `algorithm.loss_agg_mode` moves into
-  `policy_loss_fn_args`, `trainer.trainer_config` becomes `trainer.verl`.
+  `policy_loss_fn_args`; `model.tinker` becomes the Tinker trainer and sampler (`schemas.aliases`).
+- Sections that are one choice of backend (`trainer`, `explorer.rollout_model`) are read as the chosen
+  variant: a setting the chosen backend does not have is reported like an unknown key.
 - Every key we do not support is returned by its dotted path (never dropped silently); the caller
   decides whether that is fatal (`rft import-trinity` fails unless `--allow-unsupported`).
 - Trinity's own defaults for the experiment identity apply when the file omits them
@@ -23,6 +25,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel
 
+from schemas.aliases import apply_aliases
 from schemas.experiment import ExperimentConfig
 
 TRINITY_IDENTITY_DEFAULTS = {"project": "Trinity-RFT", "name": "rft"}
@@ -31,7 +34,6 @@ KEY_RENAMES: dict[str, dict[str, str]] = {
     "OptimizerConfig": {"warmup_style": "lr_scheduler_type"},
     "TasksetConfig": {"data_selector": "task_selector"},
     "StorageConfig": {"data_selector": "task_selector"},
-    "TrainerConfig": {"trainer_config": "verl"},
 }
 # Values of Trinity we cannot honour; the key is reported and our default used instead.
 UNSUPPORTED_VALUES: dict[str, set[str]] = {"monitor.monitor_type": {"tensorboard", "wandb", "swanlab"}}
@@ -57,10 +59,10 @@ def trinity_data(path: str | Path) -> tuple[dict[str, Any], list[str]]:
     if not isinstance(raw, dict):
         raise TrinityImportError(f"{path}: expected a mapping of settings at the top level")
     unsupported: list[str] = []
-    raw = _move_loss_agg_mode(raw)
-    for stage in raw.get("stages") or []:
-        if isinstance(stage, dict):
-            _move_loss_agg_mode(stage)
+    raw = apply_aliases(_move_loss_agg_mode(raw))
+    if isinstance(raw.get("stages"), list):
+        raw["stages"] = [apply_aliases(_move_loss_agg_mode(stage), note=False) if isinstance(stage, dict) else stage
+                         for stage in raw["stages"]]
     data = _filter(raw, ExperimentConfig, "", unsupported)
     for key, value in TRINITY_IDENTITY_DEFAULTS.items():
         data.setdefault(key, value)
@@ -126,9 +128,14 @@ def _move_loss_agg_mode(section_holder: dict[str, Any]) -> dict[str, Any]:
 
 
 def _model_of(annotation: Any) -> tuple[str, Any]:
-    """Classify an annotation: ("model", cls), ("list", inner), ("free", None) or ("value", None)."""
+    """Classify an annotation: ("model", cls), ("variants", (cls, ...)), ("list", inner) or ("value", None)."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
     origin = typing.get_origin(annotation)
     if origin in (Union, types.UnionType):
+        models = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if len(models) > 1:
+            return "variants", tuple(models)
         for arg in typing.get_args(annotation):
             kind, inner = _model_of(arg)
             if kind in ("model", "list"):
@@ -161,17 +168,32 @@ def _filter(data: dict[str, Any], model: type[BaseModel], prefix: str, unsupport
             unsupported.append(f"{path}={value}")
             continue
         kind, inner = _model_of(field_ann)
+        if kind == "variants" and isinstance(value, dict):
+            kind, inner = "model", _chosen_variant(inner, value)
         if kind == "model" and isinstance(value, dict):
             value = _filter(value, inner, f"{path}.", unsupported)
         elif kind == "list" and isinstance(value, list):
             inner_kind, inner_model = _model_of(inner)
-            if inner_kind == "model":
+            if inner_kind in ("model", "variants"):
                 value = [
-                    _filter(item, inner_model, f"{path}.{i}.", unsupported) if isinstance(item, dict) else item
+                    _filter(item, _chosen_variant(inner_model, item) if inner_kind == "variants" else inner_model,
+                            f"{path}.{i}.", unsupported) if isinstance(item, dict) else item
                     for i, item in enumerate(value)
                 ]
         out[target] = value
     return out
+
+
+def _chosen_variant(variants: tuple[type[BaseModel], ...], value: dict[str, Any]) -> type[BaseModel]:
+    """The variant of a tagged union that `value`'s tag names (the first variant when it names none)."""
+    tags = [name for name in variants[0].model_fields
+            if all(typing.get_origin(v.model_fields.get(name).annotation if name in v.model_fields else None)
+                   is typing.Literal for v in variants)]
+    for tag in tags:
+        for variant in variants:
+            if value.get(tag) in typing.get_args(variant.model_fields[tag].annotation):
+                return variant
+    return variants[0]
 
 
 def recipe_source(config: ExperimentConfig, *, source: str, recipe_name: str) -> str:

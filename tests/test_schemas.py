@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import typing
 from typing import Any
 
@@ -61,9 +62,10 @@ def test_every_model_forbids_unknown_keys_and_describes_every_field():
 
 
 def test_package_reexports_every_section_model():
-    for name in ("ExperimentConfig", "AlgorithmConfig", "OptimizerConfig", "ModelConfig", "TinkerConfig",
+    for name in ("ExperimentConfig", "AlgorithmConfig", "OptimizerConfig", "ModelConfig", "TrinityTinkerConfig",
                  "LoRAConfig", "ClusterConfig", "BufferConfig", "TasksetConfig", "StorageConfig", "FormatConfig",
-                 "ExplorerConfig", "InferenceModelConfig", "TrainerConfig", "TorchTrainerConfig",
+                 "ExplorerConfig", "InferenceModelConfig", "VllmModelConfig", "TinkerSamplerConfig", "TrainerConfig",
+                 "TorchTrainerConfig", "VerlTrainerConfig", "TinkerTrainerConfig",
                  "SynchronizerConfig", "MonitorConfig", "StageConfig", "parse_set_args"):
         assert hasattr(schemas, name), name
 
@@ -74,7 +76,7 @@ def test_contract_defaults():
     assert c.mode == "both" and c.group == "" and c.checkpoint_root_dir == "./checkpoints"
     assert c.monitor.monitor_type == "mlflow" and c.monitor.tracking_uri is None
     assert c.monitor.experiment_name == "p" and c.derived["monitor.experiment_name"] == "project"
-    assert c.trainer.torch.dtype == "float32" and c.trainer.torch.device == "auto"
+    assert c.trainer.trainer_type == "verl"  # Trinity's default trainer
     assert c.explorer.rollout_model.engine_type == "vllm"
     assert c.model.max_prompt_tokens == 32 and c.model.max_response_tokens == 32
 
@@ -166,16 +168,35 @@ def test_default_nccl_on_cpu_is_derived_but_an_explicit_one_is_refused():
         ExperimentConfig.model_validate(data)
 
 
-def test_tinker_derives_backends_and_warns_about_lora():
+def test_trinity_tinker_flag_is_one_backend_choice_and_warns_about_lora():
     data = load_recipe("gsm8k-tinker").user_data()
-    data["trainer"].pop("trainer_type")
-    data["explorer"]["rollout_model"].pop("engine_type")
+    trainer = data.pop("trainer")
+    data["explorer"].pop("rollout_model")
+    data["model"]["tinker"] = {"enable": True, "rank": trainer["rank"], "seed": 3}
     data["model"]["lora_configs"] = [{"lora_rank": 8}]
     c = ExperimentConfig.model_validate(data)
     assert c.trainer.trainer_type == "tinker" and c.explorer.rollout_model.engine_type == "tinker"
-    assert c.derived["trainer.trainer_type"] == "model.tinker.enable is true"
-    assert c.model.tinker.base_model == "meta-llama/Llama-3.2-3B"
+    assert (c.trainer.rank, c.trainer.seed) == (32, 3)
+    assert c.derived["trainer.trainer_type"] == "alias: model.tinker.enable is true"
+    assert c.trainer.base_model == "meta-llama/Llama-3.2-3B" and c.derived["trainer.base_model"] == "model.model_path"
     assert any("model.lora_configs is ignored" in w for w in c.warnings)
+    again = c.with_overrides({"trainer.rank": 8})  # the mapped choice survives re-validation
+    assert (again.trainer.trainer_type, again.trainer.rank, again.explorer.rollout_model.engine_type) == ("tinker", 8, "tinker")
+
+
+def test_backend_choice_by_override_drops_the_other_backends_settings():
+    smoke = load_recipe("smoke")
+    verl = smoke.with_overrides({"trainer.trainer_type": "verl"})
+    assert verl.trainer.trainer_type == "verl" and verl.trainer.micro_batch_size == smoke.trainer.micro_batch_size
+    assert verl.derived["trainer.dtype"] == "alias: dropped: not a setting of trainer_type 'verl'"
+    tinker = smoke.with_overrides({"model.tinker.enable": True, "model.tinker.rank": 4, "synchronizer.sync_method": "checkpoint"})
+    assert (tinker.trainer.trainer_type, tinker.trainer.rank, tinker.explorer.rollout_model.engine_type) == ("tinker", 4, "tinker")
+    assert "explorer.rollout_model.kv_cache_memory_gb" in tinker.derived
+    with pytest.raises(ValidationError) as refused:  # a setting of another backend is refused
+        ExperimentConfig.model_validate({**verl.user_data(), "trainer": {"trainer_type": "verl", "dtype": "float32"}})
+    assert describe_errors(refused.value) == ["trainer.dtype: not a setting of trainer_type 'verl'"]
+    with pytest.raises(UnknownSettingError, match="trainer has no field 'precision'"):
+        smoke.with_overrides({"trainer.precision": "fp8"})
 
 
 def test_trinity_aliases_in_the_schema():
@@ -205,7 +226,8 @@ def _set(**values):
     return edit
 
 
-TINKER = {"model__tinker": {"enable": True}, "synchronizer__sync_method": "checkpoint"}
+TINKER = {"model__tinker": {"enable": True}, "synchronizer__sync_method": "checkpoint",
+          "trainer": {"trainer_type": "tinker"}, "explorer__rollout_model": {"engine_type": "tinker"}}
 
 MALFORMED = [
     # wrong types
@@ -224,7 +246,10 @@ MALFORMED = [
     ("unknown-optimizer-key", _set(algorithm__optimizer__lrr=1e-5), "algorithm.optimizer.lrr"),
     ("unknown-taskset-key", _set(buffer__explorer_input__taskset__promt_key="q"), "buffer.explorer_input.taskset.promt_key"),
     ("unknown-eval-key", _set(buffer__explorer_input__eval_tasksets__0__splitt="test"), "buffer.explorer_input.eval_tasksets.0.splitt"),
-    ("unknown-torch-key", _set(trainer__torch__precision="fp8"), "trainer.torch.precision"),
+    ("unknown-torch-key", _set(trainer__precision="fp8"), "trainer.precision"),
+    ("other-backends-key", _set(trainer__trainer_config={"a": 1}), "trainer.trainer_config"),
+    ("vllm-key-on-tinker", _set(explorer__rollout_model={"engine_type": "tinker", "tensor_parallel_size": 2}),
+     "explorer.rollout_model.tensor_parallel_size"),
     ("unknown-policy-arg", _set(algorithm__policy_loss_fn_args={"clip_rang": 0.1}), "algorithm.policy_loss_fn_args.clip_rang"),
     ("unknown-advantage-arg", _set(algorithm__advantage_fn_args={"epsilonn": 1.0}), "algorithm.advantage_fn_args.epsilonn"),
     # bad enums / names
@@ -248,10 +273,11 @@ MALFORMED = [
     ("no-model-path", _set(model__model_path=None), "model.model_path"),
     ("two-lora-adapters", _set(model__lora_configs=[{}, {}]), "model.lora_configs"),
     ("min-response-too-long", _set(model__min_response_tokens=500), "model.min_response_tokens"),
-    ("tinker-with-torch-trainer", _set(**TINKER), "trainer.trainer_type"),
-    ("tinker-with-rloo", _set(**TINKER, trainer__trainer_type="tinker", algorithm__algorithm_type="rloo"), "algorithm.algorithm_type"),
-    ("tinker-trainer-without-tinker", _set(trainer__trainer_type="tinker"), "trainer.trainer_type"),
-    ("tinker-engine-without-tinker", _set(explorer__rollout_model__engine_type="tinker"), "explorer.rollout_model.engine_type"),
+    ("tinker-flag-with-torch-trainer", _set(model__tinker={"enable": True}, synchronizer__sync_method="checkpoint"), "trainer.trainer_type"),
+    ("tinker-flag-bad-rank", _set(model__tinker={"enable": True, "rank": 0}), "model.tinker.rank"),
+    ("tinker-with-rloo", _set(**TINKER, algorithm__algorithm_type="rloo"), "algorithm.algorithm_type"),
+    ("tinker-trainer-with-vllm", _set(trainer={"trainer_type": "tinker"}, synchronizer__sync_method="checkpoint"), "explorer.rollout_model.engine_type"),
+    ("tinker-sampler-with-torch", _set(explorer__rollout_model={"engine_type": "tinker"}), "explorer.rollout_model.engine_type"),
     ("nccl-without-gpus", _set(synchronizer__sync_method="nccl"), "synchronizer.sync_method"),
     ("nccl-with-lora", _set(cluster__gpu_per_node=4, synchronizer__sync_method="nccl", model__lora_configs=[{}]), "synchronizer.sync_method"),
     ("memory-sync-multi-node", _set(cluster__node_num=2), "synchronizer.sync_method"),
@@ -293,7 +319,9 @@ def test_malformed_config_names_the_offending_field(case, edit, path):
         ExperimentConfig.model_validate(data)
     lines = describe_errors(info.value)
     assert any(line.startswith(f"{path}:") or line.startswith(f"{path}.") for line in lines), lines
-    assert path in str(info.value)  # the plain pydantic message names it too
+    # the plain pydantic message names it too (inside a backend's section, with the backend: trainer.torch.dtype)
+    raw = re.sub(r"(?<=trainer)\.(torch|verl|tinker)|(?<=rollout_model)\.(vllm|tinker)", "", str(info.value))
+    assert path in raw or path.rsplit(".", 1)[0] in raw
 
 
 def test_at_least_40_distinct_malformed_cases():
@@ -312,7 +340,7 @@ def test_all_problems_are_reported_at_once():
 def test_tinker_multi_stage_is_refused():
     data = load_recipe("gsm8k-tinker").user_data()
     data["stages"] = [{"stage_name": "one"}, {"stage_name": "two"}]
-    with pytest.raises(ValidationError, match="stages: multi-stage training with model.tinker.enable"):
+    with pytest.raises(ValidationError, match="stages: multi-stage training with trainer_type 'tinker'"):
         ExperimentConfig.model_validate(data)
 
 
@@ -438,7 +466,7 @@ def test_gsm8k_recipe_values():
     rm = c.explorer.rollout_model
     assert (c.explorer.eval_interval, rm.engine_num, rm.enforce_eager, rm.kv_cache_memory_gb) == (10, 1, True, 2.0)
     assert (rm.dtype, rm.enable_prefix_caching) == ("float32", True)
-    assert (c.trainer.trainer_type, c.trainer.torch.dtype, c.trainer.torch.device) == ("torch", "float32", "auto")
+    assert (c.trainer.trainer_type, c.trainer.dtype, c.trainer.device) == ("torch", "float32", "auto")
     assert (c.trainer.micro_batch_size, c.trainer.save_interval) == (8, 10)
     s = c.synchronizer
     assert (s.sync_method, s.sync_interval, s.sync_offset) == ("memory", 1, 0)
@@ -459,7 +487,7 @@ def test_llama_recipes(name):
     assert c.model.model_path.startswith("meta-llama/Llama-3.2-3B")
     assert (c.algorithm.algorithm_type, c.algorithm.repeat_times, c.buffer.batch_size, c.algorithm.optimizer.lr) == ("grpo", 8, 96, 1e-5)
     assert c.algorithm.kl_loss_fn_args["kl_coef"] == 0
-    rank = c.model.tinker.rank if c.model.tinker.enable else c.model.lora_configs[0].lora_rank
+    rank = c.trainer.rank if c.trainer.trainer_type == "tinker" else c.model.lora_configs[0].lora_rank
     assert rank == 32
     s = c.synchronizer
     assert (s.sync_method, s.sync_interval, s.sync_offset) == ("checkpoint", 1, 1)

@@ -48,7 +48,7 @@ def weights(trainer: TorchTrainer) -> dict[str, torch.Tensor]:
 def test_skipping_zero_advantage_samples_gives_the_same_update(model_dir: Path) -> None:
     data = batch([1.0, -1.0, 0.0, 0.0])
     skipping = TorchTrainer(make_config(), model_dir, total_steps=4)
-    dense = TorchTrainer(make_config(**{"trainer.torch.skip_zero_advantage": False}), model_dir, total_steps=4)
+    dense = TorchTrainer(make_config(**{"trainer.skip_zero_advantage": False}), model_dir, total_steps=4)
     m_skip, m_dense = skipping.train_step(data), dense.train_step(data)
     assert m_skip["skipped_zero_advantage"] == 2 and m_dense["skipped_zero_advantage"] == 0
     assert m_skip["pg_loss"] == pytest.approx(m_dense["pg_loss"], abs=1e-6)
@@ -103,9 +103,9 @@ def group(advantages: list[float]) -> list[Experience]:
 
 def test_shared_prompt_pass_gives_the_padded_batch_logprobs_and_update(model_dir: Path) -> None:
     data = group([1.0, -1.0, 0.5, -0.5])
-    overrides = {"trainer.micro_batch_size": 4, "trainer.torch.skip_zero_advantage": False}
+    overrides = {"trainer.micro_batch_size": 4, "trainer.skip_zero_advantage": False}
     shared = TorchTrainer(make_config(**overrides), model_dir, total_steps=4)
-    padded = TorchTrainer(make_config(**overrides, **{"trainer.torch.share_prompt": False}), model_dir, total_steps=4)
+    padded = TorchTrainer(make_config(**overrides, **{"trainer.share_prompt": False}), model_dir, total_steps=4)
     micro = collate(data, shared.pad_token_id)
     assert micro.shared_prompt is not None and shared.share_prompt and not padded.share_prompt
     with torch.no_grad():

@@ -76,6 +76,8 @@ QUICKSTART_VALUES = {
     "explorer.eval_interval": 50, "explorer.runner_per_model": 16, "explorer.rollout_model.engine_num": 1,
     "synchronizer.sync_method": "nccl", "synchronizer.sync_interval": 1,
     "trainer.save_interval": 100,
+    # the backend choice is always named (Trinity's defaults: veRL, vLLM)
+    "trainer.trainer_type": "verl", "explorer.rollout_model.engine_type": "vllm",
 }
 
 
@@ -155,7 +157,7 @@ def test_rloo_aliases_and_unsupported_keys():
     assert (ts.name, ts.path, ts.task_selector.selector_type, ts.task_selector.seed) == ("math", "/data/math", "shuffle", 7)
     assert ts.default_workflow_type == "math_workflow" and ts.default_reward_fn_type == "math_reward"
     assert (config.synchronizer.sync_method, config.synchronizer.sync_style) == ("nccl", "explorer_driven")
-    assert config.trainer.verl == {"actor_rollout_ref": {"actor": {"ppo_mini_batch_size": 32}}}
+    assert config.trainer.trainer_config == {"actor_rollout_ref": {"actor": {"ppo_mini_batch_size": 32}}}
 
 
 def test_gspo_import_reports_unsupported_engine_key():
@@ -170,10 +172,10 @@ def test_gspo_import_reports_unsupported_engine_key():
 def test_tinker_import_derives_backends():
     config, unsupported = import_trinity(FIXTURES / "tinker.yaml")
     assert unsupported == []
-    t = config.model.tinker
-    assert (t.enable, t.rank, t.seed, t.train_unembed, t.base_model) == (True, 32, 0, False, "meta-llama/Llama-3.2-3B")
-    assert config.trainer.trainer_type == "tinker" and config.explorer.rollout_model.engine_type == "tinker"
-    assert config.derived["trainer.trainer_type"] == "model.tinker.enable is true"
+    t = config.trainer
+    assert (t.trainer_type, t.rank, t.seed, t.train_unembed, t.base_model) == ("tinker", 32, 0, False, "meta-llama/Llama-3.2-3B")
+    assert config.explorer.rollout_model.engine_type == "tinker"
+    assert config.derived["trainer.trainer_type"] == "alias: model.tinker.enable is true"
     assert (config.synchronizer.sync_method, config.synchronizer.sync_offset) == ("checkpoint", 1)
 
 
@@ -247,3 +249,11 @@ def test_written_recipe_reproduces_the_import(fixture, tmp_path):
     exec(compile(source, "recipe.py", "exec"), namespace)
     assert isinstance(namespace["config"], ExperimentConfig)
     assert namespace["config"] == config
+
+
+def test_tinker_import_reports_vllm_settings_the_sampler_lacks(tmp_path):
+    text = (FIXTURES / "tinker.yaml").read_text() + "explorer: {rollout_model: {tensor_parallel_size: 2, engine_num: 1}}\n"
+    (tmp_path / "c.yaml").write_text(text)
+    config, unsupported = import_trinity(tmp_path / "c.yaml")
+    assert unsupported == ["explorer.rollout_model.tensor_parallel_size"]
+    assert config.explorer.rollout_model.engine_type == "tinker" and config.explorer.rollout_model.engine_num == 1

@@ -10,13 +10,12 @@ from schemas import (
     ClusterConfig,
     ExperimentConfig,
     ExplorerConfig,
-    InferenceModelConfig,
     ModelConfig,
     MonitorConfig,
     OptimizerConfig,
     SynchronizerConfig,
     TorchTrainerConfig,
-    TrainerConfig,
+    VllmModelConfig,
 )
 
 config = ExperimentConfig(
@@ -47,7 +46,7 @@ config = ExperimentConfig(
     ),
     explorer=ExplorerConfig(
         eval_interval=10,
-        rollout_model=InferenceModelConfig(
+        rollout_model=VllmModelConfig(
             engine_num=1,
             enforce_eager=True,
             # ~46k tokens of float32 KV for SmolLM2-135M: a whole eval batch at once. A fixed size, not
@@ -57,12 +56,7 @@ config = ExperimentConfig(
             enable_prefix_caching=True,
         ),
     ),
-    trainer=TrainerConfig(
-        trainer_type="torch",
-        torch=TorchTrainerConfig(dtype="float32", device="auto"),
-        micro_batch_size=8,
-        save_interval=10,
-    ),
+    trainer=TorchTrainerConfig(dtype="float32", device="auto", micro_batch_size=8, save_interval=10),
     synchronizer=SynchronizerConfig(sync_method="memory", sync_interval=1, sync_offset=0),
     monitor=MonitorConfig(monitor_type="mlflow"),
 )

@@ -11,13 +11,13 @@ from schemas import (
     ClusterConfig,
     ExperimentConfig,
     ExplorerConfig,
-    InferenceModelConfig,
     ModelConfig,
     OptimizerConfig,
     StorageConfig,
     SynchronizerConfig,
-    TrainerConfig,
     TrainerInput,
+    VerlTrainerConfig,
+    VllmModelConfig,
 )
 
 config = ExperimentConfig(
@@ -35,7 +35,7 @@ config = ExperimentConfig(
             experience_buffer=StorageConfig(name="gsm8k_buffer", storage_type="queue", path="sqlite:///gsm8k.db")
         ),
     ),
-    explorer=ExplorerConfig(eval_interval=50, runner_per_model=16, rollout_model=InferenceModelConfig(engine_num=1)),
+    explorer=ExplorerConfig(eval_interval=50, runner_per_model=16, rollout_model=VllmModelConfig(engine_num=1)),
     synchronizer=SynchronizerConfig(sync_method="nccl", sync_interval=1),
-    trainer=TrainerConfig(trainer_type="verl", save_interval=100),
+    trainer=VerlTrainerConfig(save_interval=100),
 )

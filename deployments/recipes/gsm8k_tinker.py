@@ -8,10 +8,9 @@ from schemas import (
     ClusterConfig,
     ExperimentConfig,
     ExplorerConfig,
-    InferenceModelConfig,
     ModelConfig,
-    TinkerConfig,
-    TrainerConfig,
+    TinkerSamplerConfig,
+    TinkerTrainerConfig,
 )
 
 config = ExperimentConfig(
@@ -23,11 +22,10 @@ config = ExperimentConfig(
         model_path="meta-llama/Llama-3.2-3B",
         max_prompt_tokens=1024,
         max_response_tokens=1024,
-        tinker=TinkerConfig(enable=True, rank=32),
     ),
     cluster=ClusterConfig(node_num=1, gpu_per_node=0),  # all GPU work happens in the Tinker service
     buffer=BUFFER,
-    explorer=ExplorerConfig(eval_interval=10, rollout_model=InferenceModelConfig(engine_type="tinker")),
-    trainer=TrainerConfig(trainer_type="tinker", save_interval=10),
+    explorer=ExplorerConfig(eval_interval=10, rollout_model=TinkerSamplerConfig()),
+    trainer=TinkerTrainerConfig(rank=32, save_interval=10),
     synchronizer=SYNCHRONIZER,
 )

@@ -8,10 +8,10 @@ from schemas import (
     ClusterConfig,
     ExperimentConfig,
     ExplorerConfig,
-    InferenceModelConfig,
     LoRAConfig,
     ModelConfig,
-    TrainerConfig,
+    VerlTrainerConfig,
+    VllmModelConfig,
 )
 
 config = ExperimentConfig(
@@ -28,8 +28,8 @@ config = ExperimentConfig(
     cluster=ClusterConfig(node_num=1, gpu_per_node=4),
     buffer=BUFFER,
     explorer=ExplorerConfig(
-        eval_interval=10, rollout_model=InferenceModelConfig(engine_num=2, gpu_memory_utilization=0.7)
+        eval_interval=10, rollout_model=VllmModelConfig(engine_num=2, gpu_memory_utilization=0.7)
     ),
-    trainer=TrainerConfig(trainer_type="verl", save_interval=10),
+    trainer=VerlTrainerConfig(save_interval=10),
     synchronizer=SYNCHRONIZER,
 )

@@ -1,0 +1,102 @@
+"""Trinity's flat backend names, mapped onto our one choice per side (the only place they live).
+
+- `model.tinker: {enable: true, rank, seed, ...}` → `trainer: {trainer_type: tinker, rank, seed, ...}`
+  and `explorer.rollout_model.engine_type: tinker`; with `enable: false` the block is dropped (noted).
+- a `trainer` without `trainer_type` is Trinity's default, veRL.
+- `--set model.tinker.enable=true`, `--set model.tinker.rank=8` and the like are expanded the same way
+  (`expand_override`).
+
+Each mapping is noted in `derived` under a reason starting with ALIAS, which survives re-validation
+(the mapped values are the user's own settings now).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from schemas.base import ConfigRuleError, Section
+from schemas.errors import error_items
+from schemas.trainer import DEFAULT_TRAINER_TYPE
+
+ALIAS = "alias: "
+
+
+class TrinityTinkerConfig(Section):
+    """Trinity's `model.tinker` block (an alias: its values land in the `trainer` section)."""
+
+    enable: bool = Field(False, description="Train and sample on the Tinker service.")
+    base_model: str | None = Field(None, description="The service's base model; None: model.model_path.")
+    rank: int = Field(32, ge=1, description="LoRA rank.")
+    seed: int | None = Field(None, description="Seed of the training client.")
+    train_mlp: bool = Field(True, description="Adapters on MLP layers.")
+    train_attn: bool = Field(True, description="Adapters on attention layers.")
+    train_unembed: bool = Field(True, description="An adapter on the unembedding.")
+
+
+def apply_aliases(data: dict[str, Any], note: bool = True) -> dict[str, Any]:
+    """A copy of raw config data with Trinity's backend flags mapped (see the module docstring);
+    `note`: record the mappings in `derived` (a stage has no `derived` of its own)."""
+    data = copy.deepcopy(data)
+    notes: dict[str, str] = {}
+    model = data.get("model")
+    if isinstance(model, dict) and "tinker" in model:
+        _tinker(data, model.pop("tinker"), notes)
+    trainer = data.get("trainer")
+    if isinstance(trainer, dict) and "trainer_type" not in trainer:
+        trainer["trainer_type"] = DEFAULT_TRAINER_TYPE
+    if notes and note:
+        data["derived"] = {**(data.get("derived") or {}), **notes}
+    return data
+
+
+def _tinker(data: dict[str, Any], block: Any, notes: dict[str, str]) -> None:
+    try:
+        tinker = TrinityTinkerConfig.model_validate(block or {})
+    except ValidationError as exc:
+        raise ConfigRuleError([(f"model.tinker.{path}", msg) for path, msg in error_items(exc)]) from None
+    if not tinker.enable:
+        notes["model.tinker"] = f"{ALIAS}model.tinker.enable is false: its settings are not used"
+        return
+    trainer = data.setdefault("trainer", {})
+    if not isinstance(trainer, dict):  # a TrainerConfig instance
+        trainer = trainer.model_dump(exclude_unset=True)
+        data["trainer"] = trainer
+    problems = []
+    if trainer.get("trainer_type", "tinker") != "tinker":
+        problems.append(("trainer.trainer_type", f"{trainer['trainer_type']!r} contradicts model.tinker.enable: true (use 'tinker')"))
+    trainer["trainer_type"] = "tinker"
+    for key in sorted(tinker.model_fields_set - {"enable"}):
+        value = getattr(tinker, key)
+        if key in trainer and trainer[key] != value:
+            problems.append((f"trainer.{key}", f"{trainer[key]!r} contradicts model.tinker.{key}: {value!r}"))
+        trainer[key] = value
+    explorer = data.setdefault("explorer", {})
+    if isinstance(explorer, dict):
+        rollout = explorer.setdefault("rollout_model", {})
+        if isinstance(rollout, dict):
+            if rollout.get("engine_type", "tinker") != "tinker":
+                problems.append(("explorer.rollout_model.engine_type",
+                                 f"{rollout['engine_type']!r} contradicts model.tinker.enable: true (use 'tinker')"))
+            rollout["engine_type"] = "tinker"
+    if problems:
+        raise ConfigRuleError(problems)
+    notes["trainer.trainer_type"] = f"{ALIAS}model.tinker.enable is true"
+    notes["explorer.rollout_model.engine_type"] = f"{ALIAS}model.tinker.enable is true"
+
+
+def expand_override(path: str, value: Any) -> dict[str, Any]:
+    """`{path: value}` with alias paths replaced by what they mean (other paths unchanged)."""
+    if path == "model.tinker.enable":
+        if value is not True:
+            raise ConfigRuleError([(path, "only `true` can be set here (Trinity's flag); to leave Tinker, set "
+                                          "trainer.trainer_type and explorer.rollout_model.engine_type")])
+        return {"trainer.trainer_type": "tinker", "explorer.rollout_model.engine_type": "tinker"}
+    if path.startswith("model.tinker."):
+        key = path.removeprefix("model.tinker.")
+        if key not in TrinityTinkerConfig.model_fields:
+            raise ConfigRuleError([(path, f"not a setting of model.tinker; its settings: {', '.join(TrinityTinkerConfig.model_fields)}")])
+        return {f"trainer.{key}": value}
+    return {path: value}
