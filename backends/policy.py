@@ -11,12 +11,14 @@ so no handle crosses Prefect and a retried task finds what an earlier attempt st
 from __future__ import annotations
 
 import re
+import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from backends import registry
 from backends.rollout import RolloutEngine
 from backends.trainer import TrainerBackend
+from backends.weights import WeightsHandle
 
 if TYPE_CHECKING:
     from schemas import ExperimentConfig
@@ -65,16 +67,28 @@ class Policy(ABC):
         """The running rollout engines."""
 
     @abstractmethod
+    def publish(self, version: int) -> WeightsHandle:
+        """The trainer's current weights, made loadable as `version` (trainer side of a sync)."""
+
+    @abstractmethod
+    def load(self, weights: WeightsHandle) -> None:
+        """Every engine serves `weights` (engine side of a sync); older published versions may go."""
+
     def sync(self, version: int) -> dict[str, float]:
-        """The trainer publishes its weights as `version` and every engine loads them; returns metrics."""
+        """Publish the trainer's weights as `version` and have every engine load them; returns metrics."""
+        started = time.perf_counter()
+        weights = self.publish(version)
+        published = time.perf_counter() - started
+        self.load(weights)
+        return {"time/sync_s": time.perf_counter() - started, "sync/export_s": published, "sync/model_version": float(version)}
 
     @abstractmethod
     def revive(self) -> list[str]:
         """Start again the engines that died, serving the trainer's current weights; returns their names."""
 
     @abstractmethod
-    def release(self) -> None:
-        """Stop everything the experiment started (safe when nothing was started)."""
+    def release(self, engines: bool = True, trainer: bool = True) -> None:
+        """Stop the experiment's engines and/or trainer (safe when nothing was started)."""
 
     def describe(self) -> dict[str, Any]:
         """What runs where, for logs: the policy kind and the chosen trainer and rollout kinds."""

@@ -8,6 +8,9 @@ loses one; marking refuses an experience already trained, so none is trained twi
 On resume from a checkpoint taken at train step K, `restore_read_position` un-marks what later
 (lost) train steps consumed, so those experiences are trained again by the restored weights.
 
+An experience too stale to train on (older weights than the sample strategy's `max_staleness` allows)
+is `mark_skipped` instead: accounted for, never trained, never handed out again.
+
 Several processes may open the same file (WAL mode; writers serialise on SQLite's lock). One
 consumer at a time is assumed: two trainers calling `take` would get the same experiences.
 """
@@ -38,7 +41,8 @@ CREATE TABLE IF NOT EXISTS experiences (
     reward        REAL NOT NULL,
     created_at    REAL NOT NULL,
     train_step    INTEGER,                            -- NULL until trained
-    data          TEXT NOT NULL                       -- the whole Experience as JSON
+    data          TEXT NOT NULL,                      -- the whole Experience as JSON
+    skipped_step  INTEGER                             -- the train step that left it out as too stale
 );
 CREATE INDEX IF NOT EXISTS experiences_untrained ON experiences (seq) WHERE train_step IS NULL;
 CREATE INDEX IF NOT EXISTS experiences_train_step ON experiences (train_step);
@@ -63,6 +67,9 @@ class ExperienceStore:
             # FULL: a commit survives power loss too, not only a killed process; writes are few.
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.executescript(_SCHEMA)
+            columns = {row[1] for row in self._conn.execute("PRAGMA table_info(experiences)")}
+            if "skipped_step" not in columns:  # a buffer written before staleness was tracked
+                self._conn.execute("ALTER TABLE experiences ADD COLUMN skipped_step INTEGER")
 
     @classmethod
     def for_experiment(cls, experiment_dir: str | Path) -> ExperienceStore:
@@ -147,7 +154,7 @@ class ExperienceStore:
         while self.count_untrained() < n and time.monotonic() < deadline:
             time.sleep(poll_s)
         rows = self._query(
-            "SELECT data FROM experiences WHERE train_step IS NULL ORDER BY seq LIMIT ?", (n,)
+            "SELECT data FROM experiences WHERE train_step IS NULL AND skipped_step IS NULL ORDER BY seq LIMIT ?", (n,)
         )
         return [Experience(**json.loads(data)) for (data,) in rows]
 
@@ -186,14 +193,41 @@ class ExperienceStore:
 
         self._write(mark)
 
+    def mark_skipped(self, eids: Sequence[str], train_step: int) -> None:
+        """These untrained experiences are left out by `train_step` (too stale): never trained, never taken."""
+        eids = list(eids)
+        if not eids:
+            return
+
+        def mark(conn: sqlite3.Connection) -> None:
+            placeholders = ",".join("?" * len(eids))
+            cur = conn.execute(
+                f"UPDATE experiences SET skipped_step = ? WHERE eid IN ({placeholders})"
+                " AND train_step IS NULL AND skipped_step IS NULL",
+                [train_step, *eids],
+            )
+            if cur.rowcount != len(eids):
+                raise ValueError(f"{self.path}: {len(eids) - cur.rowcount} of the experiences to skip are unknown, "
+                                 "trained or skipped already")
+
+        self._write(mark)
+
+    def skip_stale(self, min_version: int, train_step: int) -> int:
+        """Mark every untrained experience sampled with weights older than `min_version` as skipped by
+        `train_step`; returns how many."""
+        return self._write(lambda conn: conn.execute(
+            "UPDATE experiences SET skipped_step = ? WHERE train_step IS NULL AND skipped_step IS NULL"
+            " AND model_version < ?", (train_step, min_version)).rowcount)
+
     # -- resumption --------------------------------------------------------------------------------
 
     def read_position(self) -> dict[str, int]:
-        """What a checkpoint saves: the last committed train step and how many were trained by it."""
-        (last_step, trained), = self._query(
-            "SELECT MAX(train_step), COUNT(train_step) FROM experiences"
+        """What a checkpoint saves: the last committed train step and how many were trained (or
+        skipped as stale) by it."""
+        (last_step, trained, skipped), = self._query(
+            "SELECT MAX(train_step), COUNT(train_step), COUNT(skipped_step) FROM experiences"
         )
-        return {"train_step": -1 if last_step is None else int(last_step), "trained": int(trained)}
+        return {"train_step": -1 if last_step is None else int(last_step), "trained": int(trained), "skipped": int(skipped)}
 
     def restore_read_position(self, position: dict[str, int]) -> int:
         """Rewind to a checkpoint's position: un-mark experiences of later train steps.
@@ -207,6 +241,13 @@ class ExperienceStore:
             cur = conn.execute(
                 "UPDATE experiences SET train_step = NULL WHERE train_step > ?", (step,)
             )
+            unskipped = conn.execute("UPDATE experiences SET skipped_step = NULL WHERE skipped_step > ?", (step,)).rowcount
+            (now_skipped,) = conn.execute("SELECT COUNT(skipped_step) FROM experiences").fetchone()
+            if now_skipped != int(position.get("skipped", 0)):
+                raise ValueError(
+                    f"{self.path}: checkpoint expects {position.get('skipped', 0)} experiences skipped up to train "
+                    f"step {step}, the buffer has {now_skipped}: buffer and checkpoint do not match"
+                )
             (now_trained,) = conn.execute(
                 "SELECT COUNT(*) FROM experiences WHERE train_step IS NOT NULL"
             ).fetchone()
@@ -215,7 +256,7 @@ class ExperienceStore:
                     f"{self.path}: checkpoint expects {trained} experiences trained up to train "
                     f"step {step}, the buffer has {now_trained}: buffer and checkpoint do not match"
                 )
-            return cur.rowcount
+            return cur.rowcount + unskipped
 
         return self._write(rewind)
 
@@ -244,7 +285,18 @@ class ExperienceStore:
         return int(self._query("SELECT COUNT(*) FROM experiences")[0][0])
 
     def count_untrained(self) -> int:
-        return int(self._query("SELECT COUNT(*) FROM experiences WHERE train_step IS NULL")[0][0])
+        """Experiences neither trained nor skipped: what the trainer has still to take."""
+        return int(self._query(
+            "SELECT COUNT(*) FROM experiences WHERE train_step IS NULL AND skipped_step IS NULL")[0][0])
+
+    def versions(self) -> list[tuple[int, int, int | None]]:
+        """(explore step, model version it was sampled with, train step or None) of every experience."""
+        return [tuple(row) for row in self._query("SELECT explore_step, model_version, train_step FROM experiences ORDER BY seq")]
+
+    def skipped_eids(self) -> dict[str, int]:
+        """eid → the train step that skipped it as too stale."""
+        return dict(self._query(
+            "SELECT eid, skipped_step FROM experiences WHERE skipped_step IS NOT NULL ORDER BY seq"))
 
     def all_eids(self) -> list[str]:
         """Every stored eid, in insertion order."""

@@ -9,7 +9,8 @@
         trainer_meta.json               the same, of the latest checkpoint
         latest_checkpointed_iteration.txt  latest_state_dict_iteration.txt
         buffer/experiences.db           every experience, as it is produced
-        sync/huggingface/               weights exported for the engines (sync_method checkpoint)
+        sync/v{N}/                      weights version N exported for the engines (sync_method checkpoint)
+        sync/published.json             the versions the trainer published, for explorers in other processes
         log/                            reward curve and other pictures
         final/huggingface/              the trained model at the end of a stage
         eval_at_start.json              the evaluation before training (kept for a resumed run)
@@ -41,7 +42,10 @@ def partial_step_dir(experiment_dir: Path, step: int) -> Path:
 
 
 def sync_dir(experiment_dir: Path) -> Path:
-    return experiment_dir / "sync" / "huggingface"
+    return experiment_dir / "sync"
+
+
+PUBLISHED = "published.json"
 
 
 def log_dir(experiment_dir: Path) -> Path:

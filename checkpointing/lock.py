@@ -1,7 +1,8 @@
-"""One live run per experiment directory.
+"""One live explorer and one live trainer per experiment directory.
 
-An exclusive `flock` on {experiment_dir}/.run.lock, held by the process running the flow. The kernel
-drops it when that process dies, however it dies (SIGKILL too), so a stale lock never blocks a retry.
+An exclusive `flock` on {experiment_dir}/.{role}.lock per role ("explorer", "trainer"), held by the
+process running that side (a run in mode both holds both). The kernel drops it when that process dies,
+however it dies (SIGKILL too), so a stale lock never blocks a retry.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-LOCK_FILE = ".run.lock"
+ROLES = ("explorer", "trainer")
 
 
 class ExperimentBusyError(RuntimeError):
@@ -22,8 +23,9 @@ class ExperimentBusyError(RuntimeError):
 
 
 class RunLock:
-    def __init__(self, experiment_dir: Path) -> None:
-        self.path = experiment_dir / LOCK_FILE
+    def __init__(self, experiment_dir: Path, role: str) -> None:
+        self.path = experiment_dir / f".{role}.lock"
+        self.role = role
         self._file: IO[str] | None = None
 
     def acquire(self, owner: str) -> None:
@@ -38,8 +40,8 @@ class RunLock:
             holder = handle.read().strip() or "unknown"
             handle.close()
             raise ExperimentBusyError(
-                f"experiment {self.path.parent} is already being run by {holder}; wait for it to finish "
-                "or cancel it (a crashed run's lock is released with its process)"
+                f"experiment {self.path.parent}: its {self.role} is already being run by {holder}; wait for it "
+                "to finish or cancel it (a crashed run's lock is released with its process)"
             ) from None
         handle.seek(0)
         handle.truncate()
@@ -57,15 +59,24 @@ class RunLock:
 _HELD: dict[str, RunLock] = {}
 
 
-def hold(experiment_dir: Path, owner: str) -> None:
-    """Take the experiment's lock for this process (idempotent), or raise ExperimentBusyError."""
-    key = str(experiment_dir.resolve())
-    lock = _HELD.get(key) or RunLock(experiment_dir.resolve())
-    lock.acquire(owner)
-    _HELD[key] = lock
+def hold(experiment_dir: Path, owner: str, roles: tuple[str, ...] = ROLES) -> None:
+    """Take the experiment's locks of `roles` for this process (idempotent), or raise
+    ExperimentBusyError (then none is held)."""
+    taken = []
+    try:
+        for role in roles:
+            key = f"{experiment_dir.resolve()}:{role}"
+            lock = _HELD.get(key) or RunLock(experiment_dir.resolve(), role)
+            lock.acquire(owner)
+            _HELD[key] = lock
+            taken.append(role)
+    except ExperimentBusyError:
+        release(experiment_dir, tuple(taken))
+        raise
 
 
-def release(experiment_dir: Path) -> None:
-    lock = _HELD.pop(str(experiment_dir.resolve()), None)
-    if lock is not None:
-        lock.release()
+def release(experiment_dir: Path, roles: tuple[str, ...] = ROLES) -> None:
+    for role in roles:
+        lock = _HELD.pop(f"{experiment_dir.resolve()}:{role}", None)
+        if lock is not None:
+            lock.release()

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,21 @@ class Deployment:
     work_pool: str
     description: str
     nightly: bool = False
+    name: str = ""  # the deployment's name; "": the recipe's
+    settings: dict[str, Any] = field(default_factory=dict)  # applied to the recipe's config
+    name_per_flow_run: bool = True  # False: every run of it is one experiment (explore/train pairs)
 
+
+# One experiment that an explore run and a train run share (started separately, they finish together).
+SPLIT = {"name": "smoke-split", "buffer.total_steps": 3}
 
 DEPLOYMENTS = (
     Deployment("gsm8k", CPU_POOL, "GRPO on GSM8K with SmolLM2-135M-Instruct on CPU (the embedded default).", nightly=True),
     Deployment("smoke", CPU_POOL, "Two tiny GRPO steps through the whole stack, for CI."),
+    Deployment("smoke", CPU_POOL, "The explorer of experiment smoke-split; run it with rft/smoke-train.",
+               name="smoke-explore", settings={**SPLIT, "mode": "explore"}, name_per_flow_run=False),
+    Deployment("smoke", CPU_POOL, "The trainer of experiment smoke-split; run it with rft/smoke-explore.",
+               name="smoke-train", settings={**SPLIT, "mode": "train"}, name_per_flow_run=False),
     Deployment("gsm8k-qwen", GPU_POOL, "Trinity-RFT's quick-start: Qwen2.5-1.5B-Instruct, GRPO, 2 GPUs."),
     Deployment("gsm8k-tinker", GPU_POOL, "Llama-3.2-3B GRPO trained through the Tinker service."),
     Deployment("gsm8k-verl-lora", GPU_POOL, "Llama-3.2-3B GRPO with LoRA rank 32 on the veRL trainer."),
@@ -40,16 +50,16 @@ DEPLOYMENTS = (
 
 
 def deployment_entry(item: Deployment) -> dict[str, Any]:
-    config = load_recipe(item.recipe)
+    config = load_recipe(item.recipe).with_overrides(item.settings)
     entry: dict[str, Any] = {
-        "name": item.recipe,
+        "name": item.name or item.recipe,
         "description": item.description,
         "entrypoint": ENTRYPOINT,
         "tags": ["rft", "cpu" if item.work_pool == CPU_POOL else "gpu"],
         # Runs of one deployment share an experiment directory: never two at once.
         "concurrency_limit": 1,
         # Each flow run is its own experiment (nightly runs compare in MLflow); a retry resumes it.
-        "parameters": {"config": config.user_data(), "overrides": {}, "name_per_flow_run": True},
+        "parameters": {"config": config.user_data(), "overrides": {}, "name_per_flow_run": item.name_per_flow_run},
         "work_pool": {"name": item.work_pool},
     }
     if item.nightly:

@@ -1,45 +1,30 @@
-"""The `rft` flow: an experiment's stages in order; in mode `both`, explore → train → sync each step.
+"""The `rft` flow: an experiment's stages in order, each run by the flow of its mode.
 
-Read it top to bottom as the process: bring up the model, the engines and the trainer; then every
-step explore a batch, train on it, and hand the new weights to the engines; evaluate every
-`explorer.eval_interval` steps and at the end; finally save the trained model and draw the curve.
+    both     explore, train and sync, in turns or overlapped (flows/rl.py)
+    explore  the explorer side alone (flows/explorer.py); a `train` run of the experiment trains
+    train    the trainer side alone (flows/trainer.py), or supervised steps with algorithm sft
+    bench    evaluate the experiment's saved checkpoints (flows/bench.py)
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow
 from prefect.context import FlowRunContext
 
-from buffer.taskset import compute_total_steps, load_taskset
-from flows.evaluate import evaluate
-from flows.explore import explore
+from flows.bench import bench
+from flows.explorer import explore_stage
+from flows.rl import rl
 from flows.sft_warmup import sft_warmup
-from flows.stage import (
-    checkpoint_if_due,
-    close_stage,
-    exclusive,
-    finished_summary,
-    open_mlflow_run,
-    save_eval_at_start,
-    stage_flows_without_heartbeats,
-)
-from flows.sync import sync
-from flows.train import train
+from flows.trainer import train_stage
 from schemas import ExperimentConfig
 from tasks import tracking
-from tasks.checkpoint import restore_checkpoint
-from tasks.progress import StepProgress
-from tasks.setup import (
-    check_requirements,
-    connect,
-    prepare_model,
-    release,
-    start_rollout_engines,
-    start_trainer,
-)
+from tasks.setup import check_requirements, connect, release
+
+# The sides of an experiment each mode runs (what it locks, starts and releases).
+ROLES = {"both": ("explorer", "trainer"), "explore": ("explorer",), "train": ("trainer",), "bench": ("explorer",)}
+MLFLOW_ROLE = {"explore": "explorer", "bench": "bench"}
 
 
 def _release(flow: Any, run: Any, state: Any) -> None:
@@ -52,9 +37,9 @@ def _release(flow: Any, run: Any, state: Any) -> None:
     except Exception:  # an invalid config never started anything
         return
     for stage in config.resolve_stages():
-        release(stage)
+        release(stage, ROLES.get(stage.mode, ("explorer", "trainer")))
         if not state.is_completed():
-            tracking.fail_open_run(stage)
+            tracking.fail_open_run(stage, role=MLFLOW_ROLE.get(stage.mode, "main"))
 
 
 @flow(
@@ -87,76 +72,24 @@ def rft(
     outcome: dict[str, Any] = {}
     for stage in stages:
         name = f"{model_name}-{stage.name.rsplit('/', 1)[-1]}" if len(stages) > 1 else model_name
-        if stage.mode == "both":
-            outcome[stage.name] = explore_train_sync(stage, name)
-        elif stage.mode == "train" and stage.algorithm.algorithm_type == "sft":
-            outcome[stage.name] = sft_warmup(stage, name)
-        else:
-            raise NotImplementedError(
-                f"mode: {stage.mode!r} (algorithm_type {stage.algorithm.algorithm_type!r}) is not supported yet; "
-                "stages run 'both' (RL) or 'train' with algorithm sft"
-            )
+        outcome[stage.name] = run_stage(stage, name)
     return outcome
 
 
-def explore_train_sync(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
-    """Mode `both`: every step explore a batch, train on it, sync the engines; evaluate now and then."""
-    total_steps = planned_steps(config)
-    if summary := finished_summary(config, total_steps):
-        return summary
-    with exclusive(config), stage_flows_without_heartbeats():
-        model_dir = prepare_model(config)
-        run = open_mlflow_run(config)
-        start_rollout_engines(config, model_dir)
-        start_trainer(config, model_dir, total_steps)
-        done = restore_checkpoint(config)  # 0 on a fresh start; disk is the source of truth
-        if done:
-            sync(config, done)  # the engines serve the restored weights
-        progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
-        if not done and config.explorer.eval_on_startup:  # the model before training: the baseline
-            baseline, metrics = evaluate_and_log(config, run["run_id"], step=0)
-            tracking.log_metrics(config, run["run_id"], metrics, 0)
-            save_eval_at_start(config, baseline)
-
-        evals: list[dict] = []
-        for step in range(done + 1, total_steps + 1):
-            started = time.perf_counter()
-            metrics = explore(config, step)
-            metrics |= train(config, step)
-            if step % config.synchronizer.sync_interval == 0:
-                metrics |= sync(config, step)
-            metrics["time/step_s"] = sum(metrics.get(k, 0.0) for k in ("time/explore_s", "time/train_s", "time/sync_s"))
-            metrics["time/step_wall_s"] = time.perf_counter() - started  # with Prefect's own overhead
-            if step % config.explorer.eval_interval == 0 or step == total_steps:
-                evals, eval_metrics = evaluate_and_log(config, run["run_id"], step)
-                metrics |= eval_metrics
-            tracking.log_metrics(config, run["run_id"], metrics, step)
-            checkpoint_if_due(config, run, step, total_steps, model_dir)
-            progress.update(step, metrics)
-            get_run_logger().info(
-                "step %d/%d: reward %.3f, %.1f s", step, total_steps, metrics.get("explore/reward_mean", 0.0), metrics["time/step_s"]
-            )
-        return close_stage(config, run, total_steps, model_dir, model_name, evals)
-
-
-def evaluate_and_log(config: ExperimentConfig, run_id: str, step: int) -> tuple[list[dict], dict[str, float]]:
-    """Evaluate every eval taskset; their tables go to MLflow, their metrics are returned for the step's."""
-    evals = evaluate(config, step)
-    metrics: dict[str, float] = {}
-    for result in evals:
-        metrics |= {f"eval/{result['name']}/{k}": v for k, v in result["metrics"].items()}
-        tracking.log_eval_table(config, run_id, result["name"], result["rows"], step)
-    return evals, metrics
+def run_stage(stage: ExperimentConfig, model_name: str) -> dict[str, Any]:
+    """The flow of the stage's mode (modes that cannot run are refused at validation)."""
+    if stage.mode == "both":
+        return rl(stage, model_name)
+    if stage.mode == "train":
+        return sft_warmup(stage, model_name) if stage.algorithm.algorithm_type == "sft" else train_stage(stage, model_name)
+    if stage.mode == "explore":
+        return explore_stage(stage)
+    if stage.mode == "bench":
+        return bench(stage)
+    raise NotImplementedError(f"mode {stage.mode!r} has no flow (validation should have refused it)")
 
 
 def named_for_flow_run(config: ExperimentConfig, run: Any) -> ExperimentConfig:
     """The experiment of one flow run, named after it: a retry keeps the name (and the date a retry
     is scheduled for may differ from the first attempt's, so it is not part of the name)."""
     return config.with_overrides({"name": f"{config.name}-{run.name}"})
-
-
-def planned_steps(config: ExperimentConfig) -> int:
-    taskset = config.buffer.explorer_input.taskset
-    if config.buffer.total_steps is not None or taskset is None:
-        return config.buffer.total_steps or 0
-    return compute_total_steps(len(load_taskset(taskset)), config.buffer.batch_size, config.buffer.total_epochs)

@@ -12,6 +12,7 @@ from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settin
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
+from buffer.taskset import compute_total_steps, load_taskset
 from checkpointing import layout
 from checkpointing import lock as run_lock
 from schemas import ExperimentConfig
@@ -33,14 +34,14 @@ def finished_summary(config: ExperimentConfig, total_steps: int) -> dict[str, An
 
 
 @contextmanager
-def exclusive(config: ExperimentConfig) -> Iterator[None]:
-    """This process is the only one running the experiment while the block runs."""
+def exclusive(config: ExperimentConfig, roles: tuple[str, ...] = run_lock.ROLES) -> Iterator[None]:
+    """This process is the only one running these sides (explorer, trainer) of the experiment."""
     exp_dir = experiment_dir(config)
-    run_lock.hold(exp_dir, owner=f"flow run {flow_run.get_id() or 'local'}")
+    run_lock.hold(exp_dir, owner=f"flow run {flow_run.get_id() or 'local'}", roles=roles)
     try:
         yield
     finally:
-        run_lock.release(exp_dir)
+        run_lock.release(exp_dir, roles)
 
 
 @contextmanager
@@ -55,8 +56,35 @@ def stage_flows_without_heartbeats() -> Iterator[None]:
         yield
 
 
-def open_mlflow_run(config: ExperimentConfig) -> dict[str, str]:
-    run = tracking.start_mlflow_run(config, str(flow_run.get_id() or "local"))
+def planned_steps(config: ExperimentConfig) -> int:
+    """buffer.total_steps, else total_epochs over the taskset."""
+    taskset = config.buffer.explorer_input.taskset
+    if config.buffer.total_steps is not None or taskset is None:
+        return config.buffer.total_steps or 0
+    return compute_total_steps(len(load_taskset(taskset)), config.buffer.batch_size, config.buffer.total_epochs)
+
+
+def evaluate_and_log(config: ExperimentConfig, run_id: str, step: int) -> tuple[list[dict], dict[str, float]]:
+    """Evaluate every eval taskset; their tables go to MLflow, their metrics are returned for the step's."""
+    from flows.evaluate import evaluate
+
+    evals = evaluate(config, step)
+    metrics: dict[str, float] = {}
+    for result in evals:
+        metrics |= {f"eval/{result['name']}/{k}": v for k, v in result["metrics"].items()}
+        tracking.log_eval_table(config, run_id, result["name"], result["rows"], step)
+    return evals, metrics
+
+
+def evaluate_baseline(config: ExperimentConfig, run_id: str) -> None:
+    """The model before training (explorer.eval_on_startup), logged at step 0 and kept for a resumed run."""
+    baseline, metrics = evaluate_and_log(config, run_id, step=0)
+    tracking.log_metrics(config, run_id, metrics, 0)
+    save_eval_at_start(config, baseline)
+
+
+def open_mlflow_run(config: ExperimentConfig, role: str = "main") -> dict[str, str]:
+    run = tracking.start_mlflow_run(config, str(flow_run.get_id() or "local"), role=role)
     create_markdown_artifact(
         f"MLflow run for **{config.project}/{config.name}**: [{run['run_id']}]({run['url']})\n\n"
         f"Tracking URI: `{run['tracking_uri']}`",
@@ -76,7 +104,8 @@ def checkpoint_if_due(config: ExperimentConfig, run: dict[str, str], step: int, 
 
 
 def close_stage(
-    config: ExperimentConfig, run: dict[str, str], total_steps: int, model_dir: str, model_name: str, evals: list[dict]
+    config: ExperimentConfig, run: dict[str, str], total_steps: int, model_dir: str, model_name: str, evals: list[dict],
+    roles: tuple[str, ...] = run_lock.ROLES,
 ) -> dict[str, Any]:
     """Convert the final checkpoint, point final/ at it, register it, draw the curve, write the summary."""
     converted = convert_checkpoint(str(layout.step_dir(experiment_dir(config), total_steps)), model_dir)
@@ -96,7 +125,7 @@ def close_stage(
         "eval_at_start": at_start,
     }
     write_json_atomic(experiment_dir(config) / layout.SUMMARY, summary)
-    release(config)  # the next stage starts its own
+    release(config, roles)  # the next stage starts its own
     return summary
 
 

@@ -165,6 +165,15 @@ class NoEntropyArgs(Section):
     entropy_coef: float = Field(0.0, description="Must be 0: there is no entropy term.")
 
 
+class SampleArgs(Section):
+    """Take the oldest untrained experiences, leaving out those sampled with weights that are too old."""
+
+    max_staleness: int | None = Field(
+        None, ge=0, description="Skip (and count) experiences sampled with weights more than this many versions "
+        "older than the trainer's; None: train on every experience."
+    )
+
+
 class MixSampleArgs(Section):
     """Mix expert (SFT) data into RL batches."""
 
@@ -207,7 +216,7 @@ KL_FNS: dict[str, type[Section]] = {
     "low_var_kl+": KLArgs,
 }
 ENTROPY_LOSS_FNS: dict[str, type[Section]] = {"default": EntropyArgs, "basic": EntropyArgs, "none": NoEntropyArgs}
-SAMPLE_STRATEGIES: dict[str, type[Section]] = {"default": NoArgs, "warmup": NoArgs, "mix": MixSampleArgs}
+SAMPLE_STRATEGIES: dict[str, type[Section]] = {"default": SampleArgs, "warmup": SampleArgs, "mix": MixSampleArgs}
 
 # Which registry checks each `<name>` / `<name>_args` pair of AlgorithmConfig.
 FUNCTION_REGISTRIES: dict[str, dict[str, type[Section]]] = {

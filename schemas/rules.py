@@ -54,6 +54,7 @@ class Resolver:
 def apply_rules(config: ExperimentConfig) -> None:
     """Run every rule in dependency order; raise ConfigRuleError listing all problems found."""
     r = Resolver(config)
+    _mode(r)
     _algorithm(r)
     r.raise_if_errors()  # later rules need the resolved algorithm
     _model(r)
@@ -63,6 +64,19 @@ def apply_rules(config: ExperimentConfig) -> None:
     _explorer(r)
     _monitor(r)
     r.raise_if_errors()
+
+
+# ----------------------------------------------------------------------------- mode
+def _mode(r: Resolver) -> None:
+    """Modes that have no flow are refused here, not when the run gets to them."""
+    c = r.config
+    if c.mode == "colocate":
+        r.error("mode", "'colocate' is not supported: use mode 'both' with synchronizer.sync_offset 0, where the "
+                        "explorer and the trainer take turns on the same devices")
+    if c.mode == "serve":
+        r.error("mode", "'serve' is not built yet; modes: both, explore, train, bench")
+    if c.mode == "bench" and not c.buffer.explorer_input.eval_tasksets:
+        r.error("buffer.explorer_input.eval_tasksets", "mode 'bench' evaluates checkpoints: give at least one eval taskset")
 
 
 # ----------------------------------------------------------------------------- algorithm
@@ -238,6 +252,11 @@ def _synchronizer(r: Resolver) -> None:
             r.error("synchronizer.sync_offset", f"{s.sync_offset} must be below buffer.total_steps ({total})")
     if s.sync_offset > 0 and s.sync_style != "fixed":
         r.error("synchronizer.sync_offset", f"only meaningful with synchronizer.sync_style 'fixed' (got {s.sync_style!r})")
+    max_staleness = (c.algorithm.sample_strategy_args or {}).get("max_staleness")
+    if max_staleness is not None and s.sync_style == "fixed" and max_staleness < s.sync_offset + s.sync_interval - 1:
+        r.error("algorithm.sample_strategy_args.max_staleness",
+                f"{max_staleness} is below the staleness sync_offset + sync_interval - 1 = "
+                f"{s.sync_offset + s.sync_interval - 1} that synchronizer settings give every step: nothing would be trained")
     if c.buffer.explorer_input.eval_tasksets and c.explorer.eval_interval % s.sync_interval != 0:
         r.error("explorer.eval_interval",
                 f"{c.explorer.eval_interval} is not a multiple of synchronizer.sync_interval ({s.sync_interval}); "
@@ -251,10 +270,10 @@ def _buffer(r: Resolver) -> None:
     alg = c.algorithm
     preset = ALGORITHM_PRESETS[alg.algorithm_type]
     if b.train_batch_size is None:
-        if c.mode == "train" or not preset.needs_rollout:
+        if not preset.needs_rollout:
             r.error("buffer.train_batch_size",
-                    f"required when mode is 'train' or algorithm.algorithm_type is {alg.algorithm_type!r} "
-                    "(it cannot be derived from rollouts)")
+                    f"required when algorithm.algorithm_type is {alg.algorithm_type!r} (it learns from a dataset: "
+                    "the size cannot be derived from rollouts)")
         else:
             r.derive(b, "train_batch_size", b.batch_size * alg.repeat_times, "buffer.train_batch_size",
                      f"buffer.batch_size ({b.batch_size}) × algorithm.repeat_times ({alg.repeat_times})")
@@ -328,10 +347,17 @@ def _trainer_input(r: Resolver) -> None:
     ti = c.buffer.trainer_input
     path = "buffer.trainer_input.experience_buffer"
     eb = ti.experience_buffer
-    if c.mode == "train":
+    rl_train_side = c.mode == "train" and ALGORITHM_PRESETS[c.algorithm.algorithm_type].needs_rollout
+    if c.mode == "train" and not rl_train_side:
         if eb is None or not eb.path:
             r.error(f"{path}.path" if eb is not None else path,
                     "required in mode 'train': the dataset (or stored experiences) to train on")
+    elif rl_train_side:
+        if eb is None:
+            r.derive(ti, "experience_buffer", StorageConfig(name="experience_buffer", storage_type="sqlite"), path,
+                     "mode 'train' with an RL algorithm trains on the experiment's buffer, filled by its explore run")
+        if c.buffer.total_steps is None and c.buffer.explorer_input.taskset is None:
+            r.error("buffer.total_steps", "required in mode 'train' without a taskset (the steps cannot be counted)")
     elif c.mode in EXPLORING_MODES and c.mode in TRAINING_MODES:
         if eb is None:
             r.derive(ti, "experience_buffer", StorageConfig(name="experience_buffer", storage_type="queue"), path,

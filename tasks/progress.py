@@ -13,12 +13,17 @@ LISTENERS: list[ProgressListener] = []
 
 
 class StepProgress:
-    def __init__(self, total_steps: int, description: str, done: int = 0) -> None:
+    def __init__(self, total_steps: int, description: str, done: int = 0, artifact: str | None = None) -> None:
         self.total = max(total_steps, 1)
         self.description = description
-        self.artifact: UUID = create_progress_artifact(
+        self.artifact: UUID = UUID(artifact) if artifact else create_progress_artifact(
             progress=100.0 * done / self.total, description=f"{description}: step {done}/{self.total}"
         )
+
+    @classmethod
+    def attach(cls, artifact: str, total_steps: int, description: str) -> StepProgress:
+        """The progress artifact a parent flow created, updated from a child flow."""
+        return cls(total_steps, description, artifact=artifact)
 
     def update(self, step: int, metrics: dict[str, float]) -> None:
         update_progress_artifact(

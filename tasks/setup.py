@@ -49,9 +49,10 @@ def revive_engines(config: ExperimentConfig) -> list[str]:
     return revived
 
 
-def release(config: ExperimentConfig) -> None:
-    """Stop the experiment's engines and trainer; safe when none were started (flow state hooks)."""
-    policy_for(config).release()
+def release(config: ExperimentConfig, roles: tuple[str, ...] = ("explorer", "trainer")) -> None:
+    """Stop what the sides in `roles` started (explorer: the engines, trainer: the trainer); safe when
+    nothing was started (flow state hooks)."""
+    policy_for(config).release(engines="explorer" in roles, trainer="trainer" in roles)
 
 
 @task(name="check-requirements", cache_policy=NO_CACHE)

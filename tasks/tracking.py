@@ -17,6 +17,7 @@ from schemas import ExperimentConfig
 from tasks.runtime import experiment_dir
 
 EXPERIMENT_TAG = "rft.experiment_dir"
+ROLE_TAG = "rft.role"  # main (a whole run, or its trainer side), explorer (an explore-only deployment), bench
 MAX_PARAM_CHARS = 6000  # MLflow's limit on a param value
 
 
@@ -57,15 +58,16 @@ def flatten(data: Any, prefix: str = "") -> dict[str, str]:
 
 
 @task(name="start-mlflow-run", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
-def start_mlflow_run(config: ExperimentConfig, flow_run_id: str) -> dict[str, str]:
-    """The experiment's MLflow run: the unfinished one of an earlier attempt, or a new one."""
+def start_mlflow_run(config: ExperimentConfig, flow_run_id: str, role: str = "main") -> dict[str, str]:
+    """The experiment's MLflow run of `role`: the unfinished one of an earlier attempt, or a new one."""
     client = client_for(config)
     name = config.monitor.experiment_name or config.project
     experiment = client.get_experiment_by_name(name)
     experiment_id = experiment.experiment_id if experiment else client.create_experiment(name, artifact_location=artifact_location(config))
     tag = str(experiment_dir(config))
     previous = client.search_runs(
-        [experiment_id], filter_string=f"tags.`{EXPERIMENT_TAG}` = '{tag}'", order_by=["attributes.start_time DESC"], max_results=1
+        [experiment_id], filter_string=f"tags.`{EXPERIMENT_TAG}` = '{tag}' and tags.`{ROLE_TAG}` = '{role}'",
+        order_by=["attributes.start_time DESC"], max_results=1,
     )
     if previous and previous[0].info.status != "FINISHED":
         run = previous[0]
@@ -73,7 +75,8 @@ def start_mlflow_run(config: ExperimentConfig, flow_run_id: str) -> dict[str, st
         client.set_tag(run.info.run_id, f"prefect.flow_run_id.{flow_run_id[:8]}", flow_run_id)
     else:
         run = client.create_run(
-            experiment_id, run_name=config.name, tags={EXPERIMENT_TAG: tag, "prefect.flow_run_id": flow_run_id}
+            experiment_id, run_name=config.name if role == "main" else f"{config.name} ({role})",
+            tags={EXPERIMENT_TAG: tag, ROLE_TAG: role, "prefect.flow_run_id": flow_run_id},
         )
         params = [Param(k, v) for k, v in flatten(config.model_dump(mode="json", exclude={"stages"})).items()]
         for i in range(0, len(params), 100):
@@ -107,7 +110,7 @@ def log_eval_table(config: ExperimentConfig, run_id: str, name: str, rows: list[
     client.log_table(run_id, data=columns, artifact_file=f"eval/{name}/step_{step:05d}.json")
 
 
-def log_reward_curve(config: ExperimentConfig, run_id: str) -> Path:
+def log_reward_curve(config: ExperimentConfig, run_id: str, file_name: str = "reward_curve.png") -> Path:
     """A PNG of training reward (and eval accuracy) per step, logged as an artifact."""
     import matplotlib
 
@@ -135,7 +138,7 @@ def log_reward_curve(config: ExperimentConfig, run_id: str) -> Path:
     ax.grid(alpha=0.3)
     if ax.get_lines():
         ax.legend(loc="upper left")
-    out = layout.log_dir(experiment_dir(config)) / "reward_curve.png"
+    out = layout.log_dir(experiment_dir(config)) / file_name
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -162,14 +165,17 @@ def register_model(config: ExperimentConfig, run_id: str, name: str, model_dir: 
     return version.version
 
 
-def fail_open_run(config: ExperimentConfig) -> None:
-    """Mark the experiment's running MLflow run FAILED (a retry continues it, see start_mlflow_run)."""
+def fail_open_run(config: ExperimentConfig, role: str = "main") -> None:
+    """Mark the experiment's running MLflow run of `role` FAILED (a retry continues it, see start_mlflow_run)."""
     client = client_for(config)
     experiment = client.get_experiment_by_name(config.monitor.experiment_name or config.project)
     if experiment is None:
         return
     tag = str(experiment_dir(config))
-    for run in client.search_runs([experiment.experiment_id], filter_string=f"tags.`{EXPERIMENT_TAG}` = '{tag}'"):
+    runs = client.search_runs(
+        [experiment.experiment_id], filter_string=f"tags.`{EXPERIMENT_TAG}` = '{tag}' and tags.`{ROLE_TAG}` = '{role}'"
+    )
+    for run in runs:
         if run.info.status == "RUNNING":
             client.set_terminated(run.info.run_id, status="FAILED")
 

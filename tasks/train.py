@@ -13,18 +13,39 @@ from schemas import ExperimentConfig
 from tasks.runtime import experiment_dir, train_batch_size
 
 
+def max_staleness(config: ExperimentConfig) -> int | None:
+    """Versions an experience may lag the trainer by (algorithm.sample_strategy_args.max_staleness)."""
+    return (config.algorithm.sample_strategy_args or {}).get("max_staleness")
+
+
 @task(name="train-step", cache_policy=NO_CACHE)
 def train_step(config: ExperimentConfig, step: int) -> dict[str, float]:
-    """Experiences stay untrained in the buffer until the step that used them has finished."""
+    """Experiences stay untrained in the buffer until the step that used them has finished; those
+    staler than max_staleness are skipped (and counted), never trained."""
     started = time.perf_counter()
+    version = step - 1  # the weights this step starts from
     store = ExperienceStore.for_experiment(experiment_dir(config))
     try:
+        limit = max_staleness(config)
+        skipped = store.skip_stale(version - limit, step) if limit is not None else 0
         batch = store.take(train_batch_size(config))
         if not batch:
-            raise RuntimeError(f"train step {step}: the experience buffer has nothing to train on")
+            raise RuntimeError(
+                f"train step {step}: the experience buffer has nothing to train on"
+                + (f" ({skipped} experiences were staler than max_staleness {limit})" if skipped else "")
+            )
         metrics = policy_for(config).trainer.train_step(batch)
         store.mark_trained([e.eid for e in batch], step)
     finally:
         store.close()
-    get_run_logger().info("train step %d: %d experiences, loss %.4f", step, len(batch), metrics.get("loss", float("nan")))
-    return {**{f"train/{k}": v for k, v in metrics.items()}, "time/train_s": time.perf_counter() - started}
+    staleness = [version - e.model_version for e in batch]
+    get_run_logger().info("train step %d: %d experiences, loss %.4f, staleness %d..%d", step, len(batch),
+                          metrics.get("loss", float("nan")), min(staleness), max(staleness))
+    return {
+        **{f"train/{k}": v for k, v in metrics.items()},
+        "train/staleness_min": float(min(staleness)),
+        "train/staleness_mean": sum(staleness) / len(staleness),
+        "train/staleness_max": float(max(staleness)),
+        "train/skipped_stale": float(skipped),
+        "time/train_s": time.perf_counter() - started,
+    }

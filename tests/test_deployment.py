@@ -90,7 +90,8 @@ def test_prefect_yaml_is_generated_from_the_recipes() -> None:
 
 def test_deployments_and_nightly_schedule(prefect_stack: dict[str, str]) -> None:
     listed = prefect(prefect_stack, "deployment", "ls")
-    for name in ("rft/gsm8k", "rft/smoke", "rft/gsm8k-qwen", "rft/gsm8k-tinker", "rft/gsm8k-verl-lora"):
+    for name in ("rft/gsm8k", "rft/smoke", "rft/gsm8k-qwen", "rft/gsm8k-tinker", "rft/gsm8k-verl-lora",
+                 "rft/smoke-explore", "rft/smoke-train"):
         assert name in listed.stdout, listed.stdout
     gsm8k = prefect(prefect_stack, "deployment", "inspect", "rft/gsm8k").stdout
     assert "0 2 * * *" in gsm8k and "'active': True" in gsm8k.replace('"', "'")
@@ -169,6 +170,64 @@ def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dic
     assert sorted(step for _, step in rows) == [1] * 4 + [2] * 4  # each trained once
     task_uses = Counter(eid.split("@")[0] for eid, _ in rows)  # eid = "{task_id}@{step}/{group}/{i}"
     assert len(task_uses) == 2 * 2 and set(task_uses.values()) == {2}  # every task used equally
+
+
+def start_deployment(env: dict[str, str], deployment: str, overrides: dict) -> str:
+    started = prefect(env, "deployment", "run", deployment, "--param", f"overrides={json.dumps(overrides)}")
+    assert started.returncode == 0, started.stdout + started.stderr
+    return next(line.split()[-1] for line in started.stdout.splitlines() if "UUID" in line)
+
+
+def kill_and_retry(env: dict[str, str], flow_run_id: str) -> None:
+    """SIGKILL the flow run's process, as a crash would, and retry it as the UI's Retry does."""
+    pid = flow_run_process(flow_run_id)
+    assert pid is not None, "the flow run's process was not found"
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for_state(env, flow_run_id, {"CRASHED", "FAILED"}, 180)
+    retried = prefect(env, "flow-run", "retry", flow_run_id)
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+
+
+def test_explore_and_train_deployments_killed_and_retried_finish_together(prefect_stack: dict[str, str], tmp_path: Path) -> None:
+    """rft/smoke-explore and rft/smoke-train share one experiment (smoke-split, 3 steps). The trainer is
+    killed while it trains step 2 and the explorer while it explores step 3; both are retried and the two
+    finish together: every explore step in the buffer once, every experience trained once, by its step."""
+    root = tmp_path / "checkpoints"
+    overrides = {"checkpoint_root_dir": str(root), "cluster.ray_address": "local"}
+    explorer = start_deployment(prefect_stack, "rft/smoke-explore", overrides)
+    trainer = start_deployment(prefect_stack, "rft/smoke-train", overrides)
+    exp = root / "rft" / "smoke-split"
+
+    def explored(step: int) -> bool:
+        db = exp / "buffer" / "experiences.db"
+        if not db.exists():
+            return False
+        with sqlite3.connect(db, timeout=30) as conn:
+            return conn.execute("SELECT COUNT(*) FROM experiences WHERE explore_step = ?", (step,)).fetchone()[0] > 0
+
+    def until(condition, what: str, runs=(explorer, trainer)) -> None:  # noqa: ANN001
+        deadline = time.time() + 900
+        while not condition():
+            ended = [r for r in runs if state_of(prefect_stack, r) in TERMINAL]
+            if ended or time.time() > deadline:
+                logs = "\n".join(prefect(prefect_stack, "flow-run", "logs", r).stdout[-3000:] for r in runs)
+                pytest.fail(f"waiting for {what}; ended: {ended}\n{logs}")
+            time.sleep(0.5)
+
+    until(lambda: (exp / "global_step_1").is_dir() and explored(2), "the trainer's step-1 checkpoint")
+    kill_and_retry(prefect_stack, trainer)  # it trains step 2, or waits for explore step 3
+    until(lambda: explored(2) and not explored(3) and (exp / "sync" / "published.json").exists(), "explore step 3 under way",
+          runs=(explorer,))
+    kill_and_retry(prefect_stack, explorer)
+    for run in (explorer, trainer):
+        assert wait_for_state(prefect_stack, run, {"COMPLETED", "FAILED", "CRASHED"}, 900) == "COMPLETED", (
+            prefect(prefect_stack, "flow-run", "logs", run).stdout[-4000:])
+    assert "resuming after step 1" in prefect(prefect_stack, "flow-run", "logs", trainer).stdout
+    assert json.loads((exp / "summary.json").read_text())["steps"] == 3
+    with sqlite3.connect(exp / "buffer" / "experiences.db") as conn:
+        rows = conn.execute("SELECT eid, explore_step, train_step FROM experiences").fetchall()
+    assert len(rows) == len({eid for eid, _, _ in rows}) == 3 * 2 * 2  # steps × tasks × repeat_times, no duplicate
+    assert all(explore == trained for _, explore, trained in rows)  # each trained once, by its own step
 
 
 def failed_run_logs(env: dict[str, str], deployment: str, checkpoints: Path) -> str:

@@ -61,7 +61,7 @@ def test_take_returns_oldest_untrained_and_changes_nothing_until_marked(store):
     store.mark_trained([e.eid for e in first], train_step=0)
     assert store.count_untrained() == 2
     assert [e.eid for e in store.take(4)] == ["b1", "b2"]  # fewer than asked: what there is
-    assert store.read_position() == {"train_step": 0, "trained": 4}
+    assert store.read_position() == {"train_step": 0, "trained": 4, "skipped": 0}
     assert store.trained_eids() == {"a0": 0, "a1": 0, "a2": 0, "b0": 0}
 
 
@@ -193,3 +193,17 @@ def test_take_needs_a_positive_count(store):
     with pytest.raises(ValueError):
         store.take(0)
     assert isinstance(store.path, Path)
+
+
+def test_stale_experiences_are_skipped_accounted_and_restored(store):
+    store.put([make(f"e{i}") for i in range(4)])
+    store.mark_trained(["e0"], train_step=1)
+    checkpoint = store.read_position()
+    store.mark_skipped(["e1", "e2"], train_step=2)  # too stale for step 2: never trained, never taken
+    assert [e.eid for e in store.take(4)] == ["e3"] and store.count_untrained() == 1
+    assert store.skipped_eids() == {"e1": 2, "e2": 2}
+    with pytest.raises(ValueError, match="unknown, trained or skipped already"):
+        store.mark_skipped(["e1"], train_step=3)
+    assert store.read_position() == {"train_step": 1, "trained": 1, "skipped": 2}
+    assert store.restore_read_position(checkpoint) == 2  # the lost step 2 decides again
+    assert store.skipped_eids() == {} and store.count_untrained() == 3

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from dataclasses import dataclass
 
 from backends.local import ray_cluster, trainer_actor, vllm_engine
 from backends.local.engine_client import EngineClient
 from backends.local.weight_sync import WeightTransport, make_transport, remove_shared_memory
 from backends.policy import Policy
-from checkpointing import layout
+from backends.weights import WeightsHandle
 
 logger = logging.getLogger(__name__)
 
@@ -123,8 +122,16 @@ class LocalPolicy(Policy):
     def engines(self) -> list[EngineClient]:
         return [EngineClient(name) for name in self.engine_names]
 
-    def sync(self, version: int) -> dict[str, float]:
-        return self._sync_into(self.engines(), version)
+    def publish(self, version: int) -> WeightsHandle:
+        transport = self._transport()
+        if transport.pushes_tensors:  # the tensors go straight into the engines when they load
+            return WeightsHandle(version=version, kind="pushed", location=transport.sync_method)
+        folder = transport.export_dir(self.config.experiment_dir.resolve(), self.experiment, version)
+        return self.trainer.publish_weights(version, folder)
+
+    def load(self, weights: WeightsHandle) -> None:
+        self._load_into(self.engines(), weights)
+        self._transport().prune(self.config.experiment_dir.resolve(), self.experiment, keep_from=weights.version)
 
     def revive(self) -> list[str]:
         dead = [name for name in self.engine_names if not self._alive(name)]
@@ -135,16 +142,18 @@ class LocalPolicy(Policy):
         settings = vllm_engine.EngineSettings.from_config(self.config)
         vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus)
         version = self.trainer.global_step
-        if version:  # the revived engines serve what the others serve: the trainer's current weights
-            self._sync_into([EngineClient(name) for name in dead], version)
+        if version:  # the revived engines serve the trainer's current weights
+            self._load_into([EngineClient(name) for name in dead], self.publish(version))
         return dead
 
-    def release(self) -> None:
+    def release(self, engines: bool = True, trainer: bool = True) -> None:
         if ray_cluster.is_connected():
-            for name in ray_cluster.actor_names(f"{self.experiment}-rollout-"):
+            for name in ray_cluster.actor_names(f"{self.experiment}-rollout-") if engines else []:
                 vllm_engine.stop_engine_actor(name)
-            trainer_actor.stop_trainer_actor(self.trainer_name)
-        remove_shared_memory(self.experiment)  # the weights are in the checkpoints; RAM is not kept for them
+            if trainer:
+                trainer_actor.stop_trainer_actor(self.trainer_name)
+        # the weights are in the checkpoints; RAM is not kept for them
+        remove_shared_memory(self.experiment, engines=engines, staging=trainer)
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -152,17 +161,11 @@ class LocalPolicy(Policy):
         rollout = self.config.explorer.rollout_model
         return make_transport(self.config.synchronizer.sync_method, ray_cluster.cluster_gpus() > 0, rollout.tensor_parallel_size)
 
-    def _sync_into(self, engines: list[EngineClient], version: int) -> dict[str, float]:
-        started = time.perf_counter()
+    def _load_into(self, engines: list[EngineClient], weights: WeightsHandle) -> None:
         transport = self._transport()
-        if transport.pushes_tensors:
-            weights = self.trainer.push_weights(transport, [e.actor for e in engines], version)
-        else:
-            folder = transport.export_dir(layout.sync_dir(self.config.experiment_dir.resolve()), self.experiment)
-            weights = self.trainer.publish_weights(version, folder)
-        exported = time.perf_counter() - started
+        if weights.kind == "pushed":  # GPU: the trainer streams the tensors in, the engines stamp the version
+            weights = self.trainer.push_weights(transport, [e.actor for e in engines], weights.version)
         transport.send(engines, weights)
-        return {"time/sync_s": time.perf_counter() - started, "sync/export_s": exported, "sync/model_version": float(version)}
 
     def _alive(self, name: str) -> bool:
         try:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from backends.rollout import RolloutEngine
 from backends.weights import WeightsHandle
+from checkpointing import layout
 
 if TYPE_CHECKING:
     import torch
@@ -44,11 +45,18 @@ def memory_staging_dir(experiment_id: str) -> Path:
     return SHM_ROOT / experiment_id / "staging"
 
 
-def remove_shared_memory(experiment_id: str) -> None:
-    """Free what the experiment holds in RAM-backed /dev/shm: its staging folder and the serve folders of
-    its engines (also of engines that died while starting). Each is ~the model's size in RAM."""
-    for path in [SHM_ROOT / experiment_id, *SHM_ROOT.glob(f"{experiment_id}-rollout-*")]:
+def remove_shared_memory(experiment_id: str, engines: bool = True, staging: bool = True) -> None:
+    """Free what the experiment holds in RAM-backed /dev/shm: the serve folders of its engines (also of
+    engines that died while starting) and the trainer's staging folder. Each is ~the model's size in RAM."""
+    paths = ([SHM_ROOT / experiment_id] if staging else []) + (list(SHM_ROOT.glob(f"{experiment_id}-rollout-*")) if engines else [])
+    for path in paths:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_versions_below(parent: Path, version: int) -> None:
+    for folder in parent.glob("v*"):
+        if folder.name[1:].isdigit() and int(folder.name[1:]) < version:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def install_safetensors(source_dir: Path, serve_dir: Path) -> list[str]:
@@ -108,9 +116,14 @@ class WeightTransport(ABC):
         """Extra `vllm.LLM(...)` arguments the engine side needs (e.g. a weight-transfer backend)."""
         return {}
 
-    def export_dir(self, checkpoint_dir: Path, experiment_id: str) -> Path:
-        """Where the trainer should export the weights it wants synced."""
-        return Path(checkpoint_dir)
+    def export_dir(self, experiment_dir: Path, experiment_id: str, version: int) -> Path:
+        """Where the trainer exports version `version` of its weights (one folder per version, so an
+        engine can load an exact version while a newer one is being written)."""
+        return layout.sync_dir(experiment_dir) / f"v{version}"
+
+    def prune(self, experiment_dir: Path, experiment_id: str, keep_from: int) -> None:
+        """Remove the exported versions older than `keep_from` (the engines serve it or newer)."""
+        _remove_versions_below(self.export_dir(experiment_dir, experiment_id, keep_from).parent, keep_from)
 
     @property
     def pushes_tensors(self) -> bool:
@@ -152,8 +165,8 @@ class MemoryTransport(WeightTransport):
     def pushes_tensors(self) -> bool:
         return self.use_gpu
 
-    def export_dir(self, checkpoint_dir: Path, experiment_id: str) -> Path:
-        return memory_staging_dir(experiment_id)
+    def export_dir(self, experiment_dir: Path, experiment_id: str, version: int) -> Path:
+        return memory_staging_dir(experiment_id) / f"v{version}"
 
     def apply(self, llm: LLM, serve_dir: Path, model_dir: Path) -> None:
         # Staging and serve folders are both on /dev/shm: hard links, no bytes copied. On GPU this is

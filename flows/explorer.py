@@ -1,0 +1,120 @@
+"""The explorer side: explore steps on the engines, loading each weights version when it is due.
+
+Used by mode `both` with overlap (beside the trainer flow, in threads of one run) and by mode
+`explore` (its own deployment, beside a `train` deployment on the same experiment folder). It meets
+the trainer only at the buffer (it writes each step's experiences) and at published weight versions
+(it loads them, see tasks/schedule.py for which version each step samples with).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from buffer.experience_store import ExperienceStore
+from flows.concurrent import stop_event
+from flows.explore import explore
+from flows.stage import evaluate_and_log, evaluate_baseline, exclusive, open_mlflow_run, planned_steps, stage_flows_without_heartbeats
+from schemas import ExperimentConfig
+from tasks import schedule, tracking
+from tasks.runtime import experiment_dir
+from tasks.setup import prepare_model, release, start_rollout_engines
+from tasks.sync import load_weights, newest_published
+
+
+def explore_stage(config: ExperimentConfig) -> dict[str, Any]:
+    """Mode `explore`: the engines and the explorer only; a `train` run on the same experiment trains."""
+    total_steps = planned_steps(config)
+    with exclusive(config, roles=("explorer",)), stage_flows_without_heartbeats():
+        model_dir = prepare_model(config)
+        run = open_mlflow_run(config, role="explorer")
+        start_rollout_engines(config, model_dir)
+        serving = newest_published(config)
+        if serving:  # the trainer has published already: sample with its newest weights
+            load_weights(config, serving)
+        elif config.explorer.eval_on_startup and _Explorer(config, total_steps, run["run_id"], 0).explored() == 0:
+            evaluate_baseline(config, run["run_id"])
+        outcome = explorer(config, total_steps, run["run_id"], serving)
+        tracking.finish_run(config, run["run_id"])
+        release(config, roles=("explorer",))
+        return {"steps": total_steps, "mlflow_run_id": run["run_id"], "eval": {e["name"]: e["metrics"] for e in outcome["evals"]}}
+
+
+@flow(name="explorer", log_prints=False)
+def explorer(config: ExperimentConfig, total_steps: int, run_id: str, serving: int = 0) -> dict[str, Any]:
+    """Explore steps after the last one in the buffer up to `total_steps`, then load and evaluate the
+    trainer's final version. `serving`: the version the engines serve now. Returns the last evals."""
+    side = _Explorer(config, total_steps, run_id, serving)
+    for step in range(side.explored() + 1, total_steps + 1):
+        side.catch_up(step)
+        side.wait_for_room(step)
+        metrics = explore(config, step)
+        tracking.log_metrics(config, run_id, metrics, step)
+    side.load(total_steps, wait=True)  # finish with the trainer: its final model, evaluated
+    return {"evals": side.last_evals, "serving": side.serving}
+
+
+class _Explorer:
+    """The explorer's state between steps: which version the engines serve, what was evaluated."""
+
+    def __init__(self, config: ExperimentConfig, total_steps: int, run_id: str, serving: int) -> None:
+        self.config, self.total_steps, self.run_id = config, total_steps, run_id
+        self.serving = serving
+        self.requested = 0  # explorer_driven: the explore step after which it last asked
+        self.evaluated: set[int] = set()
+        self.last_evals: list[dict] = []
+        self.timeout = config.synchronizer.sync_timeout
+
+    def explored(self) -> int:
+        store = ExperienceStore.for_experiment(experiment_dir(self.config))
+        try:
+            return max(store.max_explore_step(), 0)
+        finally:
+            store.close()
+
+    def catch_up(self, step: int) -> None:
+        """Before explore `step`: serve the version it must sample with (fixed), or the newest one."""
+        sync = self.config.synchronizer
+        exact = schedule.version_for_step(self.config, step)
+        if exact is not None:
+            if exact > self.serving:
+                self.load(exact, wait=True)
+            return
+        if sync.sync_style == "explorer_driven" and step - 1 - self.requested >= sync.sync_interval and step > 1:
+            schedule.request_sync(self.config, step - 1)
+            self.requested = step - 1
+            self.load(None, wait=True, newer_than=self.serving)
+        elif newest_published(self.config) > self.serving:  # trainer_driven: take what is there
+            self.load(newest_published(self.config), wait=False)
+
+    def wait_for_room(self, step: int) -> None:
+        """Driven styles: never sample what max_staleness would throw away, nor overfill the buffer."""
+        limit = (self.config.algorithm.sample_strategy_args or {}).get("max_staleness")
+        if self.config.synchronizer.sync_style != "fixed" and limit is not None and (step - 1) - self.serving > limit:
+            self.load(None, wait=True, newer_than=step - 2 - limit)
+
+    def load(self, version: int | None, *, wait: bool, newer_than: int | None = None) -> None:
+        """Serve `version` (None: the newest published beyond `newer_than`), waiting for the trainer to
+        publish it if `wait`; evaluate it when an evaluation is due."""
+        target = (lambda: newest_published(self.config) > newer_than) if version is None else (
+            lambda: newest_published(self.config) >= version)
+        if wait:
+            schedule.wait_until(
+                target, timeout_s=self.timeout, stop=stop_event(),
+                waiting_for=f"weights version {version if version is not None else f'> {newer_than}'}",
+                other_side=lambda: f"the trainer's newest published version is {newest_published(self.config)}",
+            )
+        elif not target():
+            return
+        version = version if version is not None else newest_published(self.config)
+        if version > self.serving:
+            metrics = load_weights(self.config, version)
+            tracking.log_metrics(self.config, self.run_id, metrics, version)
+            self.serving = version
+        if version not in self.evaluated and (version % self.config.explorer.eval_interval == 0 or version == self.total_steps):
+            self.evaluated.add(version)
+            if self.config.buffer.explorer_input.eval_tasksets:
+                self.last_evals, metrics = evaluate_and_log(self.config, self.run_id, version)
+                tracking.log_metrics(self.config, self.run_id, metrics, version)
+                get_run_logger().info("evaluated model version %d", version)

@@ -1,0 +1,91 @@
+"""The trainer side: a train step as soon as the explorer has put that step's experiences in the buffer,
+weights published on schedule (tasks/schedule.py), checkpoints every trainer.save_interval steps.
+
+Used by mode `both` with overlap (beside the explorer flow) and by mode `train` (its own deployment).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from buffer.experience_store import ExperienceStore
+from flows.concurrent import stop_event
+from flows.stage import (
+    checkpoint_if_due,
+    close_stage,
+    exclusive,
+    finished_summary,
+    open_mlflow_run,
+    planned_steps,
+    stage_flows_without_heartbeats,
+)
+from flows.train import train
+from schemas import ExperimentConfig
+from tasks import schedule, tracking
+from tasks.checkpoint import restore_checkpoint
+from tasks.progress import StepProgress
+from tasks.runtime import experiment_dir
+from tasks.setup import prepare_model, start_trainer
+from tasks.sync import publish_weights
+
+
+def train_stage(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
+    """Mode `train` (RL): the trainer only, on what an `explore` run of the same experiment explores."""
+    total_steps = planned_steps(config)
+    if summary := finished_summary(config, total_steps):
+        return summary
+    with exclusive(config, roles=("trainer",)), stage_flows_without_heartbeats():
+        model_dir = prepare_model(config)
+        run = open_mlflow_run(config)
+        start_trainer(config, model_dir, total_steps)
+        done = restore_checkpoint(config)
+        if done:  # an explorer (re)starting now samples with the restored weights
+            publish_weights(config, done)
+        progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
+        trainer(config, total_steps, run, model_dir, done, str(progress.artifact))
+        return close_stage(config, run, total_steps, model_dir, model_name, evals=[], roles=("trainer",))
+
+
+@flow(name="trainer", log_prints=False)
+def trainer(
+    config: ExperimentConfig, total_steps: int, run: dict[str, str], model_dir: str, done: int, progress_id: str | None = None
+) -> dict[str, Any]:
+    """Train steps `done`+1 .. `total_steps`, each once its explore step is in the buffer."""
+    progress = StepProgress.attach(progress_id, total_steps, f"{config.project}/{config.name}") if progress_id else None
+    answered = schedule.latest_request(config)  # explorer_driven: requests already answered
+    last = time.perf_counter()
+    for step in range(done + 1, total_steps + 1):
+        waited = wait_for_explore_step(config, step)
+        metrics = train(config, step) | {"time/wait_for_explorer_s": waited}
+        requested = schedule.latest_request(config) > answered
+        if schedule.publish_due(config, step, total_steps, requested):
+            answered = schedule.latest_request(config)
+            metrics |= publish_weights(config, step)
+        now = time.perf_counter()
+        metrics["time/step_wall_s"], last = now - last, now
+        tracking.log_metrics(config, run["run_id"], metrics, step)
+        checkpoint_if_due(config, run, step, total_steps, model_dir)
+        if progress is not None:
+            progress.update(step, metrics)
+        get_run_logger().info("train step %d/%d: loss %.4f, staleness %.1f, %.1f s", step, total_steps,
+                              metrics.get("train/loss", float("nan")), metrics.get("train/staleness_mean", 0.0),
+                              metrics["time/step_wall_s"])
+    return {"steps": total_steps}
+
+
+def wait_for_explore_step(config: ExperimentConfig, step: int) -> float:
+    """Seconds waited until explore step `step` is in the buffer (sync_timeout at most)."""
+    store = ExperienceStore.for_experiment(experiment_dir(config))
+    try:
+        return schedule.wait_until(
+            lambda: store.max_explore_step() >= step,
+            timeout_s=config.synchronizer.sync_timeout,
+            waiting_for=f"explore step {step}",
+            other_side=lambda: f"the explorer's last finished step is {max(store.max_explore_step(), 0)}",
+            stop=stop_event(),
+        )
+    finally:
+        store.close()

@@ -1,0 +1,119 @@
+"""Asynchronous RFT: which weights version each explore step samples with, the explorer running ahead
+of the trainer by sync_offset, and bench mode on what that run saved. (Explorer and trainer as separate
+deployments of one experiment, each killed and retried: tests/test_deployment.py.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from buffer.experience_store import ExperienceStore
+from deployments import load_recipe
+from schemas import ExperimentConfig
+from tasks import schedule
+from tasks.tracking import ROLE_TAG, tracking_uri
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("offset", "interval", "versions"),
+    [
+        (0, 1, [0, 1, 2, 3, 4, 5]),  # on-policy: step k samples with k-1
+        (1, 1, [0, 0, 1, 2, 3, 4]),  # one step ahead
+        (0, 2, [0, 0, 2, 2, 4, 4]),  # a sync every second step
+        (1, 2, [0, 0, 0, 2, 2, 4]),
+    ],
+)
+def test_fixed_style_samples_each_step_with_an_exact_version(offset: int, interval: int, versions: list[int]) -> None:
+    config = load_recipe("smoke").with_overrides(
+        {"buffer.total_steps": 6, "synchronizer.sync_offset": offset, "synchronizer.sync_interval": interval})
+    assert [schedule.version_for_step(config, k) for k in range(1, 7)] == versions
+    staleness = [(k - 1) - v for k, v in enumerate(versions, start=1)]
+    assert max(staleness) == offset + interval - 1
+    assert [schedule.publish_due(config, t, 6, requested=False) for t in range(1, 7)] == [
+        t % interval == 0 or t == 6 for t in range(1, 7)]
+
+
+def test_driven_styles_sample_with_the_newest_version() -> None:
+    config = load_recipe("smoke").with_overrides({"synchronizer.sync_style": "explorer_driven"})
+    assert schedule.version_for_step(config, 5) is None
+    assert schedule.publish_due(config, 1, 2, requested=True) and not schedule.publish_due(config, 1, 3, requested=False)
+
+
+def test_a_wait_fails_naming_the_other_side() -> None:
+    with pytest.raises(schedule.SyncTimeoutError, match=r"waited 0 s .*for explore step 3; the explorer's last finished step is 1"):
+        schedule.wait_until(lambda: False, timeout_s=0.2, waiting_for="explore step 3",
+                            other_side=lambda: "the explorer's last finished step is 1")
+
+
+def staleness_of(config: ExperimentConfig) -> dict[int, set[int]]:
+    """Explore step → the staleness (trainer version - sampling version) of its trained experiences."""
+    store = ExperienceStore.for_experiment(config.experiment_dir)
+    try:
+        rows = store.versions()
+        assert len(set(store.all_eids())) == len(rows)
+    finally:
+        store.close()
+    out: dict[int, set[int]] = {}
+    for explore_step, version, train_step in rows:
+        assert train_step == explore_step  # each trained once, by its own step
+        out.setdefault(explore_step, set()).add((train_step - 1) - version)
+    return out
+
+
+@pytest.fixture(scope="module")
+def overlapped(tmp_path_factory: pytest.TempPathFactory) -> tuple[ExperimentConfig, dict]:
+    """smoke, 3 steps, the explorer one step ahead of the trainer (explore of step k+1 ‖ train of step k)."""
+    from flows.rft import rft
+
+    config = load_recipe("smoke").with_overrides({
+        "name": "overlap", "checkpoint_root_dir": str(tmp_path_factory.mktemp("overlap")),
+        "cluster.ray_address": "local", "buffer.total_steps": 3, "synchronizer.sync_offset": 1,
+    })
+    return config, rft(config=config)[config.name]
+
+
+@pytest.mark.slow
+def test_overlapped_run_keeps_staleness_exactly_as_configured(overlapped: tuple[ExperimentConfig, dict]) -> None:
+    config, outcome = overlapped
+    assert outcome["steps"] == 3
+    assert staleness_of(config) == {1: {0}, 2: {1}, 3: {1}}  # step 1 has nothing older than the start
+    client = MlflowClient(tracking_uri=tracking_uri(config))
+    history = client.get_metric_history(outcome["mlflow_run_id"], "train/staleness_max")
+    assert [(m.step, m.value) for m in sorted(history, key=lambda m: m.step)] == [(1, 0.0), (2, 1.0), (3, 1.0)]
+    evaluated = sorted(m.step for m in client.get_metric_history(outcome["mlflow_run_id"], "eval/gsm8k-eval/accuracy"))
+    assert evaluated == [0, 2, 3]  # before training, every eval_interval (2) versions, the final model
+
+
+def rft_cli(root: Path, name: str, *settings: str) -> subprocess.Popen:
+    """`rft run smoke --set ...` in its own process, with its own temporary Prefect server."""
+    home = root / f"prefect-{name}"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"} | {"PREFECT_HOME": str(home)}
+    sets = [arg for setting in settings for arg in ("--set", setting)]
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "run", "smoke", *sets], cwd=ROOT, env=env,
+        stdout=open(root / f"{name}.log", "w"), stderr=subprocess.STDOUT,
+    )
+
+
+@pytest.mark.slow
+def test_bench_mode_logs_an_eval_curve_of_the_saved_checkpoints(
+    overlapped: tuple[ExperimentConfig, dict], tmp_path: Path
+) -> None:
+    config, _ = overlapped
+    bench = rft_cli(tmp_path, "bench", f"checkpoint_root_dir={config.checkpoint_root_dir}", "name=overlap",
+                    "mode=bench", "cluster.ray_address=local")
+    assert bench.wait(timeout=900) == 0, (tmp_path / "bench.log").read_text()[-3000:]
+    client = MlflowClient(tracking_uri=tracking_uri(config))
+    (run,) = [r for r in client.search_runs([client.get_experiment_by_name("rft").experiment_id])
+              if r.data.tags[ROLE_TAG] == "bench"]
+    steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "eval/gsm8k-eval/accuracy"))
+    assert steps == [0, 1, 2, 3]  # the base model and every saved checkpoint (save_interval 1)
+    assert "bench_curve.png" in {a.path for a in client.list_artifacts(run.info.run_id)}
