@@ -3,8 +3,8 @@
 Runs the real `rft` flow (Prefect, Ray, vLLM CPU, torch trainer) for a few steps per variant —
 explorer and trainer taking turns (sync_offset 0) or overlapped (sync_offset 1), syncing every step or
 every second step — and reads each step's times back from MLflow; then TRL's GRPOTrainer at the same
-shape in a subprocess of the same run (benchmarks/trl_grpo.py; skipped with a note when TRL is not
-installed: `pip install --no-deps trl==1.16.0`, see scripts/bench.sh). The first step of each is
+shape in a subprocess of the same run (benchmarks/trl_grpo.py, TRL from $RFT_TRL_SITE, which
+scripts/bench.sh fills; skipped with a note when TRL is not there). The first step of each is
 reported apart: it pays one-time costs. Prints a table and writes benchmarks/results/grpo_step.json.
 
     .venv/bin/python benchmarks/grpo_step.py [--steps 6] [--variants offset1-interval1 ...] [--no-trl]
@@ -117,10 +117,13 @@ def run_variant(name: str, sync: dict[str, int], steps: int, extra: list[str]) -
 
 def run_trl(steps: int) -> dict:
     script = Path(__file__).with_name("trl_grpo.py")
+    env = dict(os.environ)
+    if os.environ.get("RFT_TRL_SITE"):  # TRL lives outside .venv (see scripts/bench.sh)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ["RFT_TRL_SITE"], env.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, str(script), "--steps", str(steps)], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parent.parent)
+                          cwd=Path(__file__).resolve().parent.parent, env=env)
     if proc.returncode != 0:
-        reason = "TRL is not installed (pip install --no-deps trl==1.16.0)" if "No module named 'trl'" in proc.stderr else proc.stderr[-2000:]
+        reason = "TRL is not installed (run scripts/bench.sh)" if "No module named 'trl'" in proc.stderr else proc.stderr[-2000:]
         print(f"TRL's GRPOTrainer was not measured: {reason}", file=sys.stderr)
         return {"error": reason}
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -4,10 +4,11 @@ One GSM8K prompt × 8 generations of ≤128 tokens per step, SmolLM2-135M-Instru
 same system prompt and reward as our math_workflow, no KL term. Prints one JSON line:
 {"seconds_per_step": median over the measured steps, "steps": [...]}.
 
-TRL is an optional benchmark dependency: `pip install --no-deps trl==1.16.0` (its declared ranges
-would move our pinned transformers; it runs with ours). scripts/bench.sh installs it.
+TRL is an optional benchmark dependency, kept out of .venv: scripts/bench.sh installs trl==1.16.0
+with --no-deps into .rft/bench-site (its declared ranges would move our pinned transformers; it runs
+with ours).
 
-    .venv/bin/python benchmarks/trl_grpo.py [--steps 6]
+    PYTHONPATH=.rft/bench-site .venv/bin/python benchmarks/trl_grpo.py [--steps 6]
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@
         buffer/experiences.db           every experience, as it is produced
         sync/v{N}/                      weights version N exported for the engines (sync_method checkpoint)
         sync/published.json             the versions the trainer published, for explorers in other processes
+        sync/serving.json               the version the engines serve
         log/                            reward curve and other pictures
         final/huggingface/              the trained model at the end of a stage
         eval_at_start.json              the evaluation before training (kept for a resumed run)
@@ -46,6 +47,7 @@ def sync_dir(experiment_dir: Path) -> Path:
 
 
 PUBLISHED = "published.json"
+SERVING = "serving.json"  # the weights the engines serve (a revived engine loads them too)
 
 
 def log_dir(experiment_dir: Path) -> Path:

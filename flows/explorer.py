@@ -81,7 +81,8 @@ class _Explorer:
             if exact > self.serving:
                 self.load(exact, wait=True)
             return
-        if sync.sync_style == "explorer_driven" and step - 1 - self.requested >= sync.sync_interval and step > 1:
+        # explorer_driven: every sync_interval steps, ask for weights newer than ours (if any can exist yet)
+        if sync.sync_style == "explorer_driven" and step - 1 - self.requested >= sync.sync_interval and self.serving < step - 1:
             schedule.request_sync(self.config, step - 1)
             self.requested = step - 1
             self.load(None, wait=True, newer_than=self.serving)

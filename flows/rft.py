@@ -20,7 +20,7 @@ from flows.sft_warmup import sft_warmup
 from flows.trainer import train_stage
 from schemas import ExperimentConfig
 from tasks import tracking
-from tasks.setup import check_requirements, connect, release
+from tasks.setup import check_requirements, check_secrets, connect, release
 
 # The sides of an experiment each mode runs (what it locks, starts and releases).
 ROLES = {"both": ("explorer", "trainer"), "explore": ("explorer",), "train": ("trainer",), "bench": ("explorer",)}
@@ -66,9 +66,10 @@ def rft(
     if name_per_flow_run:
         config = named_for_flow_run(config, FlowRunContext.get().flow_run)
     stages = config.resolve_stages()
-    for stage in stages:
+    for stage in stages:  # before anything starts or downloads
+        check_secrets(stage)
         connect(stage)
-        check_requirements(stage)  # before anything starts or downloads
+        check_requirements(stage)
     outcome: dict[str, Any] = {}
     for stage in stages:
         name = f"{model_name}-{stage.name.rsplit('/', 1)[-1]}" if len(stages) > 1 else model_name

@@ -56,14 +56,22 @@ def trainer(
     """Train steps `done`+1 .. `total_steps`, each once its explore step is in the buffer."""
     progress = StepProgress.attach(progress_id, total_steps, f"{config.project}/{config.name}") if progress_id else None
     answered = schedule.latest_request(config)  # explorer_driven: requests already answered
+    published = done
     last = time.perf_counter()
     for step in range(done + 1, total_steps + 1):
-        waited = wait_for_explore_step(config, step)
+        waited = 0.0
+        while not explored(config, step):  # an explorer asking for weights meanwhile gets the newest
+            waited += wait_for_explore_step(config, step, until_request_after=answered if published < step - 1 else None)
+            if schedule.latest_request(config) > answered and published < step - 1:
+                answered = schedule.latest_request(config)
+                publish_weights(config, step - 1)
+                published = step - 1
         metrics = train(config, step) | {"time/wait_for_explorer_s": waited}
         requested = schedule.latest_request(config) > answered
         if schedule.publish_due(config, step, total_steps, requested):
             answered = schedule.latest_request(config)
             metrics |= publish_weights(config, step)
+            published = step
         now = time.perf_counter()
         metrics["time/step_wall_s"], last = now - last, now
         tracking.log_metrics(config, run["run_id"], metrics, step)
@@ -76,12 +84,22 @@ def trainer(
     return {"steps": total_steps}
 
 
-def wait_for_explore_step(config: ExperimentConfig, step: int) -> float:
-    """Seconds waited until explore step `step` is in the buffer (sync_timeout at most)."""
+def explored(config: ExperimentConfig, step: int) -> bool:
     store = ExperienceStore.for_experiment(experiment_dir(config))
     try:
+        return store.max_explore_step() >= step
+    finally:
+        store.close()
+
+
+def wait_for_explore_step(config: ExperimentConfig, step: int, until_request_after: int | None = None) -> float:
+    """Seconds waited until explore step `step` is in the buffer (sync_timeout at most), or until the
+    explorer asks for weights after `until_request_after` (explorer_driven)."""
+    store = ExperienceStore.for_experiment(experiment_dir(config))
+    asked = (lambda: schedule.latest_request(config) > until_request_after) if until_request_after is not None else (lambda: False)
+    try:
         return schedule.wait_until(
-            lambda: store.max_explore_step() >= step,
+            lambda: store.max_explore_step() >= step or asked(),
             timeout_s=config.synchronizer.sync_timeout,
             waiting_for=f"explore step {step}",
             other_side=lambda: f"the explorer's last finished step is {max(store.max_explore_step(), 0)}",

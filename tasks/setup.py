@@ -55,12 +55,16 @@ def release(config: ExperimentConfig, roles: tuple[str, ...] = ("explorer", "tra
     policy_for(config).release(engines="explorer" in roles, trainer="trainer" in roles)
 
 
+@task(name="check-secrets", cache_policy=NO_CACHE)
+def check_secrets(config: ExperimentConfig) -> None:
+    """The keys the backends need are there; logs where each comes from (never the key itself)."""
+    if config.trainer.trainer_type == "tinker" or config.explorer.rollout_model.engine_type == "tinker":
+        _, source = tinker_api_key_with_source()  # raises naming where the key is looked for
+        get_run_logger().info("Tinker API key: from %s", source)
+
+
 @task(name="check-requirements", cache_policy=NO_CACHE)
 def check_requirements(config: ExperimentConfig) -> None:
     """Fail fast, before any engine starts, when the compute lacks what the experiment needs."""
-    logger = get_run_logger()
-    if config.trainer.trainer_type == "tinker" or config.explorer.rollout_model.engine_type == "tinker":
-        _, source = tinker_api_key_with_source()  # raises naming where the key is looked for
-        logger.info("Tinker API key: from %s", source)
     for line in policy_for(config).check_requirements():
-        logger.info("%s/%s: %s", config.project, config.name, line)
+        get_run_logger().info("%s/%s: %s", config.project, config.name, line)

@@ -1,5 +1,5 @@
-"""A crashed rollout engine is started again, serving the trainer's current weights, so a retried
-explore task finds a working engine instead of repeating the crash."""
+"""A crashed rollout engine is started again, serving the weights the engines served (the last loaded
+version), so a retried explore task finds a working engine instead of repeating the crash."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ def test_dead_engine_is_revived_with_the_current_weights(tmp_path: Path) -> None
             logprobs=[-1.0, -1.0], reward=1.0, advantage=1.0,
         )
         policy.trainer.train_step([step])
+        policy.sync(1)
         first = EngineClient(name)
         ray.kill(first.actor, no_restart=True)
         assert not first.alive()
@@ -49,5 +50,5 @@ def test_dead_engine_is_revived_with_the_current_weights(tmp_path: Path) -> None
         release(config)
         ray.shutdown()
     assert revived == [f"{policy.experiment}-rollout-0"]
-    assert version == 1  # the trainer had taken one step
+    assert version == 1  # the version served before the crash
     assert second == 0

@@ -10,15 +10,18 @@ on CPU how the cores are shared — all of them to each side when explorer and t
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from backends.local import ray_cluster, trainer_actor, vllm_engine
 from backends.local.engine_client import EngineClient
 from backends.local.weight_sync import WeightTransport, make_transport, remove_shared_memory
 from backends.policy import Policy
 from backends.weights import WeightsHandle
+from checkpointing import layout
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +134,8 @@ class LocalPolicy(Policy):
 
     def load(self, weights: WeightsHandle) -> None:
         self._load_into(self.engines(), weights)
+        self._serving.parent.mkdir(parents=True, exist_ok=True)
+        self._serving.write_text(json.dumps(asdict(weights)))  # what a revived engine loads
         self._transport().prune(self.config.experiment_dir.resolve(), self.experiment, keep_from=weights.version)
 
     def revive(self) -> list[str]:
@@ -141,9 +146,8 @@ class LocalPolicy(Policy):
         plan = self.plan()
         settings = vllm_engine.EngineSettings.from_config(self.config)
         vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus)
-        version = self.trainer.global_step
-        if version:  # the revived engines serve the trainer's current weights
-            self._load_into([EngineClient(name) for name in dead], self.publish(version))
+        if self._serving.exists():  # the revived engines serve what the others serve
+            self._load_into([EngineClient(name) for name in dead], WeightsHandle(**json.loads(self._serving.read_text())))
         return dead
 
     def release(self, engines: bool = True, trainer: bool = True) -> None:
@@ -156,6 +160,10 @@ class LocalPolicy(Policy):
         remove_shared_memory(self.experiment, engines=engines, staging=trainer)
 
     # -- internals -----------------------------------------------------------------------------
+
+    @property
+    def _serving(self) -> Path:
+        return layout.sync_dir(self.config.experiment_dir.resolve()) / layout.SERVING
 
     def _transport(self) -> WeightTransport:
         rollout = self.config.explorer.rollout_model
