@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from cli.validate import load_or_exit
+from cli.validate import load_or_exit, print_warnings
 from schemas.trinity import recipe_source
 
 
@@ -22,11 +22,14 @@ def import_trinity_command(
         bool, typer.Option("--allow-unsupported", help="Drop (and list) settings this project does not support.")
     ] = False,
 ) -> None:
-    """Import a Trinity-RFT YAML; unsupported keys are listed and fail the import unless --allow-unsupported."""
+    """Import a Trinity-RFT YAML. Keys we do not have, or that map onto a setting the runtime refuses, are
+    listed and fail the import unless --allow-unsupported (then they are left out); keys that map onto a
+    setting without effect are listed as warnings."""
     if file.suffix.lower() not in (".yaml", ".yml"):
         Console(stderr=True).print(f"[red]{file}: expected a .yaml file[/]")
         raise typer.Exit(1)
     config = load_or_exit(str(file), None, allow_unsupported)
+    print_warnings(str(file), config)
     if output is None:
         Console(highlight=False).print_json(json.dumps(config.user_data()))
         return

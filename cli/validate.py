@@ -23,10 +23,12 @@ def load_or_exit(target: str, overrides: list[str] | None, allow_unsupported: bo
         if unsupported:
             level = "warning" if allow_unsupported else "error"
             style = "yellow" if allow_unsupported else "red"
-            for path in unsupported:
-                err_console.print(f"[{style}]{level}[/]: {target}: {path}: not supported by this project")
+            for item in unsupported:
+                path, _, why = item.partition(": ")
+                err_console.print(f"[{style}]{level}[/]: {target}: {path}: {why or 'not supported by this project'}")
             if not allow_unsupported:
-                err_console.print("Remove these settings, or pass --allow-unsupported to ignore them.")
+                print_warnings(target, config)  # the keys that would be imported but have no effect, too
+                err_console.print("Remove these settings, or pass --allow-unsupported to leave them out.")
                 raise typer.Exit(1)
         if overrides:
             config = config.with_overrides(parse_set_args(overrides))
@@ -71,3 +73,14 @@ def validate(target: Target, set_: SetOption = None, allow_unsupported: AllowUns
         for warning in stage.warnings:
             err_console.print(f"[yellow]warning[/]: {warning}")
     out.print(f"[green]✓[/] {target}: valid ({len(stages)} stage{'s' if len(stages) > 1 else ''})")
+
+
+def print_warnings(target: str, config: ExperimentConfig) -> None:
+    """Every setting that has no effect, of the config and of each of its stages, once each."""
+    seen: set[str] = set()
+    for stage in [config, *(config.resolve_stages() if config.stages else [])]:
+        for warning in stage.warnings:
+            line = warning if stage is config else f"stage {stage.name.rsplit('/', 1)[-1]}: {warning}"
+            if warning not in seen:
+                seen.add(warning)
+                err_console.print(f"[yellow]warning[/]: {target}: {line}")

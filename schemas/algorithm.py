@@ -60,7 +60,8 @@ class AlgorithmConfig(Section):
     )
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig, description="Optimizer and lr schedule.")
     sample_strategy: str | None = Field(
-        None, description="How the trainer samples experiences: default, warmup, mix; None: preset."
+        None, description="How the trainer takes experiences from the buffer: default (oldest first), warmup "
+        "(the same here), priority (sample_strategy_args.priority_fn), mix (not built); None: preset."
     )
     sample_strategy_args: dict[str, Any] | None = Field(
         None, description="Arguments of sample_strategy; missing ones take the strategy's defaults."

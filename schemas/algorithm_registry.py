@@ -59,7 +59,7 @@ class SFTLossArgs(Section):
 class OPMDPolicyLossArgs(Section):
     """Online policy mirror descent loss."""
 
-    tau: float = Field(1.0, gt=0, description="Regularisation temperature τ.")
+    tau: float = Field(1.0, ge=0, description="Regularisation strength τ: the loss is divided by 1 + τ.")
     loss_agg_mode: LossAggMode = Field("token-mean", description="How token losses are aggregated.")
 
 
@@ -174,6 +174,15 @@ class SampleArgs(Section):
     )
 
 
+class PrioritySampleArgs(SampleArgs):
+    """Take the untrained experiences with the highest priority first (each is still trained once)."""
+
+    priority_fn: Literal["newest", "largest_advantage"] = Field(
+        "newest", description="newest: sampled with the newest weights first (the least stale); largest_advantage: "
+        "the largest |advantage| first (the strongest learning signal)."
+    )
+
+
 class MixSampleArgs(Section):
     """Mix expert (SFT) data into RL batches."""
 
@@ -216,7 +225,12 @@ KL_FNS: dict[str, type[Section]] = {
     "low_var_kl+": KLArgs,
 }
 ENTROPY_LOSS_FNS: dict[str, type[Section]] = {"default": EntropyArgs, "basic": EntropyArgs, "none": NoEntropyArgs}
-SAMPLE_STRATEGIES: dict[str, type[Section]] = {"default": SampleArgs, "warmup": SampleArgs, "mix": MixSampleArgs}
+SAMPLE_STRATEGIES: dict[str, type[Section]] = {
+    "default": SampleArgs,  # the oldest untrained experiences first
+    "warmup": SampleArgs,  # Trinity's name; its SFT warm-up data is a stage here, so it is the default order
+    "priority": PrioritySampleArgs,
+    "mix": MixSampleArgs,
+}
 
 # Which registry checks each `<name>` / `<name>_args` pair of AlgorithmConfig.
 FUNCTION_REGISTRIES: dict[str, dict[str, type[Section]]] = {

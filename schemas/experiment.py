@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from schemas import support
 from schemas.algorithm import AlgorithmConfig
 from schemas.aliases import ALIAS, apply_aliases, expand_override
 from schemas.base import ConfigRuleError, Section
@@ -217,9 +218,15 @@ class ExperimentConfig(Section):
             if last_trained is not None and not names_own_model:
                 data.setdefault("model", {})["model_path"] = str(last_trained.final_model_dir)
                 chain["model.model_path"] = f"{STAGE_CHAIN}final model of stage {last_trained_name!r}"
+            if last_trained is not None and not names_own_model and last_trained.trainer.save_hf_checkpoint == "never":
+                problems.append((f"stages.{i}.model.model_path",
+                                 f"[stage {stage.stage_name!r}] would start from the final model of stage "
+                                 f"{last_trained_name!r}, whose trainer.save_hf_checkpoint 'never' writes no Hugging "
+                                 "Face folder; set this stage's model.model_path, or save_hf_checkpoint 'last'"))
             data["derived"] = chain
             try:
-                resolved = ExperimentConfig.model_validate(data)
+                with support.path_prefix(f"stages.{i}."):
+                    resolved = ExperimentConfig.model_validate(data)
             except ValidationError as exc:
                 problems.extend(_prefixed(exc, f"stages.{i}", stage.stage_name))
                 continue

@@ -62,9 +62,15 @@ InferenceModelConfig = Annotated[Union[VllmModelConfig, TinkerSamplerConfig], Fi
 ENGINE_VARIANTS: dict[str, type[InferenceBase]] = {"vllm": VllmModelConfig, "tinker": TinkerSamplerConfig}
 
 
+# Trinity's names of the vLLM engine (its sync and async wrappers): ours is one engine.
+ENGINE_TYPE_ALIASES = {"vllm_async": "vllm"}
+
+
 def _default_engine_type(data: object) -> object:
     if isinstance(data, dict) and "engine_type" not in data:
         return {**data, "engine_type": DEFAULT_ENGINE_TYPE}
+    if isinstance(data, dict) and data["engine_type"] in ENGINE_TYPE_ALIASES:
+        return {**data, "engine_type": ENGINE_TYPE_ALIASES[data["engine_type"]]}
     return data
 
 

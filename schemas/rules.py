@@ -19,6 +19,7 @@ from schemas.algorithm_registry import (
     FUNCTION_REGISTRIES,
     GROUP_ADVANTAGE_FNS,
 )
+from schemas import support
 from schemas.base import ConfigRuleError, set_unmarked
 from schemas.buffer import StorageConfig, TasksetConfig
 
@@ -56,25 +57,21 @@ def apply_rules(config: ExperimentConfig) -> None:
     r = Resolver(config)
     _mode(r)
     _algorithm(r)
-    r.raise_if_errors()  # later rules need the resolved algorithm
-    _model(r)
-    _tinker_and_lora(r)
-    _synchronizer(r)
-    _buffer(r)
-    _explorer(r)
-    _monitor(r)
+    if not r.errors:  # later rules need the resolved algorithm
+        _model(r)
+        _tinker_and_lora(r)
+        _synchronizer(r)
+        _buffer(r)
+        _explorer(r)
+        _monitor(r)
+    _support(r)  # always: a refused setting is named even when another error stopped the rules
     r.raise_if_errors()
 
 
 # ----------------------------------------------------------------------------- mode
 def _mode(r: Resolver) -> None:
-    """Modes that have no flow are refused here, not when the run gets to them."""
+    """Modes that have no flow (serve, colocate) are refused by `_support` (schemas/support.py)."""
     c = r.config
-    if c.mode == "colocate":
-        r.error("mode", "'colocate' is not supported: use mode 'both' with synchronizer.sync_offset 0, where the "
-                        "explorer and the trainer take turns on the same devices")
-    if c.mode == "serve":
-        r.error("mode", "'serve' is not built yet; modes: both, explore, train, bench")
     if c.mode == "bench" and not c.buffer.explorer_input.eval_tasksets:
         r.error("buffer.explorer_input.eval_tasksets", "mode 'bench' evaluates checkpoints: give at least one eval taskset")
 
@@ -270,10 +267,13 @@ def _buffer(r: Resolver) -> None:
     alg = c.algorithm
     preset = ALGORITHM_PRESETS[alg.algorithm_type]
     if b.train_batch_size is None:
-        if not preset.needs_rollout:
+        if not preset.needs_rollout and b.is_set("batch_size"):  # Trinity: batch_size × repeat_times (1)
+            r.derive(b, "train_batch_size", b.batch_size, "buffer.train_batch_size",
+                     f"buffer.batch_size ({b.batch_size}): rows per step of a dataset")
+        elif not preset.needs_rollout:
             r.error("buffer.train_batch_size",
                     f"required when algorithm.algorithm_type is {alg.algorithm_type!r} (it learns from a dataset: "
-                    "the size cannot be derived from rollouts)")
+                    "set it, or buffer.batch_size)")
         else:
             r.derive(b, "train_batch_size", b.batch_size * alg.repeat_times, "buffer.train_batch_size",
                      f"buffer.batch_size ({b.batch_size}) × algorithm.repeat_times ({alg.repeat_times})")
@@ -380,8 +380,6 @@ def _explorer(r: Resolver) -> None:
     for i, aux in enumerate(e.auxiliary_models):
         if not aux.model_path:
             r.error(f"explorer.auxiliary_models.{i}.model_path", "required for an auxiliary model")
-    if e.rollout_model.model_path is not None:
-        r.error("explorer.rollout_model.model_path", "do not set: the rollout model always serves model.model_path")
     gpus, nodes = c.cluster.gpu_per_node, c.cluster.node_num
     if gpus and nodes and e.rollout_model.engine_type == "vllm" and c.mode in EXPLORING_MODES:
         rollout = sum(m.engine_num * m.tensor_parallel_size for m in (e.rollout_model, *e.auxiliary_models)
@@ -400,3 +398,22 @@ def _monitor(r: Resolver) -> None:
     mon = r.config.monitor
     if mon.experiment_name is None:
         r.derive(mon, "experiment_name", r.config.project, "monitor.experiment_name", "project")
+
+
+# ----------------------------------------------------------------------------- what the runtime does not honour
+def _support(r: Resolver) -> None:
+    """Settings the runtime does not honour, listed in schemas/support.py: refused (an error naming the
+    field and why) or warned (`warnings`). Inside `support.collecting()` (the Trinity import) refusals are
+    recorded there instead of raised, so that every one can be listed."""
+    collected = support.collect_mode()
+    prefix = support.current_prefix()
+    for finding in support.scan(r.config):
+        if finding.level == "warn":
+            r.warn(f"{finding.path}: {finding.message}")
+        elif collected is not None:
+            collected.append(support.Finding(prefix + finding.path, finding.key, finding.level, finding.reason))
+        else:
+            r.error(finding.path, finding.message)
+    if collected is not None:
+        collected.extend(support.Finding(prefix + f.path, f.key, f.level, f.reason)
+                         for f in support.scan(r.config) if f.level == "warn")

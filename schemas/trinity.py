@@ -7,14 +7,17 @@
   `policy_loss_fn_args`; `model.tinker` becomes the Tinker trainer and sampler (`schemas.aliases`).
 - Sections that are one choice of backend (`trainer`, `explorer.rollout_model`) are read as the chosen
   variant: a setting the chosen backend does not have is reported like an unknown key.
-- Every key we do not support is returned by its dotted path (never dropped silently); the caller
-  decides whether that is fatal (`rft import-trinity` fails unless `--allow-unsupported`).
+- Every key we do not support is returned by its dotted path (never dropped silently), and so is every
+  key that maps onto a field the runtime refuses (schemas/support.py), with the reason; the caller
+  decides whether that is fatal (`rft import-trinity` fails unless `--allow-unsupported`). Keys that map
+  onto a warned field are kept and listed in the config's `warnings`.
 - Trinity's own defaults for the experiment identity apply when the file omits them
   (project "Trinity-RFT", name "rft"); all other defaults of our schema equal Trinity's.
 """
 
 from __future__ import annotations
 
+import copy
 import types
 import typing
 from pathlib import Path
@@ -23,10 +26,14 @@ from typing import Any, Union
 import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from schemas import support
 from schemas.aliases import apply_aliases
+from schemas.base import ConfigRuleError
+from schemas.errors import error_items
 from schemas.experiment import ExperimentConfig
+from schemas.overrides import delete_path
 
 TRINITY_IDENTITY_DEFAULTS = {"project": "Trinity-RFT", "name": "rft"}
 # Trinity keys renamed on the way in, per section model: {model class name: {trinity key: our key}}.
@@ -36,7 +43,7 @@ KEY_RENAMES: dict[str, dict[str, str]] = {
     "StorageConfig": {"data_selector": "task_selector"},
 }
 # Values of Trinity we cannot honour; the key is reported and our default used instead.
-UNSUPPORTED_VALUES: dict[str, set[str]] = {"monitor.monitor_type": {"tensorboard", "wandb", "swanlab"}}
+UNSUPPORTED_VALUES: dict[str, set[str]] = {"monitor.monitor_type": {"swanlab"}}
 
 
 class TrinityImportError(ValueError):
@@ -44,12 +51,66 @@ class TrinityImportError(ValueError):
 
 
 def import_trinity(path: str | Path) -> tuple[ExperimentConfig, list[str]]:
-    """Read a Trinity-RFT YAML; return the validated config and the dotted paths of unsupported keys.
+    """Read a Trinity-RFT YAML; return the validated config and what could not be imported: keys we do
+    not have (their dotted paths, `path=value` for an unsupported value) and keys that map onto a field
+    the runtime refuses (`path: why`, see schemas/support.py), all left out of the config. Keys that map
+    onto a warned field stay, and are listed in the config's (and its stages') `warnings`.
 
-    Raises `TrinityImportError` for unreadable files and pydantic's ValidationError for invalid settings.
+    Raises `TrinityImportError` for unreadable files, pydantic's ValidationError for invalid settings, and
+    ConfigRuleError listing the refused keys too when the rest does not validate.
     """
     data, unsupported = trinity_data(path)
-    return ExperimentConfig.model_validate(data), unsupported
+    with support.collecting() as findings:
+        try:
+            ExperimentConfig.model_validate(copy.deepcopy(data))
+        except (ValidationError, ConfigRuleError):
+            pass  # validated again below, without what is refused
+    refused: list[tuple[str, str]] = []
+    for finding in _deduplicated(f for f in findings if f.level == "refuse"):
+        if finding.key.endswith("]"):
+            continue  # a refused choice (a preset, a function): validation below names it
+        refused.append((finding.path, finding.reason))
+        _drop(data, finding.path)
+    unsupported += [f"{path}: {why}" for path, why in refused]
+    try:
+        return ExperimentConfig.model_validate(data), unsupported
+    except ValidationError as exc:
+        if not refused:
+            raise
+        raise ConfigRuleError([*refused, *error_items(exc)]) from None
+
+
+def _deduplicated(findings: Any) -> list[support.Finding]:
+    """Findings of the base config once: a stage that inherits the same setting is not listed again."""
+    found = list(findings)
+    base = {(f.path, f.reason) for f in found if not f.path.startswith("stages.")}
+    out: list[support.Finding] = []
+    for f in found:
+        inherited = f.path.startswith("stages.") and (f.path.split(".", 2)[2], f.reason) in base
+        if not inherited and f not in out:
+            out.append(f)
+    return out
+
+
+def _drop(data: dict[str, Any], path: str) -> None:
+    """Remove a refused setting from the imported data: from the stage that sets it, else from the base."""
+    parts = path.split(".")
+    if parts[0] == "stages" and isinstance(data.get("stages"), list):
+        stage = data["stages"][int(parts[1])]
+        if isinstance(stage, dict) and parts[2] in stage:
+            delete_path(stage, _in_data(stage, ".".join(parts[2:])))
+            return
+        path = ".".join(parts[2:])
+    delete_path(data, _in_data(data, path))
+
+
+def _in_data(data: dict[str, Any], path: str) -> str:
+    """`path` as the imported data spells it (Trinity's one-item `tasksets` list)."""
+    taskset = "buffer.explorer_input.taskset."
+    explorer_input = (data.get("buffer") or {}).get("explorer_input") or {}
+    if path.startswith(taskset) and "tasksets" in explorer_input:
+        return "buffer.explorer_input.tasksets.0." + path.removeprefix(taskset)
+    return path
 
 
 def trinity_data(path: str | Path) -> tuple[dict[str, Any], list[str]]:

@@ -84,12 +84,12 @@ def test_validate_trinity_yaml_with_stages():
 
 
 def test_validate_trinity_yaml_unsupported_keys_fail_unless_allowed():
-    path = str(FIXTURES / "rloo.yaml")
+    path = str(FIXTURES / "gspo.yaml")
     refused = runner.invoke(app, ["validate", path])
-    assert refused.exit_code == 1 and "monitor.monitor_type=wandb" in refused.output
+    assert refused.exit_code == 1 and "explorer.rollout_model.use_v1: not supported" in refused.output
     allowed = runner.invoke(app, ["validate", path, "--allow-unsupported"])
     assert allowed.exit_code == 0, allowed.output
-    assert "warning" in allowed.output and "monitor.monitor_type=wandb" in allowed.output
+    assert "warning" in allowed.output and "explorer.rollout_model.use_v1" in allowed.output
 
 
 def test_validate_json_and_py_files(tmp_path):
@@ -137,6 +137,22 @@ def test_import_trinity_refuses_unsupported_and_non_yaml(tmp_path):
     (tmp_path / "x.json").write_text("{}")
     result = runner.invoke(app, ["import-trinity", str(tmp_path / "x.json")])
     assert result.exit_code == 1 and "expected a .yaml file" in result.output
+
+
+def test_import_trinity_lists_every_key_mapped_onto_a_refused_or_warned_setting(tmp_path):
+    path = str(FIXTURES / "refused_and_warned.yaml")
+    result = runner.invoke(app, ["import-trinity", path])
+    lines = [" ".join(line.split()) for line in result.output.splitlines()]
+    assert result.exit_code == 1
+    refused = [line.split(": ")[2] for line in lines if line.startswith("error:")]
+    warned = [line.split(": ")[2] for line in lines if line.startswith("warning:")]
+    assert "explorer.rollout_model.enable_openai_api" in refused and "buffer.trainer_input.sft_warmup_steps" in refused
+    assert "model.logprobs" in warned and "trainer.trainer_type" in warned and len(refused) == 8 and len(warned) == 6
+    out = tmp_path / "opmd.py"
+    result = runner.invoke(app, ["import-trinity", path, "--allow-unsupported", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("warning:") == 8 + 6  # the refused keys (left out) and the warned ones (kept)
+    assert runner.invoke(app, ["validate", str(out)]).exit_code == 0
 
 
 def test_console_script_is_installed():

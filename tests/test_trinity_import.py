@@ -146,8 +146,8 @@ def test_sft_warmup_stages_resolve_as_trinity_runs_them():
 
 def test_rloo_aliases_and_unsupported_keys():
     config, unsupported = import_trinity(FIXTURES / "rloo.yaml")
-    assert unsupported == ["monitor.monitor_type=wandb"]
-    assert config.monitor.monitor_type == "mlflow"
+    assert unsupported == []
+    assert config.monitor.monitor_type == "wandb"  # offline unless WANDB_API_KEY / WANDB_MODE says otherwise
     alg = config.algorithm
     assert (alg.algorithm_type, alg.advantage_fn, alg.repeat_times) == ("rloo", "rloo", 4)
     assert alg.optimizer.lr_scheduler_type == "cosine"  # warmup_style
@@ -257,3 +257,53 @@ def test_tinker_import_reports_vllm_settings_the_sampler_lacks(tmp_path):
     config, unsupported = import_trinity(tmp_path / "c.yaml")
     assert unsupported == ["explorer.rollout_model.tensor_parallel_size"]
     assert config.explorer.rollout_model.engine_type == "tinker" and config.explorer.rollout_model.engine_num == 1
+
+
+REFUSED_AND_WARNED = FIXTURES / "refused_and_warned.yaml"
+
+
+def test_keys_mapped_onto_refused_fields_are_listed_with_the_reason_and_left_out():
+    config, unsupported = import_trinity(REFUSED_AND_WARNED)
+    assert [item.split(": ", 1)[0] for item in unsupported] == [
+        "algorithm.kl_loss_fn_args.adaptive", "algorithm.kl_loss_fn_args.target_kl", "algorithm.kl_loss_fn_args.horizon",
+        "buffer.explorer_input.taskset.format.chat_template", "buffer.explorer_input.taskset.workflow_args",
+        "buffer.trainer_input.sft_warmup_dataset", "buffer.trainer_input.sft_warmup_steps",
+        "explorer.rollout_model.enable_openai_api",
+    ]
+    assert "issue 15" in unsupported[-1] and "add a first stage instead" in unsupported[-3]
+    # left out: the imported config runs without them
+    assert config.algorithm.kl_loss_fn_args["adaptive"] is False and config.buffer.trainer_input.sft_warmup_steps == 0
+    assert config.explorer.rollout_model.enable_openai_api is False and config.buffer.explorer_input.taskset.workflow_args == {}
+    assert config.explorer.rollout_model.engine_type == "vllm"  # Trinity's vllm_async
+
+
+def test_keys_mapped_onto_warned_fields_are_kept_and_listed_in_warnings():
+    config, _ = import_trinity(REFUSED_AND_WARNED)
+    assert [w.split(": ", 1)[0] for w in config.warnings] == [
+        "algorithm.optimizer.min_lr_ratio", "model.logprobs",
+        "buffer.explorer_input.eval_tasksets.0.task_selector.selector_type",
+        "buffer.trainer_input.experience_buffer.path", "buffer.trainer_input.experience_buffer.capacity",
+        "trainer.trainer_type",
+    ]
+    assert config.algorithm.optimizer.min_lr_ratio == 0.1 and config.model.logprobs == 5  # kept as given
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("*.yaml")))
+def test_every_refused_or_warned_setting_of_an_imported_file_is_reported(fixture):
+    """Whatever a fixture sets, the import reports each setting the runtime refuses or ignores: the
+    findings of a scan of the raw import (refusals collected, not raised) all appear in what it returns."""
+    from schemas import support
+
+    data, _ = trinity_data(FIXTURES / fixture)
+    with support.collecting() as findings:
+        try:
+            ExperimentConfig.model_validate(data)
+        except (ValidationError, ValueError):
+            pass
+    config, unsupported = import_trinity(FIXTURES / fixture)
+    reported = {u.split(": ", 1)[0] for u in unsupported} | {w.split(": ", 1)[0] for w in config.warnings}
+    for stage in config.resolve_stages() if config.stages else []:
+        reported |= {f"stages.{[s.stage_name for s in config.stages].index(stage.name.rsplit('/', 1)[-1])}.{w.split(': ', 1)[0]}"
+                     for w in stage.warnings} | {w.split(": ", 1)[0] for w in stage.warnings}
+    missing = {f.path for f in findings} - reported
+    assert not missing, missing

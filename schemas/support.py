@@ -1,0 +1,765 @@
+"""What the runtime does with every setting: the one list of honoured, refused and warned fields.
+
+Every field of `ExperimentConfig` (each tagged-union variant, list item, algorithm preset and each
+`*_args` function registry of `schemas.algorithm_registry` included) has an entry in `SUPPORT`, keyed
+by its schema path:
+
+    buffer.batch_size                             a field
+    buffer.explorer_input.eval_tasksets[].split   a field of every list item
+    trainer[torch].dtype                          a field of one variant of a tagged union
+    trainer[*].save_interval                      ... of every variant (used when no exact entry exists)
+    algorithm.algorithm_type[grpo]                one preset (a value of algorithm_type)
+    algorithm.policy_loss_fn[ppo]                 one function of a registry ...
+    algorithm.policy_loss_fn[ppo].clip_range      ... and one of its arguments (policy_loss_fn_args)
+    mode[serve]                                   one value of a Literal field (optional entry)
+
+An entry says one of
+- `honoured("module.py", ...)`: read by these runtime modules (tests/test_settings_wired.py checks the
+  code: each module reads the name, and every Literal value appears in one of them);
+- `resolved("other.path", ...)`: validation turns it into these fields, themselves wired;
+- `validated()`: its whole meaning is a constraint that `schemas/rules.py` enforces;
+- `refused(reason)`: a value other than the default (or, for a variant, choosing it) is an error at
+  validation naming the field and the reason;
+- `warned(reason)`: the same, as a warning (only where ignoring it is harmless). Warnings appear in
+  `rft validate`, `rft import-trinity`, the Prefect run log and the MLflow run (param `warnings`).
+Honoured fields can carry conditional refusals or warnings (`.refuse_if(when, reason)`,
+`.warn_if(when, reason)`). A refused or warned variant or section covers everything below it (a
+variant's settings do not matter when it cannot run).
+
+Adding a field: add one line here. `tests/test_settings_wired.py` lists every field without one.
+Values the schema derived itself (listed in `derived`) are never refused or warned: they are not the
+user's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import importlib.util
+import re
+import types
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+
+from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES, KL_FNS
+
+if TYPE_CHECKING:
+    from schemas.experiment import ExperimentConfig
+
+Level = Literal["refuse", "warn"]
+When = Callable[[Any, "ExperimentConfig"], bool]  # (value, whole config) -> the rule applies
+
+
+@dataclass(frozen=True)
+class Rule:
+    level: Level
+    reason: str
+    # None: whenever the value differs from the default (a variant: whenever it is chosen); else only
+    # those non-default values (chosen variants) for which when(value, config) holds
+    when: When | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    where: tuple[str, ...] = ()  # runtime modules (repository paths) that read the field
+    resolved_into: tuple[str, ...] = ()  # schema keys validation turns it into
+    validated_in: tuple[str, ...] = ()  # schemas/ modules whose rules give the field its whole meaning
+    rules: tuple[Rule, ...] = ()
+    passthrough: bool = False  # a Literal handed to a library as it is (its values are not in our code)
+    note: str = ""
+    covers: bool = False  # its rules alone account for the field (refused/warned whenever it would matter)
+
+    @property
+    def unconditional(self) -> Rule | None:
+        """The refusal or warning that applies to every non-default value, if any."""
+        return next((rule for rule in self.rules if rule.when is None), None)
+
+    @property
+    def wired(self) -> bool:
+        return bool(self.where or self.resolved_into or self.validated_in or self.unconditional or self.covers)
+
+    def refuse_if(self, when: When, reason: str) -> Entry:
+        return replace(self, rules=(*self.rules, Rule("refuse", reason, when)))
+
+    def warn_if(self, when: When, reason: str) -> Entry:
+        return replace(self, rules=(*self.rules, Rule("warn", reason, when)))
+
+
+def honoured(*where: str, passthrough: bool = False, note: str = "") -> Entry:
+    return Entry(where=where, passthrough=passthrough, note=note)
+
+
+def resolved(*into: str, note: str = "") -> Entry:
+    return Entry(resolved_into=into, note=note)
+
+
+def validated(*modules: str, note: str = "") -> Entry:
+    """A field whose only meaning is a constraint (or a value) the schema's own rules enforce."""
+    return Entry(validated_in=modules or ("schemas/rules.py",), note=note)
+
+
+def refused(reason: str, when: When | None = None) -> Entry:
+    """Refused whenever set to another value than the default (with `when`: those values for which it holds;
+    the others behave as the default does)."""
+    return Entry(rules=(Rule("refuse", reason, when),), covers=True)
+
+
+def warned(reason: str, when: When | None = None) -> Entry:
+    """Warned whenever set to another value than the default (with `when`: as for `refused`)."""
+    return Entry(rules=(Rule("warn", reason, when),), covers=True)
+
+
+# ----------------------------------------------------------------------------- conditions
+def _rl_mode(value: Any, config: ExperimentConfig) -> bool:
+    """The trainer reads experiences (mode both, or train with an RL algorithm), not a dataset."""
+    return config.mode == "both" or (config.mode == "train" and ALGORITHM_PRESETS[config.algorithm.algorithm_type].needs_rollout)
+
+
+def _nonempty(value: Any, config: ExperimentConfig) -> bool:
+    return bool(value)
+
+
+def _is_set(value: Any, config: ExperimentConfig) -> bool:
+    return value is not None
+
+
+def _wandb_missing(value: Any, config: ExperimentConfig) -> bool:
+    return importlib.util.find_spec("wandb") is None
+
+
+# Reward functions math_workflow scores with (Trinity's names); keep in step with workflows/math_workflow.py.
+MATH_REWARD_FNS = ("math_boxed_reward", "math_reward")
+
+
+def _unknown_reward_fn(value: Any, config: ExperimentConfig) -> bool:
+    return value is not None and value not in MATH_REWARD_FNS
+
+
+def _trinity_math_reward(value: Any, config: ExperimentConfig) -> bool:
+    return value == "math_reward"
+
+
+# ----------------------------------------------------------------------------- reasons used more than once
+NOT_TASKS = "a trainer input is not rolled out as tasks: the setting has no effect"
+ONLY_SFT_DATA = "only SFT data (mode train with algorithm sft) is read through this format"
+NO_TOOLS = "no workflow calls tools; math_workflow renders the prompt_key column"
+NO_REPLY_PREFIX = "no workflow forces the start of the reply"
+NO_DPO = "dpo is not built (no preference data is read)"
+ISSUE_15 = "not built yet (issue 15: serve, OpenAI API, history, auxiliary models); leave it at its default"
+VERL_PENDING = ("the veRL adapter is not built yet (issue 12): a run stops in its check-requirements task "
+                "before anything starts")
+TINKER_TRAINER_PENDING = ("the Tinker trainer adapter is not built yet (issue 11): a run stops in its "
+                          "check-requirements task before anything starts")
+TINKER_SAMPLER_PENDING = ("the Tinker sampler is not built yet (issue 11): a run stops in its check-requirements "
+                          "task before anything starts")
+RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite buffer "
+             "(buffer/experiences.db in the experiment folder)")
+NO_CRITIC = "there is no critic (algorithm ppo with GAE is not built)"
+
+SUPPORT: dict[str, Entry] = {
+    # --------------------------------------------------------------------- experiment
+    "mode": honoured("flows/rft.py"),
+    "mode[serve]": refused("'serve' is not built yet (issue 15); modes: both, explore, train, bench"),
+    "mode[colocate]": refused("'colocate' is not supported: use mode 'both' with synchronizer.sync_offset 0, where "
+                              "the explorer and the trainer take turns on the same devices"),
+    "project": honoured("tasks/tracking.py", "flows/rft.py"),
+    "group": honoured("tasks/tracking.py", note="a tag of the experiment's MLflow runs"),
+    "name": honoured("flows/rft.py", "tasks/tracking.py"),
+    "checkpoint_root_dir": honoured("tasks/tracking.py", note="and every path through experiment_dir"),
+    "derived": honoured("cli/validate.py", note="an output"),
+    "warnings": honoured("cli/validate.py", "flows/rft.py", "tasks/tracking.py", note="an output"),
+    "stages[].stage_name": resolved("name", note="each stage is validated as a whole config named {name}/{stage_name}"),
+    "stages[].mode": resolved("mode"),
+    # --------------------------------------------------------------------- algorithm
+    "algorithm.repeat_times": honoured("tasks/explore.py"),
+    "algorithm.optimizer.lr": honoured("backends/torch_trainer.py"),
+    "algorithm.optimizer.lr_warmup_steps": honoured("backends/torch_trainer.py"),
+    "algorithm.optimizer.lr_warmup_steps_ratio": honoured("backends/torch_trainer.py"),
+    "algorithm.optimizer.min_lr_ratio": honoured("backends/torch_trainer.py").warn_if(
+        lambda v, c: v and c.algorithm.optimizer.lr_scheduler_type == "constant",
+        "has no effect with lr_scheduler_type 'constant' (only cosine decays to it)"),
+    "algorithm.optimizer.lr_scheduler_type": honoured("backends/torch_trainer.py"),
+    "algorithm.optimizer.optimizer_type": honoured("backends/torch_trainer.py"),
+    "algorithm.optimizer.betas": honoured("backends/torch_trainer.py"),
+    "algorithm.optimizer.eps": honoured("backends/torch_trainer.py"),
+    "algorithm.optimizer.weight_decay": honoured("backends/torch_trainer.py"),
+    # presets: each either trains in tests/test_presets.py or is refused
+    "algorithm.algorithm_type[ppo]": refused(
+        "'ppo' needs a critic and GAE, which are not built; use grpo, rloo, reinforceplusplus, gspo, cispo or opmd"),
+    "algorithm.algorithm_type[asymre]": refused("'asymre' (its asymre advantage) is not built; use opmd or grpo"),
+    "algorithm.algorithm_type[topr]": refused("'topr' (its loss and the reinforce advantage) is not built; use cispo or grpo"),
+    "algorithm.algorithm_type[dpo]": refused("'dpo' (its loss and preference data) is not built; use sft"),
+    "algorithm.algorithm_type[on_policy_distill]": refused(
+        "'on_policy_distill' needs a teacher model (auxiliary models, issue 15) and is not built"),
+    # sample strategies
+    "algorithm.sample_strategy[mix]": refused("'mix' needs an expert-data buffer, which is not built; "
+                                              "use default, warmup or priority"),
+    # KL as a reward penalty: not built (KL is a loss term here)
+    "algorithm.kl_penalty_fn[none]": honoured("algorithms/registry.py", note="is_off"),
+    "algorithm.kl_penalty_fn[none].kl_coef": validated(note="must be 0 with 'none'"),
+    # --------------------------------------------------------------------- model
+    "model.model_path": honoured("tasks/setup.py", "tasks/rollouts.py"),
+    "model.critic_model_path": refused(NO_CRITIC),
+    "model.custom_chat_template": honoured("tasks/rollouts.py"),
+    "model.temperature": resolved("buffer.explorer_input.taskset.rollout_args.temperature"),
+    "model.top_p": resolved("buffer.explorer_input.taskset.rollout_args.top_p"),
+    "model.top_k": resolved("buffer.explorer_input.taskset.rollout_args.top_k"),
+    "model.logprobs": warned("engines record the sampled token's logprob only; top logprobs are not kept",
+                             when=lambda v, c: v > 0),
+    "model.max_model_len": honoured("backends/local/vllm_engine.py"),
+    "model.max_prompt_tokens": honoured("tasks/rollouts.py", "tasks/sft.py",
+                                        note="longer prompts are skipped and counted (explore/prompts_too_long)"),
+    "model.max_response_tokens": honoured("tasks/rollouts.py", "tasks/sft.py"),
+    "model.min_response_tokens": honoured("tasks/rollouts.py"),
+    "model.lora_configs": honoured("backends/torch_trainer.py"),
+    "model.lora_configs[].name": warned(
+        "adapters are merged into the weights the engines serve: no adapter is served by name"),
+    "model.lora_configs[].path": honoured("backends/torch_trainer.py", note="the adapter training starts from"),
+    "model.lora_configs[].base_model_name": warned(
+        "adapters are merged into the weights the engines serve; the base model is model.model_path"),
+    "model.lora_configs[].lora_rank": honoured("backends/torch_trainer.py"),
+    "model.lora_configs[].lora_alpha": honoured("backends/torch_trainer.py"),
+    "model.lora_configs[].lora_dtype": honoured("backends/torch_trainer.py").refuse_if(
+        lambda v, c: v not in ("auto", "float32", "bfloat16", "float16"), "one of auto, float32, bfloat16, float16"),
+    "model.lora_configs[].target_modules": honoured("backends/torch_trainer.py"),
+    # --------------------------------------------------------------------- cluster
+    "cluster.node_num": honoured("backends/local/policy.py", note="check-requirements: Ray must have that many nodes"),
+    "cluster.gpu_per_node": honoured("backends/local/policy.py"),
+    "cluster.ray_address": honoured("backends/local/policy.py"),
+    # --------------------------------------------------------------------- buffer
+    "buffer.batch_size": honoured("tasks/explore.py"),
+    "buffer.train_batch_size": honoured("tasks/runtime.py"),
+    "buffer.total_epochs": honoured("tasks/explore.py", "flows/stage.py"),
+    "buffer.total_steps": honoured("flows/stage.py"),
+    "buffer.explorer_input.default_workflow_type": honoured("tasks/rollouts.py"),
+    "buffer.explorer_input.default_eval_workflow_type": resolved(
+        "buffer.explorer_input.eval_tasksets[].default_workflow_type"),
+    "buffer.explorer_input.default_reward_fn_type": resolved("buffer.explorer_input.taskset.default_reward_fn_type"),
+    "buffer.trainer_input.sft_warmup_dataset": refused(
+        "Trinity's old warm-up is not run; add a first stage instead (stage_name sft_warmup, mode train, "
+        "algorithm_type sft, this dataset as its buffer.trainer_input.experience_buffer), then a stage rft"),
+    "buffer.trainer_input.sft_warmup_steps": refused(
+        "Trinity's old warm-up is not run; use a first stage with algorithm sft and buffer.total_steps (see "
+        "buffer.trainer_input.sft_warmup_dataset)"),
+    "buffer.trainer_input.experience_buffer.capacity": warned(
+        "the SQLite buffer has no capacity limit (the explorer runs at most sync_offset steps ahead)"),
+    "buffer.trainer_input.experience_buffer.max_read_timeout": warned(
+        "the trainer waits for the explorer's experiences up to synchronizer.sync_timeout"),
+    # --------------------------------------------------------------------- explorer
+    "explorer.runner_per_model": honoured("tasks/rollouts.py"),
+    "explorer.max_timeout": honoured("tasks/rollouts.py", note="per workflow task, inside the runner"),
+    "explorer.max_retry_times": honoured("tasks/rollouts.py", "flows/explore.py", "flows/evaluate.py",
+                                         note="retries of a workflow task, and of the explore/evaluate Prefect tasks"),
+    "explorer.eval_interval": honoured("flows/rl.py", "flows/explorer.py"),
+    "explorer.eval_on_startup": honoured("flows/rl.py", "flows/explorer.py"),
+    "explorer.auxiliary_models": refused(ISSUE_15),
+    "explorer.rollout_model[vllm]": honoured("backends/registry.py"),
+    "explorer.rollout_model[vllm].model_path": refused("the rollout model always serves model.model_path"),
+    "explorer.rollout_model[vllm].engine_num": honoured("backends/local/policy.py"),
+    "explorer.rollout_model[vllm].seed": honoured("backends/local/vllm_engine.py"),
+    "explorer.rollout_model[vllm].enable_thinking": honoured("tasks/rollouts.py", note="passed to the chat template"),
+    "explorer.rollout_model[vllm].enable_history": refused(ISSUE_15),
+    "explorer.rollout_model[vllm].enable_openai_api": refused(ISSUE_15),
+    "explorer.rollout_model[vllm].tensor_parallel_size": honoured("backends/local/vllm_engine.py"),
+    "explorer.rollout_model[vllm].gpu_memory_utilization": honoured("backends/local/vllm_engine.py"),
+    "explorer.rollout_model[vllm].kv_cache_memory_gb": honoured("backends/local/vllm_engine.py"),
+    "explorer.rollout_model[vllm].dtype": honoured("backends/local/vllm_engine.py", passthrough=True),
+    "explorer.rollout_model[vllm].enforce_eager": honoured("backends/local/vllm_engine.py"),
+    "explorer.rollout_model[vllm].enable_prefix_caching": honoured("backends/local/vllm_engine.py"),
+    "explorer.rollout_model[vllm].enable_chunked_prefill": honoured("backends/local/vllm_engine.py"),
+    "explorer.rollout_model[tinker]": warned(TINKER_SAMPLER_PENDING, when=lambda v, c: c.mode in ("both", "explore", "bench")),
+    # --------------------------------------------------------------------- trainer
+    "trainer[*].save_interval": honoured("flows/stage.py"),
+    "trainer[*].save_hf_checkpoint": honoured("flows/stage.py"),
+    "trainer[torch]": honoured("backends/registry.py"),
+    "trainer[torch].grad_clip": honoured("backends/torch_trainer.py"),
+    "trainer[torch].micro_batch_size": honoured("backends/torch_trainer.py"),
+    "trainer[torch].dtype": honoured("backends/torch_trainer.py"),
+    "trainer[torch].device": honoured("backends/torch_trainer.py"),
+    "trainer[torch].gradient_checkpointing": honoured("backends/torch_trainer.py"),
+    "trainer[torch].num_threads": honoured("backends/torch_trainer.py"),
+    "trainer[torch].skip_zero_advantage": honoured("backends/torch_trainer.py"),
+    "trainer[torch].share_prompt": honoured("backends/torch_trainer.py"),
+    "trainer[verl]": warned(VERL_PENDING, when=lambda v, c: c.mode in ("both", "train")),
+    "trainer[tinker]": warned(TINKER_TRAINER_PENDING, when=lambda v, c: c.mode in ("both", "train")),
+    # --------------------------------------------------------------------- synchronizer, monitor
+    "synchronizer.sync_method": honoured("backends/local/weight_sync.py"),
+    "synchronizer.sync_style": honoured("tasks/schedule.py"),
+    "synchronizer.sync_interval": honoured("tasks/schedule.py"),
+    "synchronizer.sync_offset": honoured("tasks/schedule.py"),
+    "synchronizer.sync_timeout": honoured("flows/trainer.py", "flows/explorer.py"),
+    "monitor.monitor_type": honoured("tasks/tracking.py"),
+    "monitor.monitor_type[wandb]": honoured("tasks/tracking.py").refuse_if(
+        _wandb_missing, "'wandb' needs the wandb package (pip install wandb); it logs offline unless WANDB_API_KEY "
+                        "or WANDB_MODE is set"),
+    "monitor.tracking_uri": honoured("tasks/tracking.py"),
+    "monitor.experiment_name": honoured("tasks/tracking.py"),
+    "monitor.enable_ray_timeline": honoured("tasks/setup.py", note="a Chrome trace in {experiment_dir}/log/"),
+}
+
+# Presets that train: tests/test_presets.py runs a step of each.
+for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "sft", "raft"):
+    SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
+
+# Functions of the algorithm registries (the runtime registries in algorithms/ hold the same names).
+_FUNCTIONS: dict[str, dict[str, Entry]] = {
+    "sample_strategy": {
+        "default": honoured("tasks/train.py"),
+        "warmup": honoured("tasks/train.py", note="the same as default: Trinity's warm-up data is not read here"),
+        "priority": honoured("tasks/train.py"),
+    },
+    "policy_loss_fn": {
+        "ppo": honoured("algorithms/policy_loss/ppo.py"),
+        "gspo": honoured("algorithms/policy_loss/gspo.py"),
+        "sft": honoured("algorithms/policy_loss/sft.py"),
+        "opmd": honoured("algorithms/policy_loss/opmd.py"),
+        "cispo": honoured("algorithms/policy_loss/cispo.py"),
+        "dpo": refused(NO_DPO),
+        "topr": refused("the topr loss is not built; use cispo or ppo"),
+        "importance_sampling": refused("the importance_sampling loss (on-policy distillation) is not built"),
+    },
+    "advantage_fn": {
+        "grpo": honoured("algorithms/advantage/grpo.py"),
+        "rloo": honoured("algorithms/advantage/rloo.py"),
+        "reinforceplusplus": honoured("algorithms/advantage/reinforce_plus_plus.py"),
+        "opmd": honoured("algorithms/advantage/opmd.py"),
+        "none": honoured("algorithms/advantage/none.py"),
+        "ppo": refused("GAE needs a critic, which is not built"),
+        "asymre": refused("the asymre advantage is not built"),
+        "reinforce": refused("the reinforce advantage is not built; use grpo or rloo"),
+        "remax": refused("the remax advantage (a greedy baseline rollout) is not built"),
+        "on_policy_distill": refused("on-policy distillation needs a teacher model (issue 15) and is not built"),
+    },
+    "kl_loss_fn": {name: honoured("algorithms/kl.py") for name in KL_FNS if name != "none"} | {
+        "none": honoured("algorithms/registry.py", note="is_off")},
+    "kl_penalty_fn": {name: refused("KL as a reward penalty is not built; use kl_loss_fn (KL as a loss term)")
+                      for name in KL_FNS if name != "none"},
+    "entropy_loss_fn": {
+        "default": honoured("algorithms/entropy.py"),
+        "basic": honoured("algorithms/entropy.py"),
+        "none": honoured("algorithms/registry.py", note="is_off"),
+    },
+}
+# Arguments of the functions above (their *_args), where each is read.
+_ARGS: dict[str, Entry] = {
+    "sample_strategy[*].max_staleness": honoured("tasks/train.py"),
+    "sample_strategy[priority].priority_fn": honoured("tasks/train.py", "buffer/experience_store.py"),
+    "policy_loss_fn[*].loss_agg_mode": honoured("algorithms/loss.py", "algorithms/aggregation.py"),
+    "policy_loss_fn[ppo].clip_range": honoured("algorithms/verl_compat.py"),
+    "policy_loss_fn[ppo].clip_range_low": honoured("algorithms/verl_compat.py"),
+    "policy_loss_fn[ppo].clip_range_high": honoured("algorithms/verl_compat.py"),
+    "policy_loss_fn[ppo].clip_ratio_c": honoured("algorithms/verl_compat.py"),
+    "policy_loss_fn[ppo].enable_sequence_masking": honoured("algorithms/policy_loss/ppo.py"),
+    "policy_loss_fn[ppo].delta_sequence_masking": honoured("algorithms/policy_loss/ppo.py"),
+    "policy_loss_fn[gspo].clip_range": honoured("algorithms/verl_compat.py"),
+    "policy_loss_fn[gspo].clip_range_low": honoured("algorithms/verl_compat.py"),
+    "policy_loss_fn[gspo].clip_range_high": honoured("algorithms/verl_compat.py"),
+    "policy_loss_fn[cispo].clip_range_low": honoured("algorithms/verl_compat.py"),
+    "policy_loss_fn[cispo].clip_range_high": honoured("algorithms/verl_compat.py"),
+    "policy_loss_fn[opmd].tau": honoured("algorithms/policy_loss/opmd.py"),
+    "advantage_fn[grpo].epsilon": honoured("algorithms/advantage/grpo.py"),
+    "advantage_fn[grpo].std_threshold": honoured("algorithms/advantage/grpo.py"),
+    "advantage_fn[grpo].norm_adv_by_std_in_grpo": honoured("algorithms/advantage/grpo.py"),
+    "advantage_fn[reinforceplusplus].gamma": honoured("algorithms/advantage/reinforce_plus_plus.py"),
+    "advantage_fn[opmd].opmd_baseline": honoured("algorithms/advantage/opmd.py"),
+    "advantage_fn[opmd].tau": honoured("algorithms/advantage/opmd.py"),
+    "kl_loss_fn[*].kl_coef": honoured("algorithms/loss.py"),
+    "kl_loss_fn[none].kl_coef": validated(note="must be 0 with 'none'"),
+    "kl_loss_fn[*].adaptive": refused("an adaptive KL coefficient is not built; set a fixed kl_coef"),
+    "kl_loss_fn[*].target_kl": refused("only used by an adaptive KL coefficient, which is not built"),
+    "kl_loss_fn[*].horizon": refused("only used by an adaptive KL coefficient, which is not built"),
+    "entropy_loss_fn[*].entropy_coef": honoured("algorithms/loss.py"),
+    "entropy_loss_fn[none].entropy_coef": validated(note="must be 0 with 'none'"),
+}
+for _fn, _entries in _FUNCTIONS.items():
+    for _name, _entry in _entries.items():
+        SUPPORT[f"algorithm.{_fn}[{_name}]"] = _entry
+for _key, _entry in _ARGS.items():
+    SUPPORT[f"algorithm.{_key}"] = _entry
+
+# Task sets the explorer rolls out (training and evaluation): the same fields, the same runtime.
+for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_tasksets[]"):
+    SUPPORT |= {
+        f"{_ts}.name": honoured("buffer/taskset.py"),
+        f"{_ts}.storage_type": validated(note="task sets are read from files"),
+        f"{_ts}.path": honoured("buffer/taskset.py"),
+        f"{_ts}.subset_name": honoured("buffer/taskset.py"),
+        f"{_ts}.split": honoured("buffer/taskset.py"),
+        f"{_ts}.format.prompt_type": refused("math_workflow renders the prompt_key column as a chat; prompt_type applies "
+                                             "to SFT data"),
+        f"{_ts}.format.prompt_key": honoured("workflows/math_workflow.py"),
+        f"{_ts}.format.response_key": honoured("workflows/math_workflow.py"),
+        f"{_ts}.format.system_prompt_key": honoured("workflows/math_workflow.py"),
+        f"{_ts}.format.system_prompt": honoured("workflows/math_workflow.py"),
+        f"{_ts}.format.messages_key": refused(ONLY_SFT_DATA),
+        f"{_ts}.format.tools_key": refused(NO_TOOLS),
+        f"{_ts}.format.reply_prefix": refused(NO_REPLY_PREFIX),
+        f"{_ts}.format.workflow_key": honoured("buffer/taskset.py"),
+        f"{_ts}.format.reward_fn_key": honoured("buffer/taskset.py"),
+        f"{_ts}.format.chosen_key": refused(NO_DPO),
+        f"{_ts}.format.rejected_key": refused(NO_DPO),
+        f"{_ts}.format.chat_template": refused("rollouts use model.custom_chat_template; set that instead"),
+        f"{_ts}.rollout_args.temperature": honoured("workflows/base.py"),
+        f"{_ts}.rollout_args.top_p": honoured("workflows/base.py"),
+        f"{_ts}.rollout_args.top_k": honoured("workflows/base.py"),
+        f"{_ts}.rollout_args.logprobs": warned("engines record the sampled token's logprob only; top logprobs are not "
+                                               "kept", when=lambda v, c: v is not None and v > 0),
+        f"{_ts}.rollout_args.max_tokens": honoured("workflows/base.py"),
+        f"{_ts}.workflow_args": refused("math_workflow (the only workflow) takes no workflow_args"),
+        f"{_ts}.reward_fn_args": honoured("buffer/taskset.py", "workflows/math_workflow.py"),
+        f"{_ts}.repeat_times": honoured("buffer/taskset.py", "workflows/runner.py"),
+        f"{_ts}.default_workflow_type": honoured("buffer/taskset.py"),
+        f"{_ts}.default_reward_fn_type": honoured("buffer/taskset.py", note="math_workflow checks it").refuse_if(
+            _unknown_reward_fn, f"math_workflow scores with its own reward; known: {', '.join(MATH_REWARD_FNS)}"
+        ).warn_if(_trinity_math_reward, "math_workflow scores math-verify accuracy plus a format bonus for a boxed answer "
+                                        "(Trinity's math_boxed_reward); math_reward's <think>/<answer> bonus is not given"),
+        f"{_ts}.task_selector.selector_type": honoured("buffer/taskset.py"),
+        f"{_ts}.task_selector.seed": honoured("buffer/taskset.py"),
+    }
+# The explorer_input default is derived into each taskset (derived values are not checked): the same rules.
+SUPPORT["buffer.explorer_input.default_reward_fn_type"] = replace(
+    SUPPORT["buffer.explorer_input.default_reward_fn_type"],
+    rules=SUPPORT["buffer.explorer_input.taskset.default_reward_fn_type"].rules)
+# Evaluation reads every task once, in file order.
+SUPPORT["buffer.explorer_input.eval_tasksets[].task_selector.selector_type"] = warned(
+    "evaluation reads every task of the eval taskset once; the order does not matter")
+SUPPORT["buffer.explorer_input.eval_tasksets[].task_selector.seed"] = warned(
+    "evaluation reads every task of the eval taskset once; the order does not matter")
+
+# What the trainer reads: a dataset (SFT, mode train) or, in RL modes, the experiment's own buffer.
+_EB = "buffer.trainer_input.experience_buffer"
+SUPPORT |= {
+    f"{_EB}.name": honoured("buffer/taskset.py"),
+    f"{_EB}.storage_type": validated(note="'file' cannot stream experiences; queue and sqlite both mean the "
+                                          "experiment's SQLite buffer"),
+    f"{_EB}.path": honoured("tasks/sft.py").warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
+    f"{_EB}.subset_name": honoured("buffer/taskset.py").warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
+    f"{_EB}.split": honoured("buffer/taskset.py").warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
+    f"{_EB}.format.prompt_type": honoured("tasks/sft.py"),
+    f"{_EB}.format.prompt_type[chatpair]": refused("SFT rows are 'messages' or 'plaintext' (a prompt and a "
+                                                   "response column), as in Trinity"),
+    f"{_EB}.format.prompt_key": honoured("tasks/sft.py"),
+    f"{_EB}.format.response_key": honoured("tasks/sft.py"),
+    f"{_EB}.format.system_prompt_key": honoured("tasks/sft.py"),
+    f"{_EB}.format.system_prompt": honoured("tasks/sft.py"),
+    f"{_EB}.format.messages_key": honoured("tasks/sft.py"),
+    f"{_EB}.format.chat_template": honoured("tasks/sft.py"),
+    f"{_EB}.format.tools_key": refused(NO_TOOLS),
+    f"{_EB}.format.reply_prefix": refused(NO_REPLY_PREFIX),
+    f"{_EB}.format.workflow_key": refused(NOT_TASKS),
+    f"{_EB}.format.reward_fn_key": refused(NOT_TASKS),
+    f"{_EB}.format.chosen_key": refused(NO_DPO),
+    f"{_EB}.format.rejected_key": refused(NO_DPO),
+    f"{_EB}.rollout_args": refused(NOT_TASKS),
+    f"{_EB}.workflow_args": refused(NOT_TASKS),
+    f"{_EB}.reward_fn_args": refused(NOT_TASKS),
+    f"{_EB}.repeat_times": refused(NOT_TASKS),
+    f"{_EB}.default_workflow_type": refused(NOT_TASKS),
+    f"{_EB}.default_reward_fn_type": refused(NOT_TASKS),
+    f"{_EB}.task_selector": refused("SFT rows are read in file order, batch after batch"),
+}
+for _field in ("prompt_type", "prompt_key", "response_key", "system_prompt_key", "system_prompt", "messages_key",
+               "chat_template"):
+    SUPPORT[f"{_EB}.format.{_field}"] = SUPPORT[f"{_EB}.format.{_field}"].warn_if(_rl_mode, f"not used: {RL_BUFFER}")
+
+
+# ----------------------------------------------------------------------------- the schema, walked
+@dataclass(frozen=True)
+class Node:
+    """One place in the schema that needs an entry (or, for Literal values, may have one)."""
+
+    key: str
+    leaf: str  # the attribute name the runtime reads (a field), or the value (a variant)
+    kind: Literal["field", "section", "variant", "value"]
+    required: bool
+    literals: tuple[str, ...] = ()  # the values of a Literal field
+    parent_field: str = ""  # a variant/value: the key of the field it is a value of
+
+
+def _unwrap(annotation: Any) -> Any:
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
+
+
+def _union_args(annotation: Any) -> list[Any] | None:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [a for a in typing.get_args(annotation) if a is not type(None)]
+    return None
+
+
+def _literals(annotation: Any) -> tuple[str, ...]:
+    annotation = _unwrap(annotation)
+    args = _union_args(annotation)
+    for arg in args if args is not None else [annotation]:
+        if typing.get_origin(arg) is Literal:
+            return tuple(str(v) for v in typing.get_args(arg))
+    return ()
+
+
+def _variant_tag(model: type[BaseModel]) -> str:
+    tag = model.TAG  # type: ignore[attr-defined]
+    return str(typing.get_args(model.model_fields[tag].annotation)[0])
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def walk(model: type[BaseModel] | None = None, prefix: str = "") -> list[Node]:
+    """Every node of `model`'s schema (default: ExperimentConfig), function registries included.
+
+    A stage's sections (`stages[].algorithm`, ...) are not walked: each stage is resolved into a whole
+    ExperimentConfig and validated by the same rules, so the top-level entries apply to it.
+    """
+    if model is None:
+        from schemas.experiment import SECTIONS, ExperimentConfig, StageConfig
+
+        nodes = walk_model(ExperimentConfig, "", skip={"stages"})
+        nodes += walk_model(StageConfig, "stages[].", skip=set(SECTIONS))
+        nodes += _registry_nodes()
+        return nodes
+    return walk_model(model, prefix)
+
+
+def walk_model(model: type[BaseModel], prefix: str, skip: set[str] | None = None) -> list[Node]:
+    nodes: list[Node] = []
+    tag_field = getattr(model, "TAG", None)  # a variant's tag: its variant node stands for it
+    for name, info in model.model_fields.items():
+        if (skip and name in skip) or name == tag_field:
+            continue
+        key = f"{prefix}{name}"
+        if model.__name__ == "AlgorithmConfig" and (name in FUNCTION_REGISTRIES or name.removesuffix("_args") in FUNCTION_REGISTRIES):
+            continue  # walked with their registries (_registry_nodes)
+        ann = _unwrap(info.annotation)
+        args = _union_args(ann)
+        models = [a for a in (args or [ann]) if _is_model(a)]
+        lists = [a for a in (args or [ann]) if typing.get_origin(a) is list]
+        if len(models) > 1:  # a tagged union of sections
+            nodes.append(Node(key, name, "section", False))
+            for variant in models:
+                tag = _variant_tag(variant)
+                nodes.append(Node(f"{key}[{tag}]", tag, "variant", True, parent_field=key))
+                nodes += walk_model(variant, f"{key}[{tag}].")
+        elif models:
+            nodes.append(Node(key, name, "section", False))
+            nodes += walk_model(models[0], f"{key}.")
+        elif lists and _list_models(lists[0]):
+            nodes.append(Node(key, name, "section", False))
+            item_models = _list_models(lists[0])
+            if len(item_models) > 1:
+                for variant in item_models:
+                    tag = _variant_tag(variant)
+                    nodes.append(Node(f"{key}[][{tag}]", tag, "variant", True, parent_field=f"{key}[]"))
+                    nodes += walk_model(variant, f"{key}[][{tag}].")
+            else:
+                nodes += walk_model(item_models[0], f"{key}[].")
+        else:
+            literals = _literals(ann)
+            nodes.append(Node(key, name, "field", True, literals=literals))
+            nodes += [Node(f"{key}[{v}]", v, "value", False, parent_field=key) for v in literals]
+    if model.__name__ == "AlgorithmConfig":
+        nodes += [Node(f"{prefix}algorithm_type[{p}]", p, "variant", True, parent_field=f"{prefix}algorithm_type")
+                  for p in ALGORITHM_PRESETS]
+    return nodes
+
+
+def _list_models(list_annotation: Any) -> list[type[BaseModel]]:
+    inner = _unwrap(typing.get_args(list_annotation)[0])
+    return [a for a in (_union_args(inner) or [inner]) if _is_model(a)]
+
+
+def _registry_nodes() -> list[Node]:
+    """algorithm.<fn>[<name>] for every registered function, and .<arg> for each of its arguments."""
+    nodes: list[Node] = []
+    for fn, registry in FUNCTION_REGISTRIES.items():
+        nodes.append(Node(f"algorithm.{fn}", fn, "field", True))
+        for name, args_model in registry.items():
+            key = f"algorithm.{fn}[{name}]"
+            nodes.append(Node(key, name, "variant", True, parent_field=f"algorithm.{fn}"))
+            for arg, info in args_model.model_fields.items():
+                nodes.append(Node(f"{key}.{arg}", arg, "field", True, literals=_literals(info.annotation)))
+    return nodes
+
+
+SUPPORT |= {f"algorithm.{fn}": honoured("algorithms/loss.py" if fn != "sample_strategy" else "tasks/train.py")
+            for fn in FUNCTION_REGISTRIES}
+SUPPORT["algorithm.advantage_fn"] = honoured("algorithms/advantage/__init__.py")
+SUPPORT["algorithm.kl_penalty_fn"] = honoured("algorithms/advantage/__init__.py")
+SUPPORT["algorithm.algorithm_type"] = honoured("flows/rft.py", note="its preset fills the function fields")
+
+_VARIANT = re.compile(r"\[(?!\])[^\]]+\]")
+
+
+def ancestors(key: str) -> list[str]:
+    """`a.b[x].c` → [`a.b[x]`, `a.b`, `a`]: the places above a key, nearest first."""
+    out = []
+    for match in reversed(list(re.finditer(r"\.|\[", key))):
+        parent = key[: match.start()]
+        if parent and parent not in out:
+            out.append(parent)
+    return out
+
+
+def entry_for(key: str) -> tuple[str, Entry] | None:
+    """The entry that governs `key`: its own, else a refused/warned place above it, else its `[*]` form."""
+    if key in SUPPORT:
+        return key, SUPPORT[key]
+    for parent in ancestors(key):
+        entry = SUPPORT.get(parent)
+        if entry is not None and entry.covers:
+            return parent, entry
+    generic = _VARIANT.sub("[*]", key)
+    if generic != key and generic in SUPPORT:
+        return generic, SUPPORT[generic]
+    return None
+
+
+# ----------------------------------------------------------------------------- a config, checked
+@dataclass(frozen=True)
+class Finding:
+    path: str  # the user's dotted path (list indices as numbers)
+    key: str  # the schema key of the entry
+    level: Level
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.reason}"
+
+
+# Set by `collecting()`: refusals are recorded instead of raised (the Trinity import lists them).
+_COLLECT: contextvars.ContextVar[list[Finding] | None] = contextvars.ContextVar("rft_support_collect", default=None)
+_PREFIX: contextvars.ContextVar[str] = contextvars.ContextVar("rft_support_prefix", default="")
+
+
+@contextlib.contextmanager
+def collecting() -> Iterator[list[Finding]]:
+    """Inside, validation records refusals (with `stages.<i>.` prefixes for stages) instead of raising them."""
+    found: list[Finding] = []
+    token = _COLLECT.set(found)
+    try:
+        yield found
+    finally:
+        _COLLECT.reset(token)
+
+
+@contextlib.contextmanager
+def path_prefix(prefix: str) -> Iterator[None]:
+    token = _PREFIX.set(prefix)
+    try:
+        yield
+    finally:
+        _PREFIX.reset(token)
+
+
+def collect_mode() -> list[Finding] | None:
+    return _COLLECT.get()
+
+
+def current_prefix() -> str:
+    return _PREFIX.get()
+
+
+@dataclass
+class _Place:
+    key: str
+    path: str
+    value: Any
+    default: Any
+    variant: bool = False
+
+
+def scan(config: ExperimentConfig) -> list[Finding]:
+    """Every refusal and warning the settings of `config` meet (values the schema derived are skipped)."""
+    from schemas.experiment import KEPT_REASONS
+
+    findings: list[Finding] = []
+    # values the schema filled in itself; an alias (model.tinker) or stage chaining is the user's own setting
+    derived = {path for path, why in config.derived.items() if not str(why).startswith(KEPT_REASONS)}
+    for place in _places(config):
+        if place.path in derived or any(place.path.startswith(p + ".") for p in derived):
+            continue
+        found = entry_for(place.key)
+        if found is None:
+            continue
+        entry_key, entry = found
+        covered = entry_key != place.key and not entry_key.endswith("[*]") and "[*]" not in entry_key
+        if covered:  # a place below a refused/warned variant or section: reported there
+            continue
+        chosen = place.variant or place.value != place.default  # a variant chosen, a field set to another value
+        for rule in entry.rules:
+            applies = chosen and (rule.when is None or bool(rule.when(place.value, config)))
+            if applies:
+                findings.append(Finding(place.path, place.key, rule.level, _describe(place, rule)))
+    return findings
+
+
+def _describe(place: _Place, rule: Rule) -> str:
+    if place.variant:
+        return f"{place.value!r}: {rule.reason}" if not rule.reason.startswith(f"'{place.value}'") else rule.reason
+    return rule.reason
+
+
+def _places(config: ExperimentConfig) -> Iterator[_Place]:
+    from schemas.experiment import SECTIONS
+
+    yield from _model_places(config, "", "", skip={"stages", "derived", "warnings"})
+    for i, stage in enumerate(config.stages):
+        yield from _model_places(stage, f"stages[].", f"stages.{i}.", skip=set(SECTIONS))
+
+
+def _model_places(model: BaseModel, key_prefix: str, path_prefix_: str, skip: set[str] = frozenset()) -> Iterator[_Place]:
+    cls = type(model)
+    tag_field = getattr(cls, "TAG", None)
+    for name, info in cls.model_fields.items():
+        if name in skip or name == tag_field:
+            continue
+        key, path = f"{key_prefix}{name}", f"{path_prefix_}{name}"
+        value = getattr(model, name)
+        if cls.__name__ == "AlgorithmConfig" and name in FUNCTION_REGISTRIES:
+            yield from _function_places(model, name, key, path)
+            continue
+        if cls.__name__ == "AlgorithmConfig" and name.removesuffix("_args") in FUNCTION_REGISTRIES:
+            continue
+        if cls.__name__ == "AlgorithmConfig" and name == "algorithm_type":
+            yield _Place(f"{key}[{value}]", path, value, None, variant=True)
+        default = info.get_default(call_default_factory=True)
+        if isinstance(value, BaseModel):
+            tag = getattr(type(value), "TAG", None)
+            yield _Place(key, path, value, default)
+            if tag is not None:
+                vkey = f"{key}[{getattr(value, tag)}]"
+                yield _Place(vkey, f"{path}.{tag}", getattr(value, tag), None, variant=True)
+                yield from _model_places(value, f"{vkey}.", f"{path}.")
+            else:
+                yield from _model_places(value, f"{key}.", f"{path}.")
+        elif isinstance(value, list) and value and all(isinstance(v, BaseModel) for v in value):
+            yield _Place(key, path, value, default)
+            for i, item in enumerate(value):
+                tag = getattr(type(item), "TAG", None)
+                ikey = f"{key}[]" + (f"[{getattr(item, tag)}]" if tag else "")
+                if tag:
+                    yield _Place(ikey, f"{path}.{i}.{tag}", getattr(item, tag), None, variant=True)
+                yield from _model_places(item, f"{ikey}.", f"{path}.{i}.")
+        else:
+            yield _Place(key, path, value, default)
+            if _literals(info.annotation) and value is not None and f"{key}[{value}]" in SUPPORT:
+                yield _Place(f"{key}[{value}]", path, value, None, variant=True)
+
+
+def _function_places(alg: BaseModel, fn: str, key: str, path: str) -> Iterator[_Place]:
+    name = getattr(alg, fn)
+    if name is None:
+        return
+    yield _Place(f"{key}[{name}]", path, name, None, variant=True)
+    args_model = FUNCTION_REGISTRIES[fn].get(name)
+    if args_model is None:
+        return
+    defaults = {k: f.get_default(call_default_factory=True) for k, f in args_model.model_fields.items()}
+    for arg, value in (getattr(alg, f"{fn}_args") or {}).items():
+        yield _Place(f"{key}[{name}].{arg}", f"{path}_args.{arg}", value, defaults.get(arg))
