@@ -90,6 +90,11 @@ class Policy(ABC):
     def release(self, engines: bool = True, trainer: bool = True) -> None:
         """Stop the experiment's engines and/or trainer (safe when nothing was started)."""
 
+    def timeline(self, path: str) -> str | None:
+        """Write a trace of what ran where so far to `path` (monitor.enable_ray_timeline); returns the
+        path, or None when this policy has nothing to trace."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """What runs where, for logs: the policy kind and the chosen trainer and rollout kinds."""
         return {

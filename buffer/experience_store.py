@@ -51,6 +51,14 @@ CREATE INDEX IF NOT EXISTS experiences_explore_step ON experiences (explore_step
 
 
 
+# How `take` orders the untrained experiences (SQL of a fixed set, never user text).
+ORDERS = {
+    "oldest": "seq",  # insertion order: a FIFO queue
+    "newest": "model_version DESC, seq",  # sampled with the newest weights first
+    "largest_advantage": "ABS(COALESCE(json_extract(data, '$.advantage'), 0)) DESC, seq",
+}
+
+
 class ExperienceStore:
     """Durable queue of experiences in one SQLite file; safe across threads and processes."""
 
@@ -142,19 +150,23 @@ class ExperienceStore:
 
     # -- consumer side -----------------------------------------------------------------------------
 
-    def take(self, n: int, *, timeout_s: float = 0.0, poll_s: float = 0.2) -> list[Experience]:
-        """The `n` oldest untrained experiences, in insertion order; nothing changes until marked.
+    def take(self, n: int, *, timeout_s: float = 0.0, poll_s: float = 0.2, order: str = "oldest") -> list[Experience]:
+        """`n` untrained experiences in `order` (ORDERS); nothing changes until marked.
 
         Waits up to `timeout_s` for `n` to be available (explore may be filling the queue from
-        another process) and then returns what there is, possibly fewer.
+        another process) and then returns what there is, possibly fewer. Every order is total (ties
+        go by insertion), so a resumed run takes exactly what an uninterrupted one would.
         """
         if n < 1:
             raise ValueError(f"take(n) needs n >= 1, got {n}")
+        if order not in ORDERS:
+            raise ValueError(f"take(order={order!r}): one of {sorted(ORDERS)}")
         deadline = time.monotonic() + timeout_s
         while self.count_untrained() < n and time.monotonic() < deadline:
             time.sleep(poll_s)
         rows = self._query(
-            "SELECT data FROM experiences WHERE train_step IS NULL AND skipped_step IS NULL ORDER BY seq LIMIT ?", (n,)
+            "SELECT data FROM experiences WHERE train_step IS NULL AND skipped_step IS NULL "
+            f"ORDER BY {ORDERS[order]} LIMIT ?", (n,)
         )
         return [Experience(**json.loads(data)) for (data,) in rows]
 

@@ -12,7 +12,8 @@ from tasks.evaluate import evaluate_taskset
 @flow(name="evaluate", log_prints=False)
 def evaluate(config: ExperimentConfig, step: int) -> list[dict]:
     """Score each of `buffer.explorer_input.eval_tasksets`; returns one result per taskset."""
-    results = [evaluate_taskset(config, i, step) for i in range(len(config.buffer.explorer_input.eval_tasksets))]
+    task = evaluate_taskset.with_options(retries=config.explorer.max_retry_times)
+    results = [task(config, i, step) for i in range(len(config.buffer.explorer_input.eval_tasksets))]
     if results:
         create_table_artifact(
             [{"taskset": r["name"], "step": step, **{k: round(v, 4) for k, v in r["metrics"].items()}} for r in results],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
 
 from flows.bench import bench
@@ -66,8 +66,12 @@ def rft(
     if name_per_flow_run:
         config = named_for_flow_run(config, FlowRunContext.get().flow_run)
     stages = config.resolve_stages()
+    for stage in stages:  # settings without effect: shown before anything starts (and in MLflow's params)
+        for warning in stage.warnings:
+            get_run_logger().warning("%s/%s: %s", stage.project, stage.name, warning)
     for stage in stages:  # before anything starts or downloads
         check_secrets(stage)
+    for stage in stages:
         connect(stage)
         check_requirements(stage)
     outcome: dict[str, Any] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger
@@ -84,12 +85,17 @@ def evaluate_baseline(config: ExperimentConfig, run_id: str) -> None:
 
 
 def open_mlflow_run(config: ExperimentConfig, role: str = "main") -> dict[str, str]:
+    """The run this stage logs to (monitor.monitor_type), linked from a markdown artifact."""
     run = tracking.start_mlflow_run(config, str(flow_run.get_id() or "local"), role=role)
-    create_markdown_artifact(
-        f"MLflow run for **{config.project}/{config.name}**: [{run['run_id']}]({run['url']})\n\n"
-        f"Tracking URI: `{run['tracking_uri']}`",
-        description="MLflow run",
-    )
+    monitor = config.monitor.monitor_type
+    if monitor == "mlflow":
+        text = (f"MLflow run for **{config.project}/{config.name}**: [{run['run_id']}]({run['url']})\n\n"
+                f"Tracking URI: `{run['tracking_uri']}`")
+    elif monitor == "none":
+        text = f"**{config.project}/{config.name}** is not tracked (monitor.monitor_type: none)"
+    else:
+        text = f"{monitor} logs of **{config.project}/{config.name}**: `{run['url']}`"
+    create_markdown_artifact(text, description=f"{monitor} run")
     return run
 
 
@@ -98,19 +104,31 @@ def save_eval_at_start(config: ExperimentConfig, evals: list[dict]) -> None:
 
 
 def checkpoint_if_due(config: ExperimentConfig, run: dict[str, str], step: int, total_steps: int, model_dir: str) -> None:
+    """A checkpoint every trainer.save_interval steps and at the end; with save_hf_checkpoint 'always'
+    each one also becomes a Hugging Face folder at once (the last one is converted by close_stage)."""
     interval = config.trainer.save_interval
     if step == total_steps or (interval and step % interval == 0):
-        tracking.log_checkpoint(config, run["run_id"], step, save_checkpoint(config, step, model_dir))
+        path = save_checkpoint(config, step, model_dir)
+        tracking.log_checkpoint(config, run["run_id"], step, path)
+        if config.trainer.save_hf_checkpoint == "always" and step != total_steps:
+            convert_checkpoint(path, model_dir)
 
 
 def close_stage(
     config: ExperimentConfig, run: dict[str, str], total_steps: int, model_dir: str, model_name: str, evals: list[dict],
     roles: tuple[str, ...] = run_lock.ROLES,
 ) -> dict[str, Any]:
-    """Convert the final checkpoint, point final/ at it, register it, draw the curve, write the summary."""
-    converted = convert_checkpoint(str(layout.step_dir(experiment_dir(config), total_steps)), model_dir)
+    """Convert the final checkpoint (unless trainer.save_hf_checkpoint is 'never'), point final/ at it,
+    register it, draw the curve, write the summary."""
     final_dir = link_final_model(config, total_steps)
-    tracking.register_model(config, run["run_id"], model_name, converted["model_dir"])
+    save_hf = config.trainer.save_hf_checkpoint
+    if save_hf == "never":  # the trainer checkpoint is the result (`rft convert` makes a Hugging Face folder later)
+        final_dir = str(Path(final_dir).parent)
+    elif save_hf in ("last", "always"):
+        converted = convert_checkpoint(str(layout.step_dir(experiment_dir(config), total_steps)), model_dir)
+        tracking.register_model(config, run["run_id"], model_name, converted["model_dir"])
+    else:
+        raise ValueError(f"trainer.save_hf_checkpoint {save_hf!r}: one of last, always, never")
     curve = tracking.log_reward_curve(config, run["run_id"])
     at_start = read_json(experiment_dir(config) / layout.EVAL_AT_START, {})
     create_markdown_artifact(summary_markdown(config, evals, at_start, final_dir, run["url"]), description="Final evaluation")

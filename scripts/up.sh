@@ -36,7 +36,8 @@ wait_for "$PREFECT_API_URL/health" "the Prefect server" "$RFT_STATE/logs/prefect
   || "$BIN/prefect" work-pool create rft-gpu --type process >/dev/null
 
 if ! running prefect-worker; then
-  "$BIN/python" scripts/reap_runs.py  # runs a dead worker left behind would hold their slots forever
+  # runs a dead worker of this pool left behind would hold their slots forever (healthy workers keep theirs)
+  "$BIN/python" scripts/reap_runs.py --pool "$WORK_POOL"
   echo "==> starting a process worker on work pool $WORK_POOL"
   nohup "$BIN/prefect" worker start --pool "$WORK_POOL" --type process \
     >"$RFT_STATE/logs/prefect-worker.log" 2>&1 &

@@ -30,6 +30,7 @@ def evaluate_taskset(config: ExperimentConfig, index: int, step: int) -> dict:
         "response_length": sum(len(e.response_token_ids) for e in result.experiences) / n,
         "tasks": float(len(tasks)),
         "tasks_failed": float(len(result.failures)),
+        "prompts_too_long": float(len(result.too_long)),
     }
     if repeat > 1:
         solved = [any(e.reward_breakdown.get("accuracy", 0.0) >= 1.0 for e in exps) for exps in by_task.values()]

@@ -58,6 +58,8 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         result = run_workflows(config, tasks, step, config.algorithm.repeat_times or 1)
         for failure in result.failures:
             logger.warning("task %s failed: %s", failure.task_id, failure.error)
+        for skipped in result.too_long:
+            logger.warning("%s", skipped.error)
         fill_advantages(config, result.experiences)
         store.put(result.experiences)
     finally:
@@ -71,6 +73,9 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         "explore/response_length": stats["response_length_mean"],
         "explore/rollout_tokens_per_s": stats["rollout_tokens_per_s"],
         "explore/tasks_failed": stats["tasks_failed"],
+        "explore/prompts_too_long": stats["prompts_too_long"],
+        "explore/task_retries": stats["task_retries"],
+        "explore/task_timeouts": stats["task_timeouts"],
         "explore/experiences": stats["experiences"],
         "time/explore_s": stats["seconds"],
     }

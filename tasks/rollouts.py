@@ -13,13 +13,20 @@ from workflows.runner import RunnerResult, WorkflowRunner
 
 
 def run_workflows(config: ExperimentConfig, tasks: Sequence[Task], step: int, repeat_times: int) -> RunnerResult:
-    """Every task's workflow once, on the policy's engines (revived first if one died)."""
+    """Every task's workflow once, on the policy's engines (revived first if one died): prompts over
+    model.max_prompt_tokens skipped, each task tried up to explorer.max_retry_times more times and given
+    explorer.max_timeout seconds an attempt."""
     revive_engines(config)  # a retry after an engine crash gets a working one
-    renderer = renderer_for(config.model.model_path, config.model.custom_chat_template)
-    return WorkflowRunner(policy_for(config).engines(), renderer, config.explorer.runner_per_model).run(
+    model, explorer = config.model, config.explorer
+    renderer = renderer_for(model.model_path, model.custom_chat_template, explorer.rollout_model.enable_thinking)
+    return WorkflowRunner(policy_for(config).engines(), renderer, explorer.runner_per_model).run(
         tasks,
         explore_step=step,
         repeat_times=repeat_times,
-        max_tokens=config.model.max_response_tokens,
+        max_tokens=model.max_response_tokens,
         default_workflow_type=config.buffer.explorer_input.default_workflow_type,
+        max_prompt_tokens=model.max_prompt_tokens,
+        min_tokens=model.min_response_tokens,
+        max_retry_times=explorer.max_retry_times,
+        max_timeout=explorer.max_timeout,
     )

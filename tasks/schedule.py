@@ -51,7 +51,9 @@ def publish_due(config: ExperimentConfig, step: int, total_steps: int, requested
         return True  # the final model is what the explorer evaluates last
     if sync.sync_style == "explorer_driven":
         return requested
-    return step % sync.sync_interval == 0
+    if sync.sync_style in ("fixed", "trainer_driven"):  # every sync_interval steps
+        return step % sync.sync_interval == 0
+    raise ValueError(f"synchronizer.sync_style {sync.sync_style!r}: one of fixed, explorer_driven, trainer_driven")
 
 
 def request_sync(config: ExperimentConfig, explore_step: int) -> None:

@@ -8,7 +8,11 @@ from prefect.cache_policies import NO_CACHE
 from backends.models import resolve_model_path
 from backends.policy import policy_for
 from backends.secrets import tinker_api_key_with_source
+from checkpointing import layout
 from schemas import ExperimentConfig
+from tasks.runtime import experiment_dir
+
+RAY_TIMELINE = "ray_timeline.json"  # Chrome trace format: chrome://tracing or ui.perfetto.dev
 
 
 @task(name="prepare-model", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
@@ -51,8 +55,14 @@ def revive_engines(config: ExperimentConfig) -> list[str]:
 
 def release(config: ExperimentConfig, roles: tuple[str, ...] = ("explorer", "trainer")) -> None:
     """Stop what the sides in `roles` started (explorer: the engines, trainer: the trainer); safe when
-    nothing was started (flow state hooks)."""
-    policy_for(config).release(engines="explorer" in roles, trainer="trainer" in roles)
+    nothing was started (flow state hooks). With monitor.enable_ray_timeline the trace of what ran is
+    written first, to {experiment_dir}/log/ray_timeline.json."""
+    policy = policy_for(config)
+    if config.monitor.enable_ray_timeline:
+        path = layout.log_dir(experiment_dir(config)) / RAY_TIMELINE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        policy.timeline(str(path))
+    policy.release(engines="explorer" in roles, trainer="trainer" in roles)
 
 
 @task(name="check-secrets", cache_policy=NO_CACHE)

@@ -37,12 +37,14 @@ def _examples(dataset_json: str, model_dir: str, max_prompt: int, max_response: 
             messages = list(row[fmt.messages_key])
             if not messages or messages[-1].get("role") != "assistant":
                 raise TasksetError(f"{item.task_id}: the last message of '{fmt.messages_key}' must be the assistant's")
-        else:
+        elif fmt.prompt_type == "plaintext":  # Trinity's name: a prompt and a response column, as one chat turn
             system = row.get(fmt.system_prompt_key) if fmt.system_prompt_key else fmt.system_prompt
             messages = ([{"role": "system", "content": system}] if system else []) + [
                 {"role": "user", "content": str(row[fmt.prompt_key])},
                 {"role": "assistant", "content": str(row[fmt.response_key])},
             ]
+        else:  # validation refuses it (schemas/support.py)
+            raise ValueError(f"format.prompt_type {fmt.prompt_type!r} is not read for SFT data; use messages or plaintext")
         prompt = renderer.text(messages[:-1], add_generation_prompt=True)
         full = renderer.text(messages, add_generation_prompt=False)
         prompt_ids = renderer.encode(prompt)

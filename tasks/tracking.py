@@ -1,9 +1,18 @@
-"""MLflow: one run per experiment, continued (not duplicated) when a run resumes."""
+"""Tracking: MLflow (default), TensorBoard, Weights & Biases or none (`monitor.monitor_type`).
+
+MLflow: one parent run per experiment (role "experiment", named after it), and nested below it one run
+per stage and side (role main: a stage, or its trainer side; explorer: an explore-only deployment;
+bench), so a multi-stage pipeline reads as one thing in the UI. A run that resumes continues its run
+(not a duplicate). Tags: the experiment folder, the role, the Prefect flow run, `group`.
+TensorBoard writes event files under {experiment_dir}/log/tensorboard/<role>; W&B logs offline into
+{experiment_dir}/log/wandb unless WANDB_MODE or WANDB_API_KEY says otherwise; none logs nothing.
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +23,16 @@ from prefect.cache_policies import NO_CACHE
 
 from checkpointing import layout
 from schemas import ExperimentConfig
+from schemas.experiment import STAGE_CHAIN
 from tasks.runtime import experiment_dir
 
 EXPERIMENT_TAG = "rft.experiment_dir"
 ROLE_TAG = "rft.role"  # main (a whole run, or its trainer side), explorer (an explore-only deployment), bench
+PARENT_ROLE = "experiment"  # the parent run of an experiment's stage and side runs
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: the UI nests the run below its parent
+GROUP_TAG = "group"
 MAX_PARAM_CHARS = 6000  # MLflow's limit on a param value
+MONITORS = ("mlflow", "tensorboard", "wandb", "none")
 
 
 def tracking_uri(config: ExperimentConfig) -> str:
@@ -57,28 +71,99 @@ def flatten(data: Any, prefix: str = "") -> dict[str, str]:
     return {prefix.rstrip("."): str(data)[:MAX_PARAM_CHARS]}
 
 
-@task(name="start-mlflow-run", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
-def start_mlflow_run(config: ExperimentConfig, flow_run_id: str, role: str = "main") -> dict[str, str]:
-    """The experiment's MLflow run of `role`: the unfinished one of an earlier attempt, or a new one."""
-    client = client_for(config)
+def experiment_root(config: ExperimentConfig) -> tuple[str, Path]:
+    """The whole experiment a stage belongs to: its name and folder (a config without stages: itself)."""
+    name = config.name
+    if str(config.derived.get("name", "")).startswith(STAGE_CHAIN):
+        name = name.rsplit("/", 1)[0]
+    return name, (Path(config.checkpoint_root_dir) / config.project / name).resolve()
+
+
+def _run_filter(folder: Path | str, role: str) -> str:
+    return f"tags.`{EXPERIMENT_TAG}` = '{folder}' and tags.`{ROLE_TAG}` = '{role}'"
+
+
+def _experiment_id(client: MlflowClient, config: ExperimentConfig) -> str:
     name = config.monitor.experiment_name or config.project
     experiment = client.get_experiment_by_name(name)
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(name, artifact_location=artifact_location(config))
+    return experiment.experiment_id if experiment else client.create_experiment(name, artifact_location=artifact_location(config))
+
+
+def _parent_run(client: MlflowClient, config: ExperimentConfig, experiment_id: str, flow_run_id: str) -> str:
+    """The experiment's parent run: found, or created. Two processes (explore and train deployments)
+    may create one at the same moment: the older is kept and the other deleted."""
+    name, folder = experiment_root(config)
+    query = dict(experiment_ids=[experiment_id], filter_string=_run_filter(folder, PARENT_ROLE),
+                 order_by=["attributes.start_time ASC"], max_results=5)
+    found = client.search_runs(**query)
+    if not found:
+        tags = {EXPERIMENT_TAG: str(folder), ROLE_TAG: PARENT_ROLE, "prefect.flow_run_id": flow_run_id,
+                "mlflow.note.content": f"{config.project}/{name}: its stages and sides are the runs nested below."}
+        if config.group:
+            tags[GROUP_TAG] = config.group
+        mine = client.create_run(experiment_id, run_name=name, tags=tags)
+        found = client.search_runs(**query)
+        if found and found[0].info.run_id != mine.info.run_id:
+            client.delete_run(mine.info.run_id)
+        elif not found:
+            return mine.info.run_id
+    parent = found[0].info.run_id
+    if found[0].info.status != "RUNNING":
+        client.update_run(parent, status="RUNNING")
+    return parent
+
+
+def _settle_parent(client: MlflowClient, run_id: str) -> None:
+    """The parent's status follows its nested runs: running while one runs, else failed if one failed."""
+    parent = client.get_run(run_id).data.tags.get(PARENT_TAG)
+    if not parent:
+        return
+    run = client.get_run(parent)
+    children = client.search_runs([run.info.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent}'")
+    statuses = {child.info.status for child in children}
+    if "RUNNING" in statuses:
+        return
+    status = "FAILED" if statuses & {"FAILED", "KILLED"} else "FINISHED"
+    if run.info.status != status:
+        client.set_terminated(parent, status=status)
+
+
+def run_params(config: ExperimentConfig) -> dict[str, str]:
+    """The flattened config (stages aside: each stage is a run of its own), warnings as one param."""
+    params = flatten(config.model_dump(mode="json", exclude={"stages", "warnings"}))
+    params["warnings"] = (" | ".join(config.warnings) or "none")[:MAX_PARAM_CHARS]
+    return params
+
+
+@task(name="start-mlflow-run", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
+def start_mlflow_run(config: ExperimentConfig, flow_run_id: str, role: str = "main") -> dict[str, str]:
+    """The experiment's run of `role` in `monitor.monitor_type`: with MLflow the unfinished one of an
+    earlier attempt, or a new one, nested below the experiment's parent run."""
+    monitor = config.monitor.monitor_type
+    if monitor != "mlflow":
+        return _start_other(config, monitor, role)
+    client = client_for(config)
+    experiment_id = _experiment_id(client, config)
+    parent = _parent_run(client, config, experiment_id, flow_run_id)
     tag = str(experiment_dir(config))
     previous = client.search_runs(
-        [experiment_id], filter_string=f"tags.`{EXPERIMENT_TAG}` = '{tag}' and tags.`{ROLE_TAG}` = '{role}'",
+        [experiment_id], filter_string=_run_filter(tag, role),
         order_by=["attributes.start_time DESC"], max_results=1,
     )
     if previous and previous[0].info.status != "FINISHED":
         run = previous[0]
         client.update_run(run.info.run_id, status="RUNNING")
         client.set_tag(run.info.run_id, f"prefect.flow_run_id.{flow_run_id[:8]}", flow_run_id)
+        client.set_tag(run.info.run_id, PARENT_TAG, parent)
     else:
+        tags = {EXPERIMENT_TAG: tag, ROLE_TAG: role, "prefect.flow_run_id": flow_run_id, PARENT_TAG: parent,
+                "rft.warnings": str(len(config.warnings))}
+        if config.group:
+            tags[GROUP_TAG] = config.group
         run = client.create_run(
-            experiment_id, run_name=config.name if role == "main" else f"{config.name} ({role})",
-            tags={EXPERIMENT_TAG: tag, ROLE_TAG: role, "prefect.flow_run_id": flow_run_id},
+            experiment_id, run_name=config.name if role == "main" else f"{config.name} ({role})", tags=tags,
         )
-        params = [Param(k, v) for k, v in flatten(config.model_dump(mode="json", exclude={"stages"})).items()]
+        params = [Param(k, v) for k, v in run_params(config).items()]
         for i in range(0, len(params), 100):
             client.log_batch(run.info.run_id, params=params[i : i + 100])
         with tempfile.TemporaryDirectory() as tmp:
@@ -91,11 +176,100 @@ def start_mlflow_run(config: ExperimentConfig, flow_run_id: str, role: str = "ma
         "experiment_id": experiment_id,
         "tracking_uri": tracking_uri(config),
         "url": f"{mlflow_ui_url()}/#/experiments/{experiment_id}/runs/{run_id}",
+        "parent_run_id": parent,
     }
+
+
+# ----------------------------------------------------------------------------- TensorBoard, W&B, none
+# A run of another monitor is named "<monitor>|<role>|<experiment folder>"; its writer lives in this process.
+_WRITERS: dict[str, Any] = {}
+_WRITERS_LOCK = threading.Lock()
+
+
+def _other_id(monitor: str, role: str, folder: Path) -> str:
+    return f"{monitor}|{role}|{folder}"
+
+
+def _parse_other(run_id: str) -> tuple[str, str, Path] | None:
+    parts = run_id.split("|", 2)
+    return (parts[0], parts[1], Path(parts[2])) if len(parts) == 3 and parts[0] in MONITORS else None
+
+
+def _start_other(config: ExperimentConfig, monitor: str, role: str) -> dict[str, str]:
+    folder = experiment_dir(config)
+    run_id = _other_id(monitor, role, folder)
+    where = ""
+    if monitor == "tensorboard":
+        where = str(_writer(run_id, config).log_dir)
+    elif monitor == "wandb":
+        where = str(_writer(run_id, config).dir)
+    return {"run_id": run_id, "experiment_id": "", "tracking_uri": monitor, "url": where, "parent_run_id": ""}
+
+
+def _writer(run_id: str, config: ExperimentConfig | None = None) -> Any:
+    """The open TensorBoard SummaryWriter or W&B run of `run_id` (opened on first use)."""
+    monitor, role, folder = _parse_other(run_id)  # type: ignore[misc]
+    with _WRITERS_LOCK:
+        if run_id in _WRITERS:
+            return _WRITERS[run_id]
+        logs = layout.log_dir(folder)
+        if monitor == "tensorboard":
+            from torch.utils.tensorboard import SummaryWriter
+
+            writer: Any = SummaryWriter(log_dir=str(logs / "tensorboard" / role))
+        else:
+            writer = _wandb_run(config, role, folder, logs)
+        _WRITERS[run_id] = writer
+        return writer
+
+
+def _wandb_run(config: ExperimentConfig | None, role: str, folder: Path, logs: Path) -> Any:
+    import wandb
+
+    if config is None:
+        raise RuntimeError(f"no W&B run is open for {folder} ({role}) in this process")
+    # Offline unless the environment asks for more: no network call without a key.
+    mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
+    logs.mkdir(parents=True, exist_ok=True)
+    import hashlib
+
+    slug = "".join(c if c.isalnum() else "-" for c in f"{config.project}-{config.name}-{role}")
+    run_id = f"{slug[:40]}-{hashlib.sha1(str(folder).encode()).hexdigest()[:10]}"  # W&B ids are short
+    run = wandb.init(
+        project=config.monitor.experiment_name or config.project, name=config.name if role == "main" else f"{config.name} ({role})",
+        group=config.group or experiment_root(config)[0], id=run_id, resume="allow", dir=str(logs), mode=mode,
+        config=config.model_dump(mode="json", exclude={"stages"}), reinit="create_new",
+    )
+    run.define_metric("global_step")
+    run.define_metric("*", step_metric="global_step")
+    return run
+
+
+def _close_other(run_id: str, failed: bool = False) -> None:
+    with _WRITERS_LOCK:
+        writer = _WRITERS.pop(run_id, None)
+    if writer is None:
+        return
+    monitor = _parse_other(run_id)[0]  # type: ignore[index]
+    if monitor == "tensorboard":
+        writer.close()
+    else:
+        writer.finish(exit_code=1 if failed else 0)
 
 
 def log_metrics(config: ExperimentConfig, run_id: str, metrics: dict[str, float], step: int) -> None:
     import time
+
+    if config.monitor.monitor_type != "mlflow":
+        if config.monitor.monitor_type in ("tensorboard", "wandb"):
+            writer = _writer(run_id, config)
+            if config.monitor.monitor_type == "tensorboard":
+                for key, value in metrics.items():
+                    writer.add_scalar(key, float(value), step)
+                writer.flush()
+            else:
+                writer.log({**{k: float(v) for k, v in metrics.items()}, "global_step": step})
+        return
 
     now = int(time.time() * 1000)
     rows = [Metric(key.replace("@", "_at_"), float(value), now, step) for key, value in metrics.items()]
@@ -105,13 +279,32 @@ def log_metrics(config: ExperimentConfig, run_id: str, metrics: dict[str, float]
 
 
 def log_eval_table(config: ExperimentConfig, run_id: str, name: str, rows: list[dict], step: int) -> None:
+    if config.monitor.monitor_type == "tensorboard":
+        columns = list(rows[0]) if rows else []
+        table = "\n".join(["| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
+                          + ["| " + " | ".join(str(row[c]).replace("|", "/").replace("\n", " ") for c in columns) + " |"
+                             for row in rows])
+        _writer(run_id, config).add_text(f"eval/{name}", table, step)
+        return
+    if config.monitor.monitor_type == "wandb":
+        import wandb
+
+        columns = list(rows[0]) if rows else []
+        _writer(run_id, config).log({f"eval/{name}/table": wandb.Table(columns=columns, data=[[row[c] for c in columns] for row in rows]),
+                                     "global_step": step})
+        return
+    if config.monitor.monitor_type != "mlflow":
+        return
     client = client_for(config)
     columns = {key: [row[key] for row in rows] for key in (rows[0] if rows else {})}
     client.log_table(run_id, data=columns, artifact_file=f"eval/{name}/step_{step:05d}.json")
 
 
-def log_reward_curve(config: ExperimentConfig, run_id: str, file_name: str = "reward_curve.png") -> Path:
-    """A PNG of training reward (and eval accuracy) per step, logged as an artifact."""
+def log_reward_curve(config: ExperimentConfig, run_id: str, file_name: str = "reward_curve.png") -> Path | None:
+    """A PNG of training reward (and eval accuracy) per step, logged as an artifact (MLflow only: TensorBoard
+    and W&B draw their own curves; none: nothing)."""
+    if config.monitor.monitor_type != "mlflow":
+        return None
     import matplotlib
 
     matplotlib.use("Agg")
@@ -148,13 +341,17 @@ def log_reward_curve(config: ExperimentConfig, run_id: str, file_name: str = "re
 
 
 def log_checkpoint(config: ExperimentConfig, run_id: str, step: int, path: str) -> None:
+    if config.monitor.monitor_type != "mlflow":
+        return
     client = client_for(config)
     client.set_tag(run_id, f"checkpoint.global_step_{step}", path)
     client.log_metric(run_id, "checkpoint/global_step", float(step), step=step)
 
 
-def register_model(config: ExperimentConfig, run_id: str, name: str, model_dir: str) -> str:
-    """A new version of registered model `name` pointing at the converted folder (no copy)."""
+def register_model(config: ExperimentConfig, run_id: str, name: str, model_dir: str) -> str | None:
+    """A new version of registered model `name` pointing at the converted folder (no copy); MLflow only."""
+    if config.monitor.monitor_type != "mlflow":
+        return None
     client = client_for(config)
     try:
         client.get_registered_model(name)
@@ -166,19 +363,25 @@ def register_model(config: ExperimentConfig, run_id: str, name: str, model_dir: 
 
 
 def fail_open_run(config: ExperimentConfig, role: str = "main") -> None:
-    """Mark the experiment's running MLflow run of `role` FAILED (a retry continues it, see start_mlflow_run)."""
+    """Mark the experiment's running run of `role` FAILED (a retry continues it, see start_mlflow_run)."""
+    if config.monitor.monitor_type != "mlflow":
+        _close_other(_other_id(config.monitor.monitor_type, role, experiment_dir(config)), failed=True)
+        return
     client = client_for(config)
     experiment = client.get_experiment_by_name(config.monitor.experiment_name or config.project)
     if experiment is None:
         return
-    tag = str(experiment_dir(config))
-    runs = client.search_runs(
-        [experiment.experiment_id], filter_string=f"tags.`{EXPERIMENT_TAG}` = '{tag}' and tags.`{ROLE_TAG}` = '{role}'"
-    )
+    runs = client.search_runs([experiment.experiment_id], filter_string=_run_filter(experiment_dir(config), role))
     for run in runs:
         if run.info.status == "RUNNING":
             client.set_terminated(run.info.run_id, status="FAILED")
+            _settle_parent(client, run.info.run_id)
 
 
 def finish_run(config: ExperimentConfig, run_id: str, status: str = "FINISHED") -> None:
-    client_for(config).set_terminated(run_id, status=status)
+    if config.monitor.monitor_type != "mlflow":
+        _close_other(run_id, failed=status != "FINISHED")
+        return
+    client = client_for(config)
+    client.set_terminated(run_id, status=status)
+    _settle_parent(client, run_id)

@@ -18,17 +18,29 @@ def max_staleness(config: ExperimentConfig) -> int | None:
     return (config.algorithm.sample_strategy_args or {}).get("max_staleness")
 
 
+def take_order(config: ExperimentConfig) -> str:
+    """The buffer order of algorithm.sample_strategy (ExperienceStore.ORDERS): default and warmup take the
+    oldest first; priority by its priority_fn."""
+    strategy = config.algorithm.sample_strategy
+    if strategy in ("default", "warmup"):
+        return "oldest"
+    if strategy == "priority":
+        return (config.algorithm.sample_strategy_args or {}).get("priority_fn", "newest")
+    raise ValueError(f"algorithm.sample_strategy {strategy!r} has no buffer order (validation refuses it)")
+
+
 @task(name="train-step", cache_policy=NO_CACHE)
 def train_step(config: ExperimentConfig, step: int) -> dict[str, float]:
     """Experiences stay untrained in the buffer until the step that used them has finished; those
-    staler than max_staleness are skipped (and counted), never trained."""
+    staler than max_staleness are skipped (and counted), never trained; the others are taken in the
+    order of algorithm.sample_strategy."""
     started = time.perf_counter()
     version = step - 1  # the weights this step starts from
     store = ExperienceStore.for_experiment(experiment_dir(config))
     try:
         limit = max_staleness(config)
         skipped = store.skip_stale(version - limit, step) if limit is not None else 0
-        batch = store.take(train_batch_size(config))
+        batch = store.take(train_batch_size(config), order=take_order(config))
         if not batch:
             raise RuntimeError(
                 f"train step {step}: the experience buffer has nothing to train on"

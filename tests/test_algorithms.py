@@ -423,3 +423,21 @@ def test_adaptive_kl_and_unset_function_are_clear_errors() -> None:
         needs_reference_model(make_algorithm(kl_loss_fn="k2", kl_loss_fn_args={"kl_coef": 0.1, "adaptive": True}))
     with pytest.raises(ValueError, match=r"algorithm\.policy_loss_fn is not set"):
         compute_loss(make_algorithm(namespace=True, policy_loss_fn=None), loss_inputs([[0.0]], [[1.0]]))
+
+
+# ---------------------------------------------------------------- OPMD
+
+
+def test_opmd_loss_is_minus_advantage_times_logprob_over_one_plus_tau() -> None:
+    # logprobs [[-1.2, -0.8], [-1.0, ·]] (the last masked), advantages [[0.5, 0.5], [-1, -1]], tau 1:
+    # token-mean of -A * logp = (0.6 + 0.4 - 1.0) / 3 = 0; with tau 1 the loss is that / 2
+    algo = make_algorithm(policy_loss_fn="opmd", policy_loss_fn_args={"tau": 1.0, "loss_agg_mode": "token-mean"})
+    inputs = loss_inputs([[-0.2, 0.2], [0.0, 5.0]], [[0.5, 0.5], [-1.0, -1.0]], mask=[[1, 1], [1, 0]])
+    loss, metrics = compute_loss(algo, inputs)
+    assert loss.item() == approx(((0.5 * 1.2) + (0.5 * 0.8) - 1.0) / 3 / 2)
+    assert metrics["opmd_loss"] == approx(loss.item()) and metrics["pg_loss"] == approx(loss.item())
+    loss.backward()  # d/dlogp = -A / 3 / (1 + tau); masked tokens none; no importance ratio involved
+    assert inputs.logprobs.grad.flatten().tolist() == approx([-0.5 / 6, -0.5 / 6, 1 / 6, 0.0])
+    tau3, _ = compute_loss(make_algorithm(policy_loss_fn="opmd", policy_loss_fn_args={"tau": 3.0}),
+                           loss_inputs([[0.0]], [[2.0]]))
+    assert tau3.item() == approx(-2.0 * -1.0 / 4)

@@ -207,3 +207,17 @@ def test_stale_experiences_are_skipped_accounted_and_restored(store):
     assert store.read_position() == {"train_step": 1, "trained": 1, "skipped": 2}
     assert store.restore_read_position(checkpoint) == 2  # the lost step 2 decides again
     assert store.skipped_eids() == {} and store.count_untrained() == 3
+
+
+def test_take_orders_of_the_sample_strategies(store):
+    from dataclasses import replace
+
+    store.put([replace(make(f"e{i}", explore_step=step), advantage=adv)
+               for i, (step, adv) in enumerate([(1, 0.1), (3, -2.0), (2, 0.5), (3, 1.0), (1, None)])])
+    assert [e.eid for e in store.take(5)] == ["e0", "e1", "e2", "e3", "e4"]  # oldest: insertion order
+    assert [e.eid for e in store.take(5, order="newest")] == ["e1", "e3", "e2", "e0", "e4"]  # version, then insertion
+    assert [e.eid for e in store.take(3, order="largest_advantage")] == ["e1", "e3", "e2"]  # |advantage|
+    store.mark_trained(["e1", "e3"], train_step=1)  # trained ones are never taken again, whatever the order
+    assert [e.eid for e in store.take(2, order="newest")] == ["e2", "e0"]
+    with pytest.raises(ValueError, match="one of"):
+        store.take(1, order="random; DROP TABLE experiences")

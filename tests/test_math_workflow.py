@@ -8,6 +8,7 @@ exactly; the real vLLM engine has its own tests.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -312,3 +313,67 @@ def test_concurrent_generate_calls_are_merged_while_the_engine_is_busy():
     for text in "abcd":
         (samples,) = results[text]
         assert [RENDERER.decode(s.response_token_ids) for s in samples] == [f"echo {text}"] * 2
+
+
+# ---------------------------------------------------------------- explorer.max_retry_times / max_timeout / prompts
+
+
+def test_a_failing_task_is_tried_again_up_to_max_retry_times(tasks):
+    calls: dict[str, int] = {}
+
+    def flaky(prompt: str, i: int) -> str:  # the first two attempts of every prompt fail
+        calls[prompt] = calls.get(prompt, 0) + (i == 0)
+        if calls[prompt] <= 2:
+            raise RuntimeError("transient")
+        return "\\boxed{1}"
+
+    batch = tasks[:2]
+    result = WorkflowRunner([ScriptedEngine(flaky)], RENDERER, coalesce=False).run(
+        batch, explore_step=1, repeat_times=2, max_retry_times=2)
+    assert not result.failures and len(result.experiences) == 4 and result.stats["task_retries"] == 4
+    calls.clear()
+    with pytest.raises(AllTasksFailedError, match="transient"):  # one retry is not enough: each is reported failed
+        WorkflowRunner([ScriptedEngine(flaky)], RENDERER, coalesce=False).run(
+            batch, explore_step=1, repeat_times=2, max_retry_times=1)
+
+
+def test_a_task_running_past_max_timeout_is_given_up_and_tried_again(tasks):
+    slow_once = threading.Event()
+
+    def respond(prompt: str, i: int) -> str:
+        if not slow_once.is_set():
+            slow_once.set()
+            threading.Event().wait(5)  # the first attempt hangs past the timeout
+        return "\\boxed{2}"
+
+    started = time.perf_counter()
+    # not coalesced: a hung call would keep a shared engine busy for the retry too (as a real engine would)
+    result = WorkflowRunner([ScriptedEngine(respond)], RENDERER, coalesce=False).run(
+        tasks[:1], explore_step=1, repeat_times=1, max_retry_times=1, max_timeout=0.5)
+    assert time.perf_counter() - started < 4  # did not wait for the hung attempt
+    assert not result.failures and len(result.experiences) == 1
+    assert result.stats["task_timeouts"] == 1 and result.stats["task_retries"] == 1
+    with pytest.raises(AllTasksFailedError, match=r"TaskTimeoutError: ran longer than 0.2 s \(explorer.max_timeout\)"):
+        WorkflowRunner([ScriptedEngine(lambda p, i: threading.Event().wait(3) and "")], RENDERER).run(
+            tasks[:1], explore_step=1, repeat_times=1, max_retry_times=0, max_timeout=0.2)
+
+
+def test_prompts_over_max_prompt_tokens_are_skipped_and_counted_never_failing_the_batch(tasks):
+    engine = ScriptedEngine(lambda p, i: "\\boxed{3}")
+    lengths = [len(RENDERER.render(get_workflow("math_workflow")(t, engine, RENDERER, repeat_times=1, explore_step=1,
+                                                                  model_version=0).messages())) for t in tasks[:4]]
+    limit = sorted(lengths)[1]  # the two shortest pass
+    result = WorkflowRunner([engine], RENDERER).run(tasks[:4], explore_step=1, repeat_times=2, max_prompt_tokens=limit,
+                                                    max_retry_times=2)
+    kept = [t.task_id for t, n in zip(tasks[:4], lengths) if n <= limit]
+    assert sorted({e.task_id for e in result.experiences}) == sorted(kept)
+    assert result.stats["prompts_too_long"] == 4 - len(kept) and result.stats["task_retries"] == 0
+    assert not result.failures and "exceeds model.max_prompt_tokens" in result.too_long[0].error
+    everything = WorkflowRunner([engine], RENDERER).run(tasks[:2], explore_step=1, repeat_times=1, max_prompt_tokens=5)
+    assert everything.experiences == [] and everything.stats["prompts_too_long"] == 2  # skipped, not an error
+
+
+def test_min_tokens_reach_the_engine(tasks):
+    engine = ScriptedEngine(lambda p, i: "\\boxed{4}")
+    WorkflowRunner([engine], RENDERER).run(tasks[:1], explore_step=1, repeat_times=1, min_tokens=7)
+    assert engine.calls[0][1].min_tokens == 7

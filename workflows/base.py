@@ -28,6 +28,10 @@ from workflows.render import ChatRenderer, Messages
 WORKFLOWS: dict[str, type[Workflow]] = {}
 
 
+class PromptTooLongError(ValueError):
+    """A task's rendered prompt is longer than model.max_prompt_tokens: the runner skips it and counts it."""
+
+
 def register_workflow(name: str) -> Callable[[type[Workflow]], type[Workflow]]:
     """Class decorator: make a workflow selectable as `default_workflow_type: name`."""
 
@@ -59,6 +63,8 @@ class Workflow(ABC):
         explore_step: int,
         model_version: int,
         max_tokens: int | None = None,
+        max_prompt_tokens: int | None = None,
+        min_tokens: int = 0,
     ) -> None:
         if repeat_times < 1:
             raise ValueError(f"repeat_times must be >= 1, got {repeat_times}")
@@ -69,6 +75,8 @@ class Workflow(ABC):
         self.explore_step = explore_step
         self.model_version = model_version
         self.max_tokens = max_tokens  # model.max_response_tokens; rollout_args.max_tokens wins
+        self.max_prompt_tokens = max_prompt_tokens  # model.max_prompt_tokens: longer prompts are not sampled
+        self.min_tokens = min_tokens  # model.min_response_tokens
         # Unique even when one task appears twice in a step (a batch spanning an epoch boundary).
         self.group_id = f"{task.task_id}@{explore_step}/{uuid.uuid4().hex[:8]}"
 
@@ -85,7 +93,7 @@ class Workflow(ABC):
 
     def sampling_settings(self) -> SamplingSettings:
         """`repeat_times` samples with the taskset's rollout_args (unset args keep the defaults)."""
-        settings = SamplingSettings(n=self.repeat_times)
+        settings = SamplingSettings(n=self.repeat_times, min_tokens=self.min_tokens)
         if self.max_tokens is not None:
             settings.max_tokens = self.max_tokens
         args = self.task.rollout_args
@@ -96,8 +104,15 @@ class Workflow(ABC):
         return settings
 
     def sample(self, messages: Messages) -> list[Sample]:
-        """`repeat_times` responses to one chat (rendered to token ids with the chat template)."""
-        (samples,) = self.engine.generate([self.renderer.render(messages)], self.sampling_settings())
+        """`repeat_times` responses to one chat (rendered to token ids with the chat template).
+        Raises PromptTooLongError when the prompt exceeds `max_prompt_tokens`."""
+        prompt = self.renderer.render(messages)
+        if self.max_prompt_tokens is not None and len(prompt) > self.max_prompt_tokens:
+            raise PromptTooLongError(
+                f"task {self.task.task_id}: prompt of {len(prompt)} tokens exceeds model.max_prompt_tokens "
+                f"({self.max_prompt_tokens}); skipped"
+            )
+        (samples,) = self.engine.generate([prompt], self.sampling_settings())
         for sample in samples:
             if not sample.text and sample.response_token_ids:
                 sample.text = self.renderer.decode(sample.response_token_ids)

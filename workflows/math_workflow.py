@@ -32,6 +32,9 @@ DEFAULT_SYSTEM_PROMPT = (
     "Put the final answer, a number only, in \\boxed{}, e.g. \\boxed{42}."
 )
 DEFAULT_FORMAT_SCORE = 0.1
+# Trinity's reward functions this workflow's scoring stands for (a taskset's default_reward_fn_type):
+# math_boxed_reward is the same; math_reward's <think>/<answer> format bonus is not given (validation warns).
+REWARD_FNS = ("math_boxed_reward", "math_reward")
 _MAX_ANSWER_CHARS = 200  # bounds math-verify's work in runner threads, where it cannot time out
 _THOUSANDS_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 
@@ -121,6 +124,9 @@ class MathWorkflow(Workflow):
         return [{"role": "system", "content": system}, *chat] if system else chat
 
     def run(self) -> list[Experience]:
+        if self.task.reward_fn_type not in (None, *REWARD_FNS):
+            raise ValueError(f"task {self.task.task_id}: math_workflow scores with its own reward; reward_fn_type "
+                             f"{self.task.reward_fn_type!r} is not one of {REWARD_FNS}")
         fmt = self.task.format
         if self.task.raw.get(fmt.response_key) is None:
             raise KeyError(

@@ -19,11 +19,13 @@ _LOCK = threading.Lock()
 
 
 class ChatRenderer:
-    """A tokenizer and its chat template (the model's own, or `model.custom_chat_template`)."""
+    """A tokenizer and its chat template (the model's own, or `model.custom_chat_template`);
+    `enable_thinking` is handed to the template (Qwen3's switch; templates without it ignore it)."""
 
-    def __init__(self, tokenizer: Any, chat_template: str | None = None) -> None:
+    def __init__(self, tokenizer: Any, chat_template: str | None = None, enable_thinking: bool = False) -> None:
         self.tokenizer = tokenizer
         self.chat_template = chat_template
+        self.enable_thinking = enable_thinking
 
     def render(self, messages: Messages, *, add_generation_prompt: bool = True, tools: list[dict] | None = None) -> TokenIds:
         """Prompt token ids of a chat, ending with the assistant's turn header when asked."""
@@ -39,6 +41,7 @@ class ChatRenderer:
                 add_generation_prompt=add_generation_prompt,
                 tools=tools,
                 tokenize=False,
+                enable_thinking=self.enable_thinking,
             )
 
     def encode(self, text: str) -> TokenIds:
@@ -57,6 +60,6 @@ def _tokenizer(model: str) -> Any:
     return AutoTokenizer.from_pretrained(model)
 
 
-def renderer_for(model_path: str, chat_template: str | None = None) -> ChatRenderer:
+def renderer_for(model_path: str, chat_template: str | None = None, enable_thinking: bool = False) -> ChatRenderer:
     """The renderer of `model.model_path` (a local folder, the offline default, or a hub id)."""
-    return ChatRenderer(_tokenizer(str(resolve_model_path(model_path))), chat_template)
+    return ChatRenderer(_tokenizer(str(resolve_model_path(model_path))), chat_template, enable_thinking)

@@ -2,8 +2,10 @@
 
 Threads, not processes: a workflow mostly waits on its engine (a Ray actor), and scoring is small.
 Each thread is bound to one engine and pulls tasks from a shared queue, so a slow engine takes
-fewer tasks. A task whose workflow raises is reported with its task id and skipped; only a batch in
-which every task fails is an error.
+fewer tasks. A task whose workflow raises, or runs longer than `max_timeout` seconds, is tried again
+up to `max_retry_times` times (explorer.max_timeout / max_retry_times), then reported with its task
+id and skipped; only a batch in which every task fails is an error. A task whose prompt is longer
+than `max_prompt_tokens` is skipped at once and counted (`prompts_too_long`), never retried.
 
 Workflows call `engine.generate` one task at a time; vLLM is far faster on one large batch than on
 many small calls, so (unless `coalesce=False`) the generate calls that the runner threads of one
@@ -26,6 +28,7 @@ from backends.weights import WeightsHandle
 from buffer.experience import Experience
 from buffer.taskset import Task
 from workflows import get_workflow
+from workflows.base import PromptTooLongError
 from workflows.render import ChatRenderer
 
 logger = logging.getLogger(__name__)
@@ -46,6 +49,9 @@ class RunnerResult:
     num_tasks: int = 0
     seconds: float = 0.0
     generate_calls: int = 0  # engine calls made (coalesced); 0 when not coalescing
+    too_long: list[TaskFailure] = field(default_factory=list)  # skipped: prompt over max_prompt_tokens
+    retries: int = 0  # attempts made again after a failure or a timeout
+    timeouts: int = 0  # attempts that ran past max_timeout
 
     @property
     def stats(self) -> dict[str, float]:
@@ -54,6 +60,9 @@ class RunnerResult:
         return {
             "tasks": self.num_tasks,
             "tasks_failed": len(self.failures),
+            "prompts_too_long": len(self.too_long),
+            "task_retries": self.retries,
+            "task_timeouts": self.timeouts,
             "experiences": len(self.experiences),
             "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
             "response_tokens": response_tokens,
@@ -77,6 +86,8 @@ class CoalescingEngine(RolloutEngine):
     def __init__(self, engine: RolloutEngine) -> None:
         self.engine = engine
         self.calls = 0  # engine.generate calls made (for stats)
+        self._closed = False  # an attempt abandoned at its timeout may still call generate: refuse it
+        self._close_lock = threading.Lock()
         self._requests: queue.SimpleQueue[
             tuple[list[TokenIds], SamplingSettings, Future[list[list[Sample]]]] | None
         ] = queue.SimpleQueue()
@@ -87,12 +98,19 @@ class CoalescingEngine(RolloutEngine):
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._requests.put(None)
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._requests.put(None)
         self._dispatcher.join()
 
     def generate(self, prompts: list[TokenIds], sampling: SamplingSettings) -> list[list[Sample]]:
         done: Future[list[list[Sample]]] = Future()
-        self._requests.put((prompts, sampling, done))
+        with self._close_lock:
+            if self._closed:
+                raise RuntimeError("the runner has finished this batch (a task that ran past its timeout)")
+            self._requests.put((prompts, sampling, done))
         return done.result()
 
     def _dispatch(self) -> None:
@@ -186,17 +204,43 @@ class WorkflowRunner:
         model_version: int | None = None,
         max_tokens: int | None = None,
         default_workflow_type: str | None = None,
+        max_prompt_tokens: int | None = None,
+        min_tokens: int = 0,
+        max_retry_times: int = 0,
+        max_timeout: float | None = None,
     ) -> RunnerResult:
         """Run each task's workflow once. `repeat_times` applies where the taskset sets none;
         `model_version` None asks the engine for the version it serves; `default_workflow_type`
-        (explorer_input's) applies to tasks whose taskset names none."""
+        (explorer_input's) applies to tasks whose taskset names none. A task is tried again up to
+        `max_retry_times` times after an error or after running `max_timeout` seconds."""
         started = time.perf_counter()
         todo: queue.SimpleQueue[tuple[int, Task]] = queue.SimpleQueue()
         for item in enumerate(tasks):
             todo.put(item)
         results: dict[int, list[Experience]] = {}
         failures: dict[int, TaskFailure] = {}
+        too_long: dict[int, TaskFailure] = {}
+        counts = {"retries": 0, "timeouts": 0}
         lock = threading.Lock()
+
+        def attempt(engine: RolloutEngine, task: Task) -> list[Experience]:
+            workflow_type = task.workflow_type or default_workflow_type
+            if workflow_type is None:
+                raise ValueError("no workflow type: set the taskset's default_workflow_type")
+            workflow_cls = get_workflow(workflow_type)
+            version = engine.model_version() if model_version is None else model_version
+            workflow = workflow_cls(
+                task,
+                engine,
+                self.renderer,
+                repeat_times=task.repeat_times or repeat_times,
+                explore_step=explore_step,
+                model_version=version,
+                max_tokens=max_tokens,
+                max_prompt_tokens=max_prompt_tokens,
+                min_tokens=min_tokens,
+            )
+            return workflow.run()
 
         def work(engine: RolloutEngine) -> None:
             while True:
@@ -204,29 +248,28 @@ class WorkflowRunner:
                     index, task = todo.get_nowait()
                 except queue.Empty:
                     return
-                try:
-                    workflow_type = task.workflow_type or default_workflow_type
-                    if workflow_type is None:
-                        raise ValueError("no workflow type: set the taskset's default_workflow_type")
-                    workflow_cls = get_workflow(workflow_type)
-                    version = engine.model_version() if model_version is None else model_version
-                    workflow = workflow_cls(
-                        task,
-                        engine,
-                        self.renderer,
-                        repeat_times=task.repeat_times or repeat_times,
-                        explore_step=explore_step,
-                        model_version=version,
-                        max_tokens=max_tokens,
-                    )
-                    experiences = workflow.run()
-                except Exception as err:  # one bad task must not sink the batch
-                    logger.warning("task %s failed: %s: %s", task.task_id, type(err).__name__, err)
+                for tries in range(max_retry_times + 1):
+                    try:
+                        experiences = _within(max_timeout, attempt, engine, task)
+                    except PromptTooLongError as err:  # the same prompt every time: skipped, counted
+                        with lock:
+                            too_long[index] = TaskFailure(task.task_id, str(err))
+                        break
+                    except Exception as err:  # one bad task must not sink the batch
+                        timed_out = isinstance(err, TaskTimeoutError)
+                        logger.warning("task %s %s (attempt %d of %d): %s: %s", task.task_id,
+                                       "timed out" if timed_out else "failed", tries + 1, max_retry_times + 1,
+                                       type(err).__name__, err)
+                        with lock:
+                            counts["timeouts"] += timed_out
+                            if tries < max_retry_times:
+                                counts["retries"] += 1
+                            else:
+                                failures[index] = TaskFailure(task.task_id, f"{type(err).__name__}: {err}")
+                        continue
                     with lock:
-                        failures[index] = TaskFailure(task.task_id, f"{type(err).__name__}: {err}")
-                    continue
-                with lock:
-                    results[index] = experiences
+                        results[index] = experiences
+                    break
 
         engines = [CoalescingEngine(e) if self.coalesce else e for e in self.engines]
         threads = [
@@ -251,10 +294,41 @@ class WorkflowRunner:
             num_tasks=len(tasks),
             seconds=time.perf_counter() - started,
             generate_calls=generate_calls,
+            too_long=[too_long[i] for i in sorted(too_long)],
+            retries=counts["retries"],
+            timeouts=counts["timeouts"],
         )
-        if tasks and len(failures) == len(tasks):
+        if tasks and failures and len(failures) + len(too_long) == len(tasks):
             shown = "; ".join(f"{f.task_id}: {f.error}" for f in result.failures[:5])
             raise AllTasksFailedError(
                 f"all {len(tasks)} tasks of explore step {explore_step} failed: {shown}"
             )
         return result
+
+
+class TaskTimeoutError(TimeoutError):
+    """A workflow ran longer than explorer.max_timeout."""
+
+
+def _within(timeout_s: float | None, fn: Any, *args: Any) -> Any:
+    """`fn(*args)` in a thread of its own, given up after `timeout_s` seconds (None: no limit).
+
+    A thread cannot be stopped: an attempt given up keeps running in the background until its engine
+    call returns, and its result is dropped (its engine calls fail once the batch is over)."""
+    if timeout_s is None:
+        return fn(*args)
+    done: Future[Any] = Future()
+
+    def call() -> None:
+        try:
+            done.set_result(fn(*args))
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
+            done.set_exception(err)
+
+    threading.Thread(target=call, name=f"{threading.current_thread().name}-attempt", daemon=True).start()
+    try:
+        return done.result(timeout=timeout_s)
+    except TimeoutError:
+        if done.done():  # finished in the same instant
+            return done.result()
+        raise TaskTimeoutError(f"ran longer than {timeout_s:g} s (explorer.max_timeout)") from None

@@ -88,6 +88,12 @@ class LocalPolicy(Policy):
                 f"({config.cluster.ray_address}) has none. Run it from a worker of the rft-gpu work pool on a GPU "
                 "machine, or run the CPU recipe `gsm8k`."
             )
+        nodes = ray_cluster.alive_nodes()
+        if config.cluster.node_num is not None and nodes < config.cluster.node_num:
+            raise RuntimeError(
+                f"{config.project}/{config.name}: cluster.node_num is {config.cluster.node_num}, but the Ray cluster "
+                f"({config.cluster.ray_address}) has {nodes} node(s) alive"
+            )
         self._transport()  # an impossible sync method fails here, before anything starts
         from backends import registry
 
@@ -149,6 +155,12 @@ class LocalPolicy(Policy):
         if self._serving.exists():  # the revived engines serve what the others serve
             self._load_into([EngineClient(name) for name in dead], WeightsHandle(**json.loads(self._serving.read_text())))
         return dead
+
+    def timeline(self, path: str) -> str | None:
+        if not ray_cluster.is_connected():
+            return None
+        ray_cluster.dump_timeline(path)
+        return path
 
     def release(self, engines: bool = True, trainer: bool = True) -> None:
         if ray_cluster.is_connected():

@@ -57,3 +57,16 @@ def actor_names(prefix: str) -> list[str]:
     return sorted(
         a["name"] for a in list_named_actors(all_namespaces=True) if a["namespace"] == NAMESPACE and a["name"].startswith(prefix)
     )
+
+
+def alive_nodes() -> int:
+    import ray
+
+    return sum(1 for node in ray.nodes() if node.get("Alive"))
+
+
+def dump_timeline(path: str) -> None:
+    """Ray's Chrome trace of the tasks and actor calls so far (open it in chrome://tracing or Perfetto)."""
+    import ray
+
+    ray.timeline(filename=path)

@@ -49,6 +49,7 @@ class EngineSettings:
     seed: int = 42
     enforce_eager: bool = True
     enable_prefix_caching: bool = False
+    enable_chunked_prefill: bool = True
     sync_method: str = "checkpoint"
 
     @classmethod
@@ -66,6 +67,7 @@ class EngineSettings:
             seed=rollout.seed,
             enforce_eager=rollout.enforce_eager,
             enable_prefix_caching=rollout.enable_prefix_caching,
+            enable_chunked_prefill=rollout.enable_chunked_prefill,
             sync_method=config.synchronizer.sync_method,
         )
 
@@ -115,6 +117,7 @@ class VLLMEngine(RolloutEngine):
             seed=self.settings.seed,
             enforce_eager=self.settings.enforce_eager,
             enable_prefix_caching=self.settings.enable_prefix_caching,
+            enable_chunked_prefill=self.settings.enable_chunked_prefill,
             max_model_len=self.settings.max_model_len,
             # Logprobs of the distribution actually sampled from (after temperature / top-k / top-p),
             # which is what the trainer recomputes (it divides its logits by the temperature).
