@@ -2,7 +2,8 @@
 
 The base model is evaluated first (step 0), then every `global_step_N` (converted to a Hugging Face
 folder once, as `rft convert` does) is loaded into the engines and evaluated; the results go to an
-MLflow run of their own ("<name> (bench)"), a table artifact and the curve picture.
+MLflow run of their own (role "bench", nested under the experiment's run), a table artifact and the
+curve picture.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def bench(config: ExperimentConfig, steps: list[int] | None = None) -> dict[str,
         tracking.finish_run(config, run["run_id"])
         release(config, roles=("explorer",))
     get_run_logger().info("bench of %s/%s: %d checkpoints evaluated, curve %s", config.project, config.name, len(wanted), curve)
-    return {"steps": [0, *wanted], "rows": rows, "curve": str(curve), "mlflow_run_id": run["run_id"]}
+    return {"steps": [0, *wanted], "rows": rows, "curve": str(curve) if curve else None, "mlflow_run_id": run["run_id"]}
 
 
 def _evaluate(config: ExperimentConfig, run_id: str, step: int) -> dict[str, Any]:

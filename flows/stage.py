@@ -136,7 +136,7 @@ def close_stage(
     summary = {
         "steps": total_steps,
         "final_model": final_dir,
-        "reward_curve": str(curve),
+        "reward_curve": str(curve) if curve else None,  # MLflow draws it; other monitors their own
         "mlflow_run_id": run["run_id"],
         "mlflow_url": run["url"],
         "eval": {r["name"]: r["metrics"] for r in evals},

@@ -204,7 +204,7 @@ SUPPORT: dict[str, Entry] = {
     # --------------------------------------------------------------------- model
     "model.model_path": honoured("tasks/setup.py", "tasks/rollouts.py"),
     "model.critic_model_path": refused(NO_CRITIC),
-    "model.custom_chat_template": honoured("tasks/rollouts.py"),
+    "model.custom_chat_template": honoured("tasks/rollouts.py", "tasks/sft.py"),
     "model.temperature": resolved("buffer.explorer_input.taskset.rollout_args.temperature"),
     "model.top_p": resolved("buffer.explorer_input.taskset.rollout_args.top_p"),
     "model.top_k": resolved("buffer.explorer_input.taskset.rollout_args.top_k"),

@@ -25,10 +25,12 @@ def sft_dataset(config: ExperimentConfig) -> StorageConfig:
 
 
 @functools.lru_cache(maxsize=4)
-def _examples(dataset_json: str, model_dir: str, max_prompt: int, max_response: int) -> tuple[Experience, ...]:
+def _examples(
+    dataset_json: str, model_dir: str, max_prompt: int, max_response: int, model_template: str | None = None
+) -> tuple[Experience, ...]:
     dataset = StorageConfig.model_validate_json(dataset_json)
     fmt = dataset.format
-    renderer = renderer_for(model_dir, fmt.chat_template)
+    renderer = renderer_for(model_dir, fmt.chat_template or model_template)  # the data's own, else the model's
     keys = [fmt.messages_key] if fmt.prompt_type == "messages" else [fmt.prompt_key, fmt.response_key]
     examples = []
     for item in load_taskset(dataset, required_keys=keys):  # type: ignore[arg-type]
@@ -67,7 +69,7 @@ def sft_step(config: ExperimentConfig, step: int, model_dir: str) -> dict[str, f
     started = time.perf_counter()
     examples = _examples(
         sft_dataset(config).model_dump_json(), model_dir,
-        config.model.max_prompt_tokens or 1024, config.model.max_response_tokens or 1024,
+        config.model.max_prompt_tokens or 1024, config.model.max_response_tokens or 1024, config.model.custom_chat_template,
     )
     size = train_batch_size(config)
     batch = [examples[((step - 1) * size + i) % len(examples)] for i in range(size)]

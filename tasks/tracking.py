@@ -86,7 +86,11 @@ def _run_filter(folder: Path | str, role: str) -> str:
 def _experiment_id(client: MlflowClient, config: ExperimentConfig) -> str:
     name = config.monitor.experiment_name or config.project
     experiment = client.get_experiment_by_name(name)
-    return experiment.experiment_id if experiment else client.create_experiment(name, artifact_location=artifact_location(config))
+    if experiment is not None:
+        return experiment.experiment_id
+    # MLflow 3's UI opens an experiment of this kind on its runs table (not the GenAI traces overview)
+    return client.create_experiment(name, artifact_location=artifact_location(config),
+                                    tags={"mlflow.experimentKind": "custom_model_development"})
 
 
 def _parent_run(client: MlflowClient, config: ExperimentConfig, experiment_id: str, flow_run_id: str) -> str:
@@ -128,6 +132,16 @@ def _settle_parent(client: MlflowClient, run_id: str) -> None:
         client.set_terminated(parent, status=status)
 
 
+def child_run_name(config: ExperimentConfig, role: str) -> str:
+    """Below the experiment's run: a stage by its stage name, a side by its role ("sft_warmup", "rft",
+    "rft (explorer)"; without stages "main", "explorer", "bench")."""
+    whole, _ = experiment_root(config)
+    if whole == config.name:
+        return role
+    stage = config.name.rsplit("/", 1)[-1]
+    return stage if role == "main" else f"{stage} ({role})"
+
+
 def run_params(config: ExperimentConfig) -> dict[str, str]:
     """The flattened config (stages aside: each stage is a run of its own), warnings as one param."""
     params = flatten(config.model_dump(mode="json", exclude={"stages", "warnings"}))
@@ -160,9 +174,7 @@ def start_mlflow_run(config: ExperimentConfig, flow_run_id: str, role: str = "ma
                 "rft.warnings": str(len(config.warnings))}
         if config.group:
             tags[GROUP_TAG] = config.group
-        run = client.create_run(
-            experiment_id, run_name=config.name if role == "main" else f"{config.name} ({role})", tags=tags,
-        )
+        run = client.create_run(experiment_id, run_name=child_run_name(config, role), tags=tags)
         params = [Param(k, v) for k, v in run_params(config).items()]
         for i in range(0, len(params), 100):
             client.log_batch(run.info.run_id, params=params[i : i + 100])

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from buffer.experience_store import ExperienceStore
 from deployments import load_recipe
 from schemas import ExperimentConfig
-from tasks.tracking import EXPERIMENT_TAG, tracking_uri
+from tasks.tracking import EXPERIMENT_TAG, PARENT_TAG, ROLE_TAG, tracking_uri
 
 pytestmark = pytest.mark.slow
 
@@ -137,3 +137,18 @@ def test_mlflow_runs_have_params_metrics_and_artifacts(staged_run: tuple[list[Ex
     assert version.run_id == run.info.run_id and version.source.endswith("global_step_2/actor/huggingface")
     sft_run = client.get_run(outcome[sft.name]["mlflow_run_id"])
     assert [m.step for m in client.get_metric_history(sft_run.info.run_id, "train/loss")] == [1, 2]
+
+
+def test_stages_are_runs_nested_under_one_experiment_run(staged_run: tuple[list[ExperimentConfig], dict]) -> None:
+    (sft, rl), outcome = staged_run
+    client = MlflowClient(tracking_uri=tracking_uri(rl))
+    runs = [client.get_run(outcome[stage.name]["mlflow_run_id"]) for stage in (sft, rl)]
+    parent_id = runs[0].data.tags[PARENT_TAG]
+    assert runs[1].data.tags[PARENT_TAG] == parent_id
+    parent = client.get_run(parent_id)
+    whole = rl.experiment_dir.parent  # {root}/{project}/{name}: the experiment both stages belong to
+    assert parent.info.run_name == whole.name and parent.info.status == "FINISHED"
+    assert parent.data.tags[ROLE_TAG] == "experiment" and parent.data.tags[EXPERIMENT_TAG] == str(whole.resolve())
+    parents = client.search_runs([parent.info.experiment_id], filter_string=f"tags.`{ROLE_TAG}` = 'experiment'")
+    assert [p.info.run_id for p in parents] == [parent_id]  # one per experiment, however many stages
+    assert all(run.data.params["warnings"] == "none" for run in runs)  # the smoke stages ignore no setting
