@@ -119,14 +119,6 @@ def _rl_mode(value: Any, config: ExperimentConfig) -> bool:
     return config.mode == "both" or (config.mode == "train" and ALGORITHM_PRESETS[config.algorithm.algorithm_type].needs_rollout)
 
 
-def _nonempty(value: Any, config: ExperimentConfig) -> bool:
-    return bool(value)
-
-
-def _is_set(value: Any, config: ExperimentConfig) -> bool:
-    return value is not None
-
-
 def _wandb_missing(value: Any, config: ExperimentConfig) -> bool:
     return importlib.util.find_spec("wandb") is None
 
@@ -710,7 +702,7 @@ def _places(config: ExperimentConfig) -> Iterator[_Place]:
 
     yield from _model_places(config, "", "", skip={"stages", "derived", "warnings"})
     for i, stage in enumerate(config.stages):
-        yield from _model_places(stage, f"stages[].", f"stages.{i}.", skip=set(SECTIONS))
+        yield from _model_places(stage, "stages[].", f"stages.{i}.", skip=set(SECTIONS))
 
 
 def _model_places(model: BaseModel, key_prefix: str, path_prefix_: str, skip: set[str] = frozenset()) -> Iterator[_Place]:

@@ -118,6 +118,7 @@ def test_opmd_smoke_run_with_priority_sampling_tensorboard_and_every_hf_checkpoi
     assert lengths[0] < lengths[-1]
     limit = lengths[-1] - 1
     config = base.with_overrides({
+        "explorer.eval_on_startup": False, "buffer.explorer_input.eval_tasksets": [],  # cheaper: train only
         "algorithm.sample_strategy": "priority",
         "algorithm.sample_strategy_args": {"priority_fn": "largest_advantage"},
         "monitor.monitor_type": "tensorboard",
