@@ -21,6 +21,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from deployments import prefect_yaml
+from tasks.tracking import PARENT_TAG, ROLE_TAG
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -160,7 +161,10 @@ def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dic
     summary = json.loads(summary_path.read_text())
     assert summary["steps"] == 2
     client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
-    (mlflow_run,) = client.search_runs([client.get_experiment_by_name("rft").experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name("rft").experiment_id])
+    (mlflow_run,) = [r for r in runs if r.data.tags[ROLE_TAG] == "main"]  # continued by the retry, not duplicated
+    (parent,) = [r for r in runs if r.data.tags[ROLE_TAG] == "experiment"]  # the experiment's run, nesting it
+    assert mlflow_run.data.tags[PARENT_TAG] == parent.info.run_id and parent.info.status == "FINISHED"
     assert mlflow_run.info.run_id == summary["mlflow_run_id"] and mlflow_run.info.status == "FINISHED"
     assert {"config.json", "reward_curve.png"} <= {a.path for a in client.list_artifacts(mlflow_run.info.run_id)}
     assert sorted({m.step for m in client.get_metric_history(mlflow_run.info.run_id, "explore/reward_mean")}) == [1, 2]
