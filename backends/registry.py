@@ -12,10 +12,12 @@ from typing import Any
 # trainer.trainer_type -> TrainerBackend
 TRAINERS: dict[str, str] = {
     "torch": "backends.torch_trainer:TorchTrainer",
+    "tinker": "backends.tinker.trainer:TinkerTrainer",  # lives in the run's process (backends.tinker.policy)
 }
 # explorer.rollout_model.engine_type -> Policy (the rollout side decides where the policy lives)
 POLICIES: dict[str, str] = {
     "vllm": "backends.local.policy:LocalPolicy",
+    "tinker": "backends.tinker.policy:TinkerPolicy",
 }
 
 

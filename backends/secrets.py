@@ -1,4 +1,9 @@
-"""Secrets come from a Prefect Secret block or the environment, never from parameters or configs."""
+"""Secrets come from a Prefect Secret block or the environment, never from parameters or configs.
+
+The Tinker API key: the Prefect Secret block `tinker-api-key`, else $TINKER_API_KEY, else
+$TRINITY_API_KEY (what Trinity-RFT's users already export). The Tinker address is no secret:
+`trainer.base_url`, else $TINKER_BASE_URL, else the hosted service.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,9 @@ import os
 
 TINKER_SECRET_BLOCK = "tinker-api-key"
 TINKER_ENV = "TINKER_API_KEY"
+TINKER_ENVS = (TINKER_ENV, "TRINITY_API_KEY")
+TINKER_URL_ENV = "TINKER_BASE_URL"
+HOSTED_TINKER_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"  # the SDK's own default
 
 
 class MissingSecretError(RuntimeError):
@@ -13,18 +21,28 @@ class MissingSecretError(RuntimeError):
 
 
 def tinker_api_key_with_source() -> tuple[str, str]:
-    """The Tinker API key (the Prefect Secret block `tinker-api-key`, else $TINKER_API_KEY) and where it
-    came from, in words that can be logged (the key itself never is)."""
+    """The Tinker API key and where it came from, in words that can be logged (the key itself never is)."""
     try:
         from prefect.blocks.system import Secret
 
         return Secret.load(TINKER_SECRET_BLOCK).get(), f"the Prefect Secret block '{TINKER_SECRET_BLOCK}'"
     except (ValueError, ImportError):  # no such block (or no API to ask)
         pass
-    key = os.environ.get(TINKER_ENV)
-    if key:
-        return key, f"${TINKER_ENV}"
+    for name in TINKER_ENVS:
+        key = os.environ.get(name)
+        if key:
+            return key, f"${name}"
     raise MissingSecretError(
         f"the Tinker API key is missing: create the Prefect Secret block '{TINKER_SECRET_BLOCK}' "
-        f"(prefect block create secret) or set {TINKER_ENV} in the worker's environment"
+        f"(prefect block create secret) or set {' or '.join(TINKER_ENVS)} in the worker's environment"
     )
+
+
+def tinker_base_url_with_source(configured: str | None) -> tuple[str, str]:
+    """The Tinker server's address and where it came from: `trainer.base_url`, else $TINKER_BASE_URL,
+    else the hosted service."""
+    if configured:
+        return configured.rstrip("/"), "trainer.base_url"
+    if os.environ.get(TINKER_URL_ENV):
+        return os.environ[TINKER_URL_ENV].rstrip("/"), f"${TINKER_URL_ENV}"
+    return HOSTED_TINKER_URL, "the hosted service (neither trainer.base_url nor $TINKER_BASE_URL is set)"

@@ -102,6 +102,25 @@ def load_verl_fsdp(actor: Path, config_dir: Path, base_model_dir: Path | None, w
     return Unmerged(PeftModel.from_pretrained(model, lora_dir), save_dtype, is_lora=True)
 
 
+def load_tinker_checkpoint(actor: Path, base_model_dir: Path | None, where: str) -> Unmerged:
+    """A Tinker checkpoint: its sampler weights downloaded once as a PEFT adapter (actor/tinker_adapter/)
+    on the base model it was trained from (`base_model_dir`, else the recorded base model, resolved
+    as model.model_path is)."""
+    from peft import PeftModel
+
+    from backends.models import resolve_model_path
+    from checkpointing import tinker_state
+
+    state = tinker_state.read(actor)
+    assert state is not None
+    adapter = actor / tinker_state.ADAPTER_DIR
+    if not (adapter / "adapter_config.json").is_file():
+        tinker_state.download_adapter(state, adapter)
+    base = load_base_model(base_model_dir or resolve_model_path(state["base_model"]), where)
+    save_dtype = base.dtype
+    return Unmerged(PeftModel.from_pretrained(base.float(), str(adapter)), save_dtype, is_lora=True)
+
+
 def check_verl_shards(actor: Path, where: str) -> None:
     config = actor / "fsdp_config.json"
     if not config.is_file():

@@ -1,5 +1,8 @@
 """Convert one trainer checkpoint (`global_step_N/actor/`) into a Hugging Face model in `actor/huggingface/`.
 
+Formats: ours (torch trainer), veRL's FSDP shards, and Tinker's (the adapter is downloaded from the
+Tinker server into actor/tinker_adapter/ first, see checkpointing/tinker_state.py).
+
     detect_format -> load the unmerged model (checkpointing/loaders.py) -> its logits -> export the LoRA
     adapter (optional) -> merge LoRA with peft -> save_pretrained, sharded above `max_shard_size`, into a
     temporary folder -> verify (checkpointing/verify.py) -> move the files into `huggingface/`.
@@ -21,7 +24,15 @@ import torch
 
 from checkpointing import layout
 from checkpointing.layout import DEFAULT_MAX_SHARD_SIZE
-from checkpointing.loaders import TORCH_FORMAT, VERL_LORA_META, Unmerged, load_torch_checkpoint, load_verl_fsdp
+from checkpointing import tinker_state
+from checkpointing.loaders import (
+    TORCH_FORMAT,
+    VERL_LORA_META,
+    Unmerged,
+    load_tinker_checkpoint,
+    load_torch_checkpoint,
+    load_verl_fsdp,
+)
 from checkpointing.verify import logits, sample_input, tolerance, verify
 
 logger = logging.getLogger(__name__)
@@ -99,6 +110,8 @@ def convert_step(
 
 
 def detect_format(actor: Path, where: str) -> str:
+    if (actor / tinker_state.FILE).is_file():
+        return "tinker"
     state = actor / "trainer_state.json"
     if state.is_file():
         found = json.loads(state.read_text()).get("format")
@@ -119,6 +132,8 @@ def detect_format(actor: Path, where: str) -> str:
 
 
 def is_lora(actor: Path, fmt: str) -> bool:
+    if fmt == "tinker":
+        return True
     if fmt == "rft-torch":
         return json.loads((actor / "trainer_state.json").read_text()).get("lora") is not None
     return (actor / VERL_LORA_META).is_file()
@@ -150,6 +165,8 @@ def load_unmerged(
 ) -> Unmerged:
     if fmt == "rft-torch":
         return load_torch_checkpoint(actor, config_dir, base_model_dir, where)
+    if fmt == "tinker":
+        return load_tinker_checkpoint(actor, base_model_dir, where)
     return load_verl_fsdp(actor, config_dir, base_model_dir, work, where)
 
 

@@ -43,8 +43,13 @@ DEPLOYMENTS = (
                name="smoke-explore", settings={**SPLIT, "mode": "explore"}, name_per_flow_run=False),
     Deployment("smoke", CPU_POOL, "The trainer of experiment smoke-split; run it with rft/smoke-explore.",
                name="smoke-train", settings={**SPLIT, "mode": "train"}, name_per_flow_run=False),
+    Deployment("hello", CPU_POOL, "The model learns one identity string (GRPO, LoRA), torch trainer and vLLM on CPU."),
+    Deployment("hello", CPU_POOL, "The Tinker smoke test: hello trained and sampled on the Tinker server of the "
+               "worker's TINKER_BASE_URL (scripts/tinker-server.sh) or the hosted service.",
+               name="hello-tinker", settings={"model.tinker.enable": True}),
     Deployment("gsm8k-qwen", GPU_POOL, "Trinity-RFT's quick-start: Qwen2.5-1.5B-Instruct, GRPO, 2 GPUs."),
-    Deployment("gsm8k-tinker", GPU_POOL, "Llama-3.2-3B GRPO trained through the Tinker service."),
+    # No GPU here: Tinker trains and samples on its server; the worker only needs the key and the address.
+    Deployment("gsm8k-tinker", CPU_POOL, "Llama-3.2-3B GRPO trained through the Tinker service."),
     Deployment("gsm8k-verl-lora", GPU_POOL, "Llama-3.2-3B GRPO with LoRA rank 32 on the veRL trainer."),
 )
 

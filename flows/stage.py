@@ -16,6 +16,7 @@ from prefect.runtime import flow_run
 from buffer.taskset import compute_total_steps, load_taskset
 from checkpointing import layout
 from checkpointing import lock as run_lock
+from checkpointing import tinker_state
 from schemas import ExperimentConfig
 from tasks import tracking
 from tasks.checkpoint import save_checkpoint
@@ -119,10 +120,17 @@ def close_stage(
     roles: tuple[str, ...] = run_lock.ROLES,
 ) -> dict[str, Any]:
     """Convert the final checkpoint (unless trainer.save_hf_checkpoint is 'never'), point final/ at it,
-    register it, draw the curve, write the summary."""
+    register it, draw the curve, write the summary.
+
+    A Tinker checkpoint's weights stay on the Tinker server: final/ points at its record (and the base
+    model's config and tokenizer), the MLflow run is tagged with the final weights' tinker:// path, and
+    `rft convert` downloads and merges them on request (README, "Tinker")."""
+    remote = tinker_state.read(layout.actor_dir(experiment_dir(config), total_steps))
     final_dir = link_final_model(config, total_steps)
     save_hf = config.trainer.save_hf_checkpoint
-    if save_hf == "never":  # the trainer checkpoint is the result (`rft convert` makes a Hugging Face folder later)
+    if remote is not None:
+        tracking.tag_remote_model(config, run["run_id"], remote["sampler_path"], remote["state_path"])
+    elif save_hf == "never":  # the trainer checkpoint is the result (`rft convert` makes a Hugging Face folder later)
         final_dir = str(Path(final_dir).parent)
     elif save_hf in ("last", "always"):
         converted = convert_checkpoint(str(layout.step_dir(experiment_dir(config), total_steps)), model_dir)
@@ -136,6 +144,7 @@ def close_stage(
     summary = {
         "steps": total_steps,
         "final_model": final_dir,
+        **({"final_weights": remote["sampler_path"], "final_state": remote["state_path"]} if remote else {}),
         "reward_curve": str(curve) if curve else None,  # MLflow draws it; other monitors their own
         "mlflow_run_id": run["run_id"],
         "mlflow_url": run["url"],

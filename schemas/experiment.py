@@ -192,7 +192,9 @@ class ExperimentConfig(Section):
         Model chaining: a stage after a training stage (mode both/train/colocate) starts from that stage's
         final model unless its own `model` section sets `model_path`: model_path becomes
         "{previous stage experiment_dir}/final/huggingface" (`final_model_dir`), the folder the runtime
-        writes at the end of every training stage. Chained values are listed in `derived`.
+        writes at the end of every training stage. Chained values are listed in `derived`. A Tinker stage
+        after a Tinker stage also keeps its `trainer.base_model` and continues from its final Tinker state
+        (the tinker_state.json beside that folder); Tinker and other trainers do not chain.
         """
         if not self.stages:
             return [self.model_copy(deep=True)]
@@ -218,6 +220,12 @@ class ExperimentConfig(Section):
             if last_trained is not None and not names_own_model:
                 data.setdefault("model", {})["model_path"] = str(last_trained.final_model_dir)
                 chain["model.model_path"] = f"{STAGE_CHAIN}final model of stage {last_trained_name!r}"
+                trainer = data.get("trainer")
+                if (last_trained.trainer.trainer_type == "tinker" and isinstance(trainer, dict)
+                        and trainer.get("trainer_type") == "tinker" and not trainer.get("base_model")):
+                    # the weights stay on the Tinker server: the stage goes on from the same base model's LoRA
+                    trainer["base_model"] = last_trained.trainer.base_model
+                    chain["trainer.base_model"] = f"{STAGE_CHAIN}base model of Tinker stage {last_trained_name!r}"
             if last_trained is not None and not names_own_model and last_trained.trainer.save_hf_checkpoint == "never":
                 problems.append((f"stages.{i}.model.model_path",
                                  f"[stage {stage.stage_name!r}] would start from the final model of stage "
@@ -231,11 +239,16 @@ class ExperimentConfig(Section):
                 problems.extend(_prefixed(exc, f"stages.{i}", stage.stage_name))
                 continue
             configs.append(resolved)
+            chained = last_trained is not None and not names_own_model
+            if chained and resolved.mode in TRAINING_MODES and (
+                    (resolved.trainer.trainer_type == "tinker") != (last_trained.trainer.trainer_type == "tinker")):
+                problems.append((f"stages.{i}.trainer.trainer_type", (
+                    f"[stage {stage.stage_name!r}] {resolved.trainer.trainer_type!r} cannot continue from stage "
+                    f"{last_trained_name!r} ({last_trained.trainer.trainer_type!r}): a Tinker stage's weights stay "
+                    "on the Tinker server and a Tinker stage starts only from them or a base model; give this stage "
+                    "its own model.model_path, or use one kind of trainer for every training stage")))
             if resolved.mode in TRAINING_MODES:
                 last_trained, last_trained_name = resolved, stage.stage_name
-        if not problems and len(configs) > 1 and any(c.trainer.trainer_type == "tinker" for c in configs):
-            problems.append(("stages", "multi-stage training with trainer_type 'tinker' is not supported: the Tinker "
-                                       "adapter of one stage cannot seed the next; run the stages as separate experiments"))
         if problems:
             raise ConfigRuleError(problems)
         return configs
@@ -247,12 +260,35 @@ def _drop_foreign_settings(data: dict[str, Any], path: str, kind: Any) -> None:
     section: Any = data
     for part in section_path.split("."):
         section = section.get(part) if isinstance(section, dict) else None
+    if path == "trainer.trainer_type" and kind == "tinker":
+        _switch_to_tinker(data)
     variant = variants.get(kind)
     if not isinstance(section, dict) or variant is None:
         return  # an unknown kind: validation names it
     for key in [k for k in section if k not in variant.model_fields]:
         section.pop(key)
         data.setdefault("derived", {})[f"{section_path}.{key}"] = f"{ALIAS}dropped: not a setting of {path.rsplit('.', 1)[-1]} {kind!r}"
+
+
+def _switch_to_tinker(data: dict[str, Any]) -> None:
+    """Switching to Tinker (`--set model.tinker.enable=true`) drops what moved or shaped local weights:
+    a sync_method of local tensors (memory, nccl: the CPU recipes set memory) — Tinker's weights stay on
+    its server and move as tinker:// paths — and model.lora_configs, whose rank becomes trainer.rank
+    (Tinker trains its own LoRA). Set in the same config as trainer_type tinker, those are refused or
+    warned about instead (schemas.rules)."""
+    derived = data.setdefault("derived", {})
+    sync = data.get("synchronizer")
+    if isinstance(sync, dict) and sync.get("sync_method") in ("memory", "nccl", "online"):
+        method = sync.pop("sync_method")
+        derived["synchronizer.sync_method"] = f"{ALIAS}dropped {method!r}: with trainer_type 'tinker' weights move as tinker:// paths"
+    model = data.get("model")
+    if isinstance(model, dict) and model.get("lora_configs"):
+        lora = model.pop("lora_configs")[0]
+        trainer = data.setdefault("trainer", {})
+        if isinstance(trainer, dict) and "rank" not in trainer and isinstance(lora, dict) and "lora_rank" in lora:
+            trainer["rank"] = lora["lora_rank"]
+            derived["trainer.rank"] = f"{ALIAS}model.lora_configs' lora_rank (Tinker trains its own LoRA)"
+        derived["model.lora_configs"] = f"{ALIAS}dropped: trainer_type 'tinker' trains its own LoRA (trainer.rank)"
 
 
 def _prefixed(exc: ValidationError, prefix: str, stage_name: str) -> list[tuple[str, str]]:

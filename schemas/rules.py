@@ -181,8 +181,16 @@ def _model(r: Resolver) -> None:
         r.error("model.lora_configs", f"at most one LoRA adapter is supported (got {len(m.lora_configs)})")
 
 
+# Policy losses the Tinker trainer runs: Tinker's built-ins (importance_sampling, ppo, cispo; sft and opmd
+# through cross_entropy) and, through forward_backward_custom, the ones algorithms/policy_loss implements.
+TINKER_POLICY_LOSSES = ("ppo", "cispo", "importance_sampling", "sft", "opmd", "gspo")
+TINKER_BUILTIN_LOSSES = {"ppo": "ppo", "cispo": "cispo", "importance_sampling": "importance_sampling"}
+
+
 def _tinker_and_lora(r: Resolver) -> None:
-    """Tinker trains and samples on one service: its trainer and its sampler come together."""
+    """Tinker trains and samples on one service: its trainer and its sampler come together. Advantages
+    are computed outside the trainer (tasks/explore.py), so every outcome-advantage algorithm runs there;
+    what needs tensors Tinker does not give (a critic, a reference model, the full distribution) is refused."""
     c = r.config
     trains, samples = c.trainer.trainer_type == "tinker", c.explorer.rollout_model.engine_type == "tinker"
     if trains and not samples and c.mode in EXPLORING_MODES:
@@ -194,16 +202,59 @@ def _tinker_and_lora(r: Resolver) -> None:
                 f"'tinker' samples only weights trained by trainer_type 'tinker' (got {c.trainer.trainer_type!r})")
     if not trains:
         return
-    preset = ALGORITHM_PRESETS[c.algorithm.algorithm_type]
-    if preset.compute_advantage_in_trainer or preset.use_critic:
-        r.error("algorithm.algorithm_type",
-                f"{c.algorithm.algorithm_type!r} computes advantages in the trainer (critic/reference tensors), which "
-                "Tinker does not expose; with trainer_type 'tinker' use grpo, gspo, opmd, cispo, topr, asymre or sft")
+    alg = c.algorithm
+    preset = ALGORITHM_PRESETS[alg.algorithm_type]
+    if preset.use_critic or alg.advantage_fn == "ppo":
+        field = "algorithm.algorithm_type" if preset.use_critic else "algorithm.advantage_fn"
+        r.error(field, "a critic (GAE advantages, algorithm_type 'ppo') cannot be trained on Tinker, which trains one "
+                       "LoRA policy; use grpo, dr-grpo (grpo with norm_adv_by_std_in_grpo false), rloo, "
+                       "reinforceplusplus, opmd, cispo, gspo or sft")
+    elif alg.advantage_fn == "on_policy_distill":
+        r.error("algorithm.advantage_fn", "'on_policy_distill' needs a teacher's logprobs, which the Tinker trainer "
+                                          "does not compute")
+    elif alg.policy_loss_fn not in TINKER_POLICY_LOSSES:
+        r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} has no implementation the Tinker trainer can run "
+                                            f"(built-in or forward_backward_custom); supported: {', '.join(TINKER_POLICY_LOSSES)}")
+    _tinker_kl(r)
+    entropy = (alg.entropy_loss_fn_args or {}).get("entropy_coef", 0.0)
+    if alg.entropy_loss_fn not in (None, "none") and entropy:
+        r.error("algorithm.entropy_loss_fn_args.entropy_coef",
+                f"{entropy}: an entropy term needs the whole token distribution; Tinker returns only the "
+                "sampled tokens' logprobs (also to forward_backward_custom); set 0")
+    loss_fn = c.trainer.loss_fn
+    if loss_fn in TINKER_BUILTIN_LOSSES and TINKER_BUILTIN_LOSSES.get(alg.policy_loss_fn) != loss_fn:
+        r.error("trainer.loss_fn", f"{loss_fn!r} is not algorithm.policy_loss_fn {alg.policy_loss_fn!r}; use 'auto' "
+                                   "(Tinker's built-in of that loss when it has one) or 'custom' (our own loss)")
+    if c.mode == "bench":
+        r.error("mode", "'bench' evaluates converted checkpoints with vLLM; convert the Tinker checkpoints with "
+                        "`rft convert` (it downloads each adapter) and bench with trainer_type torch, engine_type vllm")
     if c.trainer.base_model is None:
         r.derive(c.trainer, "base_model", c.model.model_path, "trainer.base_model", "model.model_path")
     if c.model.lora_configs is not None:
         r.warn("model.lora_configs is ignored: trainer_type is 'tinker', which trains its own LoRA "
                f"(rank trainer.rank = {c.trainer.rank})")
+    if c.explorer.rollout_model.engine_num > 1:
+        r.warn("explorer.rollout_model.engine_num is ignored: Tinker's sampler is one service")
+
+
+def _tinker_kl(r: Resolver) -> None:
+    """A KL-to-reference term needs reference logprobs: not built for Tinker. A preset's default term is
+    switched off (derived); one the user asked for is refused."""
+    alg = r.config.algorithm
+    coef = (alg.kl_loss_fn_args or {}).get("kl_coef", 0.0)
+    if alg.kl_loss_fn in (None, "none") or not coef:
+        return
+    from_preset = "algorithm.kl_loss_fn" in r.config.derived and "algorithm.kl_loss_fn_args.kl_coef" in r.config.derived
+    if not from_preset:
+        r.error("algorithm.kl_loss_fn", f"{alg.kl_loss_fn!r} with kl_coef {coef}: a KL-to-reference term needs the "
+                                        "reference model's logprobs, which the Tinker trainer does not compute yet; "
+                                        "set kl_loss_fn 'none'")
+        return
+    for key in [k for k in r.config.derived if k.startswith("algorithm.kl_loss_fn_args.")]:
+        r.config.derived.pop(key)
+    reason = f"trainer_type 'tinker' has no reference model: the {alg.algorithm_type!r} preset's KL term is off"
+    r.derive(alg, "kl_loss_fn", "none", "algorithm.kl_loss_fn", reason)
+    set_unmarked(alg, "kl_loss_fn_args", {"kl_coef": 0.0})
 
 
 # ----------------------------------------------------------------------------- synchronizer
@@ -221,7 +272,9 @@ def _synchronizer(r: Resolver) -> None:
     if s.sync_method == "nccl":
         reason = None
         if on_tinker:
-            reason = "trainer_type is 'tinker' (Tinker serves its own weights)"
+            dropped = c.derived.get("synchronizer.sync_method", "")
+            reason = "trainer_type is 'tinker': its weights stay on the Tinker server and move as tinker:// paths" + (
+                f" ({dropped.split('dropped ', 1)[-1].split(':')[0]} dropped)" if "dropped" in dropped else "")
         elif uses_lora:
             reason = "model.lora_configs is set (adapters are loaded from checkpoints)"
         elif c.cluster.gpu_per_node == 0:
@@ -239,7 +292,9 @@ def _synchronizer(r: Resolver) -> None:
                     f"'memory' writes weights into the engines' local folder; it needs cluster.node_num 1 "
                     f"(got {c.cluster.node_num})")
         if on_tinker:
-            r.error("synchronizer.sync_method", "'memory' is impossible with trainer_type 'tinker' (remote weights)")
+            r.error("synchronizer.sync_method", "'memory' cannot move the weights of trainer_type 'tinker': they stay on "
+                                                "the Tinker server and move as tinker:// paths; leave it unset or use "
+                                                "checkpoint")
     total = c.buffer.total_steps
     if total is not None:
         if s.sync_interval > total:

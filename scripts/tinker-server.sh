@@ -9,7 +9,8 @@
 # TINKER_SERVER_PORT (default: a free port),
 # TINKER_SERVER_MODEL (default HuggingFaceTB/SmolLM2-135M-Instruct), TINKER_SERVER_MAX_ADAPTERS
 # (default 4; the base model takes one slot, so 3 training clients at once), TINKER_SERVER_MAX_RANK (default 32),
-# TINKER_SERVER_BACKEND_CONFIG (extra JSON merged into skyrl's --backend-config),
+# TINKER_SERVER_BACKEND_CONFIG (extra JSON merged into skyrl's --backend-config; by default training and
+# sampling run in batches of 8 sequences, padded: one JAX compile per shape),
 # TINKER_SERVER_API_KEY (if set, requests with another key get 401, like the hosted service),
 # TINKER_SERVER_SESSION_TIMEOUT (seconds without a client heartbeat before skyrl unloads that
 # session's models, default 120; the SDK beats every 10 s), TINKER_SERVER_SUM_LOSS (default 1, see
@@ -88,7 +89,8 @@ start() {
   local port="${TINKER_SERVER_PORT:-$(free_port)}"
   local backend_config
   backend_config="$(python3 -c 'import json, sys
-config = {"max_lora_adapters": int(sys.argv[1]), "max_lora_rank": int(sys.argv[2])}
+config = {"max_lora_adapters": int(sys.argv[1]), "max_lora_rank": int(sys.argv[2]),
+          "train_micro_batch_size": 8, "sample_max_num_sequences": 8}  # fixed shapes: backends/tinker/losses.py
 config.update(json.loads(sys.argv[3] or "{}"))
 print(json.dumps(config))' "${TINKER_SERVER_MAX_ADAPTERS:-4}" "${TINKER_SERVER_MAX_RANK:-32}" \
     "${TINKER_SERVER_BACKEND_CONFIG:-}")"

@@ -75,6 +75,7 @@ def check_secrets(config: ExperimentConfig) -> None:
 
 @task(name="check-requirements", cache_policy=NO_CACHE)
 def check_requirements(config: ExperimentConfig) -> None:
-    """Fail fast, before any engine starts, when the compute lacks what the experiment needs."""
+    """Fail fast, before any engine starts, when the compute lacks what the experiment needs (a Tinker
+    server that does not answer or refuses the key fails here within seconds)."""
     for line in policy_for(config).check_requirements():
         get_run_logger().info("%s/%s: %s", config.project, config.name, line)

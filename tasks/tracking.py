@@ -374,6 +374,13 @@ def register_model(config: ExperimentConfig, run_id: str, name: str, model_dir: 
     return version.version
 
 
+def tag_remote_model(config: ExperimentConfig, run_id: str, sampler_path: str, state_path: str) -> None:
+    """The final weights of a Tinker run are on the Tinker server: their paths, instead of a model version."""
+    client = client_for(config)
+    client.set_tag(run_id, "rft.final_model", sampler_path)
+    client.set_tag(run_id, "rft.final_state", state_path)
+
+
 def fail_open_run(config: ExperimentConfig, role: str = "main") -> None:
     """Mark the experiment's running run of `role` FAILED (a retry continues it, see start_mlflow_run)."""
     if config.monitor.monitor_type != "mlflow":

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 # Before anything imports prefect: settings are read at import time.
 _PREFECT_HOME = Path(tempfile.mkdtemp(prefix="rft-test-prefect-"))
 os.environ["PREFECT_HOME"] = str(_PREFECT_HOME)
-for _var in ("PREFECT_API_URL", "PREFECT_PROFILE", "MLFLOW_TRACKING_URI", "RAY_ADDRESS"):
+for _var in ("PREFECT_API_URL", "PREFECT_PROFILE", "MLFLOW_TRACKING_URI", "RAY_ADDRESS",
+             "TINKER_BASE_URL", "TINKER_API_KEY", "TRINITY_API_KEY"):
     os.environ.pop(_var, None)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -21,3 +25,32 @@ def pytest_unconfigure(config: object) -> None:
     import logging
 
     logging.raiseExceptions = False
+
+
+# ----------------------------------------------------------------------------- the local Tinker server
+TINKER_TEST_KEY = "tml-rft-tests"  # the server refuses any other key, as the hosted service would
+
+
+@pytest.fixture(scope="session")
+def tinker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """scripts/tinker-server.sh started once for the session (installing its venv first when it is
+    missing: a clean clone, CI) under a temporary RFT_STATE; stopped at the end."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    state = tmp_path_factory.mktemp("tinker-state")
+    env = {**os.environ, "RFT_STATE": str(state), "TINKER_SERVER_API_KEY": TINKER_TEST_KEY,
+           # room for four training clients at rank ≤ 16 (a killed run's slot is freed after the session timeout)
+           "TINKER_SERVER_MAX_ADAPTERS": "5", "TINKER_SERVER_MAX_RANK": "16",
+           # the venv outlives the session (installing it takes minutes): the repo's own unless one is given
+           "TINKER_SERVER_VENV": os.environ.get("TINKER_SERVER_VENV", str(root / ".rft" / "tinker-server" / "venv"))}
+    script = str(root / "scripts" / "tinker-server.sh")
+    started = subprocess.run([script, "start"], env=env, capture_output=True, text=True, timeout=1800)
+    if started.returncode != 0:
+        raise RuntimeError(f"scripts/tinker-server.sh start failed:\n{started.stdout[-3000:]}\n{started.stderr[-3000:]}")
+    url = next(line.split("=", 1)[1] for line in started.stdout.splitlines() if line.startswith("export TINKER_BASE_URL="))
+    try:
+        yield {"TINKER_BASE_URL": url, "TINKER_API_KEY": TINKER_TEST_KEY, "log": str(state / "tinker-server" / "server.log")}
+    finally:
+        subprocess.run([script, "stop"], env=env, capture_output=True, text=True, timeout=120)
+

@@ -8,8 +8,9 @@ import grimp
 import pytest
 
 PACKAGES = ("backends", "tasks", "flows", "workflows", "buffer", "checkpointing", "schemas", "algorithms", "deployments", "cli")
-# What only a policy may touch: the Ray runtime, the local actors and the trainer implementations.
-POLICY_INTERNALS = ("ray", "vllm", "backends.local", "backends.torch_trainer", "backends.registry")
+# What only a policy may touch: the Ray runtime, the local actors, the Tinker clients and SDK, and the
+# trainer implementations.
+POLICY_INTERNALS = ("ray", "vllm", "tinker", "backends.local", "backends.tinker", "backends.torch_trainer", "backends.registry")
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PREFECT = str(Path(sys.executable).parent / "prefect")
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 # Planted Tinker keys: the workers' environment holds one, a Secret block the other; neither may show.
-ENV_KEY = f"tk-env-{uuid.uuid4().hex}"
-BLOCK_KEY = f"tk-block-{uuid.uuid4().hex}"
+ENV_KEY = f"tml-env-{uuid.uuid4().hex}"
+BLOCK_KEY = f"tml-block-{uuid.uuid4().hex}"
+NO_SERVER = "http://127.0.0.1:9"  # the workers' TINKER_BASE_URL: nothing listens there
 
 
 def free_port() -> int:
@@ -68,7 +69,7 @@ def prefect_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
         workers = [
             subprocess.Popen(
                 [PREFECT, "worker", "start", "--pool", pool, "--type", "process"],
-                env={**env, "TINKER_API_KEY": ENV_KEY}, cwd=ROOT, stdout=open(logs / f"worker-{pool}.log", "w"),
+                env={**env, "TINKER_API_KEY": ENV_KEY, "TINKER_BASE_URL": NO_SERVER}, cwd=ROOT, stdout=open(logs / f"worker-{pool}.log", "w"),
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
@@ -91,8 +92,8 @@ def test_prefect_yaml_is_generated_from_the_recipes() -> None:
 
 def test_deployments_and_nightly_schedule(prefect_stack: dict[str, str]) -> None:
     listed = prefect(prefect_stack, "deployment", "ls")
-    for name in ("rft/gsm8k", "rft/smoke", "rft/gsm8k-qwen", "rft/gsm8k-tinker", "rft/gsm8k-verl-lora",
-                 "rft/smoke-explore", "rft/smoke-train"):
+    for name in ("rft/gsm8k", "rft/smoke", "rft/hello", "rft/hello-tinker", "rft/gsm8k-qwen", "rft/gsm8k-tinker",
+                 "rft/gsm8k-verl-lora", "rft/smoke-explore", "rft/smoke-train"):
         assert name in listed.stdout, listed.stdout
     gsm8k = prefect(prefect_stack, "deployment", "inspect", "rft/gsm8k").stdout
     assert "0 2 * * *" in gsm8k and "'active': True" in gsm8k.replace('"', "'")
@@ -269,20 +270,24 @@ def files_holding(root: Path, secret: str, skip: Path | None = None) -> list[str
 def test_tinker_key_is_read_from_env_or_secret_block_and_never_shown(
     prefect_stack: dict[str, str], tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """Runs last: the Tinker recipe reads the key (it then stops, its adapter being unbuilt), and no log,
-    parameter, artifact, MLflow store or checkpoint of any run of this module holds either key."""
+    """Runs last: the Tinker recipe reads the key, and with the workers' TINKER_BASE_URL pointing at no
+    server its first task fails within seconds, saying where it looked and where the key came from;
+    no log, parameter, artifact, MLflow store or checkpoint of any run of this module holds either key."""
 
     def run_tinker() -> str:
+        started = time.time()
         logs = failed_run_logs(prefect_stack, "rft/gsm8k-tinker", tmp_path / "checkpoints")
-        assert "engine_type='tinker': this backend is not built yet" in logs, logs[-3000:]
+        assert f"the Tinker server is not reachable at {NO_SERVER} (from $TINKER_BASE_URL)" in logs, logs[-3000:]
+        assert time.time() - started < 120, "the run did not fail fast"
         return logs
 
     from_env = run_tinker()
-    assert "Tinker API key: from $TINKER_API_KEY" in from_env
+    assert "API key from $TINKER_API_KEY" in from_env
     save_block = "import sys; from prefect.blocks.system import Secret; Secret(value=sys.argv[1]).save('tinker-api-key', overwrite=True)"
     subprocess.run([sys.executable, "-c", save_block, BLOCK_KEY], env=prefect_stack, check=True, capture_output=True)
     from_block = run_tinker()
-    assert "Tinker API key: from the Prefect Secret block 'tinker-api-key'" in from_block
+    assert "API key from the Prefect Secret block 'tinker-api-key'" in from_block
+    assert not (tmp_path / "checkpoints" / "rft").exists()  # nothing started, nothing written
 
     for logs in (from_env, from_block):
         assert ENV_KEY not in logs and BLOCK_KEY not in logs

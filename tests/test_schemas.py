@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import re
 import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -286,7 +287,17 @@ MALFORMED = [
     ("min-response-too-long", _set(model__min_response_tokens=500), "model.min_response_tokens"),
     ("tinker-flag-with-torch-trainer", _set(model__tinker={"enable": True}, synchronizer__sync_method="checkpoint"), "trainer.trainer_type"),
     ("tinker-flag-bad-rank", _set(model__tinker={"enable": True, "rank": 0}), "model.tinker.rank"),
-    ("tinker-with-rloo", _set(**TINKER, algorithm__algorithm_type="rloo"), "algorithm.algorithm_type"),
+    ("tinker-with-critic", _set(**TINKER, algorithm__algorithm_type="ppo"), "algorithm.algorithm_type"),
+    ("tinker-with-gae", _set(**TINKER, algorithm__advantage_fn="ppo"), "algorithm.advantage_fn"),
+    ("tinker-with-unbuilt-loss", _set(**TINKER, algorithm__algorithm_type="topr"), "algorithm.policy_loss_fn"),
+    ("tinker-with-entropy", _set(**TINKER, algorithm__entropy_loss_fn="default",
+                                 algorithm__entropy_loss_fn_args={"entropy_coef": 0.01}), "algorithm.entropy_loss_fn_args.entropy_coef"),
+    ("tinker-with-kl-loss", _set(**TINKER, algorithm__kl_loss_fn="k3", algorithm__kl_loss_fn_args={"kl_coef": 0.1}),
+     "algorithm.kl_loss_fn"),
+    ("tinker-with-memory-sync", _set(**{**TINKER, "synchronizer__sync_method": "memory"}), "synchronizer.sync_method"),
+    ("tinker-with-nccl-sync", _set(**{**TINKER, "synchronizer__sync_method": "nccl"}), "synchronizer.sync_method"),
+    ("tinker-bench", _set(**TINKER, mode="bench"), "mode"),
+    ("tinker-loss-fn-mismatch", _set(**{**TINKER, "trainer": {"trainer_type": "tinker", "loss_fn": "cispo"}}), "trainer.loss_fn"),
     ("tinker-trainer-with-vllm", _set(trainer={"trainer_type": "tinker"}, synchronizer__sync_method="checkpoint"), "explorer.rollout_model.engine_type"),
     ("tinker-sampler-with-torch", _set(explorer__rollout_model={"engine_type": "tinker"}), "explorer.rollout_model.engine_type"),
     ("nccl-without-gpus", _set(synchronizer__sync_method="nccl"), "synchronizer.sync_method"),
@@ -354,10 +365,65 @@ def test_all_problems_are_reported_at_once():
     assert "model.max_model_len" in paths and "synchronizer.sync_interval" in paths
 
 
-def test_tinker_multi_stage_is_refused():
+@pytest.mark.parametrize("overrides", [
+    {"algorithm.algorithm_type": "grpo"},
+    {"algorithm.algorithm_type": "grpo", "algorithm.advantage_fn_args": {"norm_adv_by_std_in_grpo": False},
+     "algorithm.policy_loss_fn_args": {"loss_agg_mode": "seq-mean-token-sum-norm"}},  # Dr. GRPO
+    {"algorithm.algorithm_type": "rloo"},
+    {"algorithm.algorithm_type": "reinforceplusplus"},
+    {"algorithm.algorithm_type": "opmd"},
+    {"algorithm.algorithm_type": "cispo"},
+    {"algorithm.algorithm_type": "gspo"},
+    {"mode": "train", "algorithm.algorithm_type": "sft", "buffer.train_batch_size": 8,
+     "buffer.trainer_input.experience_buffer": {"path": "data/gsm8k", "format": {"prompt_type": "plaintext",
+                                                "prompt_key": "question", "response_key": "answer"}}},
+], ids=["grpo", "dr-grpo", "rloo", "reinforceplusplus", "opmd", "cispo", "gspo", "sft"])
+def test_outcome_advantage_algorithms_run_on_tinker(overrides: dict[str, Any]) -> None:
+    """Advantages are computed outside the trainer, so Trinity's Tinker refusals (rloo, reinforce++) do
+    not apply; a preset's default KL term (no reference model on Tinker) is switched off, shown in derived."""
     data = load_recipe("gsm8k-tinker").user_data()
-    data["stages"] = [{"stage_name": "one"}, {"stage_name": "two"}]
-    with pytest.raises(ValidationError, match="stages: multi-stage training with trainer_type 'tinker'"):
+    data["algorithm"] = {"algorithm_type": "grpo", "repeat_times": 8}  # the presets' own KL settings
+    config = ExperimentConfig.model_validate(data).with_overrides(overrides)
+    assert config.trainer.trainer_type == "tinker"
+    if config.algorithm.kl_loss_fn != "none":
+        assert config.algorithm.kl_loss_fn_args["kl_coef"] == 0.0
+    elif config.algorithm.algorithm_type not in ("sft", "gspo"):  # their presets have no KL term
+        assert "has no reference model" in config.derived["algorithm.kl_loss_fn"]
+
+
+def test_switching_to_tinker_drops_local_weight_settings() -> None:
+    """smoke and hello set sync_method memory (and hello a LoRA) for the local backend; switched to Tinker
+    those do not apply: dropped, noted in derived, the LoRA rank carried to trainer.rank."""
+    smoke = load_recipe("smoke").with_overrides({"model.tinker.enable": True})
+    assert smoke.synchronizer.sync_method == "checkpoint"
+    assert "'memory' dropped" in smoke.derived["synchronizer.sync_method"]
+    hello = load_recipe("hello").with_overrides({"model.tinker.enable": True})
+    assert hello.model.lora_configs is None and hello.trainer.rank == 16 and hello.warnings == []
+    assert hello.with_overrides({"buffer.total_steps": 3}).trainer.rank == 16  # survives re-validation
+
+
+def _tinker_stages(**rl_stage: Any) -> dict[str, Any]:
+    data = load_recipe("gsm8k-tinker").user_data()
+    data["stages"] = [
+        {"stage_name": "sft", "mode": "train", "algorithm": {"algorithm_type": "sft"},
+         "buffer": {"batch_size": 4, "train_batch_size": 4, "total_steps": 2, "trainer_input": {
+             "experience_buffer": {"path": "data/gsm8k", "format": {"prompt_type": "plaintext", "prompt_key": "question",
+                                                                   "response_key": "answer"}}}}},
+        {"stage_name": "grpo", **rl_stage},
+    ]
+    return data
+
+
+def test_tinker_stages_chain_through_the_tinker_state() -> None:
+    sft, rl = ExperimentConfig.model_validate(_tinker_stages()).resolve_stages()
+    assert Path(rl.model.model_path) == sft.final_model_dir
+    assert rl.trainer.base_model == sft.trainer.base_model == "meta-llama/Llama-3.2-3B"
+    assert rl.derived["trainer.base_model"].startswith("stage chaining: ")
+
+
+def test_tinker_stage_after_a_torch_stage_is_refused() -> None:
+    data = _tinker_stages(trainer={"trainer_type": "torch"}, explorer={"rollout_model": {"engine_type": "vllm"}})
+    with pytest.raises(ValidationError, match=r"stages\.1\.trainer\.trainer_type: .*cannot continue from stage 'sft'"):
         ExperimentConfig.model_validate(data)
 
 

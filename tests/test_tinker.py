@@ -1,0 +1,249 @@
+"""The Tinker backend against the local Tinker server (scripts/tinker-server.sh, started once per session by
+the `tinker_server` fixture of conftest.py, which enforces a key as the hosted service does):
+
+- a missing, malformed or refused key and an unreachable server fail the first call within seconds;
+- the backend contract (tests/policy_contract.py) against a Tinker policy;
+- `rft run hello --set model.tinker.enable=true`: SIGKILLed after its step-2 checkpoint and run again,
+  it resumes and finishes; the reward rises, MLflow has the metrics, no vLLM or Ray was started, and
+  `rft convert` downloads the final adapter and merges it into a model that differs from the base;
+- an SFT warm-up → GRPO run in stages: the GRPO stage starts from the SFT stage's Tinker state.
+
+Shapes stay fixed (one prompt bucket, 8 samples, batches padded) so the server compiles each program
+once; expect ~80 s to start the server and a few minutes for the rest on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from backends.models import resolve_model_path
+from backends.policy import Policy, policy_for
+from deployments import load_recipe
+from schemas import ExperimentConfig
+from tests import policy_contract
+from tests.conftest import TINKER_TEST_KEY
+from workflows.render import ChatRenderer, renderer_for
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def hello(**overrides: object) -> ExperimentConfig:
+    return load_recipe("hello").with_overrides({"model.tinker.enable": True, **overrides})
+
+
+@pytest.fixture
+def server_env(tinker_server: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("TINKER_BASE_URL", tinker_server["TINKER_BASE_URL"])
+    monkeypatch.setenv("TINKER_API_KEY", TINKER_TEST_KEY)
+    return tinker_server
+
+
+# ----------------------------------------------------------------------------- failing fast
+def test_an_unreachable_server_or_a_bad_key_fails_within_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from backends.secrets import MissingSecretError
+    from backends.tinker.connection import TinkerUnavailableError, endpoint
+
+    monkeypatch.setenv("TINKER_BASE_URL", "http://127.0.0.1:9")
+    with pytest.raises(MissingSecretError, match="TINKER_API_KEY or TRINITY_API_KEY"):
+        policy_for(hello()).connect()
+    monkeypatch.setenv("TRINITY_API_KEY", "tml-from-trinity")
+    assert endpoint(None).key_source == "$TRINITY_API_KEY"
+    monkeypatch.setenv("TINKER_API_KEY", "sk-not-tinkers")
+    with pytest.raises(TinkerUnavailableError, match=r"key from \$TINKER_API_KEY does not start with 'tml-'"):
+        policy_for(hello()).connect()
+    monkeypatch.setenv("TINKER_API_KEY", "tml-some-key")
+    started = time.monotonic()
+    with pytest.raises(TinkerUnavailableError, match=r"not reachable at http://127.0.0.1:9 \(from \$TINKER_BASE_URL\)"):
+        policy_for(hello()).connect()
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.slow
+@pytest.mark.tinker
+def test_a_refused_key_or_an_unserved_model_fails_at_once(server_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from backends.tinker.connection import TinkerUnavailableError
+
+    monkeypatch.setenv("TINKER_API_KEY", "tml-wrong")
+    started = time.monotonic()
+    with pytest.raises(TinkerUnavailableError, match=r"rejected the API key from \$TINKER_API_KEY \(HTTP 401\)"):
+        policy_for(hello()).connect()
+    assert time.monotonic() - started < 10
+    monkeypatch.setenv("TINKER_API_KEY", TINKER_TEST_KEY)
+    with pytest.raises(TinkerUnavailableError, match="'meta-llama/Llama-3.2-3B' is not served .* it serves: HuggingFaceTB/SmolLM2"):
+        policy_for(load_recipe("gsm8k-tinker")).connect()
+
+
+# ----------------------------------------------------------------------------- the backend contract
+@pytest.fixture(scope="module")
+def renderer() -> ChatRenderer:
+    return renderer_for(load_recipe("hello").model.model_path)
+
+
+@pytest.mark.slow
+@pytest.mark.tinker
+class TestContract:
+    """tests/policy_contract.py against a Tinker policy (released when the class is done: LoRA slots)."""
+
+    @pytest.fixture(scope="class")
+    def policy(self, tinker_server: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Policy]:
+        env = {"TINKER_BASE_URL": tinker_server["TINKER_BASE_URL"], "TINKER_API_KEY": TINKER_TEST_KEY}
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        # the contract trains toward a target answer in a few steps
+        config = hello(name="contract", checkpoint_root_dir=str(tmp_path_factory.mktemp("contract")),
+                       **{"algorithm.optimizer.lr": 2e-3, "model.tinker.rank": 8})
+        policy = policy_for(config)
+        model_dir = str(resolve_model_path(config.model.model_path))
+        try:
+            policy.connect()
+            policy.start_engines(model_dir)
+            policy.start_trainer(model_dir, total_steps=100)
+            yield policy
+        finally:
+            policy.release()
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    def test_train_step_changes_logprobs(self, policy: Policy, renderer: ChatRenderer) -> None:
+        policy_contract.check_train_step_changes_logprobs(policy, renderer)
+
+    def test_checkpoint_round_trip(self, policy: Policy, renderer: ChatRenderer, tmp_path: Path) -> None:
+        policy_contract.check_checkpoint_round_trip(policy, renderer, tmp_path / "actor")
+        assert json.loads((tmp_path / "actor" / "tinker_state.json").read_text())["state_path"].startswith("tinker://")
+
+    def test_published_weights_change_samples(self, policy: Policy, renderer: ChatRenderer) -> None:
+        policy_contract.check_published_weights_change_samples(policy, renderer)
+        [engine] = policy.engines()
+        assert engine.info()["device"] == "tinker"
+
+
+# ----------------------------------------------------------------------------- hello through the flow
+def rft_run(root: Path, log: str, *settings: str, env: dict[str, str]) -> subprocess.Popen:
+    """`rft run hello` on Tinker in its own process group (with its own temporary Prefect server)."""
+    home = root / f"prefect-{log}"
+    home.mkdir(exist_ok=True)
+    sets = [arg for setting in settings for arg in ("--set", setting)]
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "run", "hello", "--set", "model.tinker.enable=true", *sets], cwd=ROOT,
+        env={**os.environ, **env, "PREFECT_HOME": str(home)}, stdout=open(root / f"{log}.log", "w"),
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+HELLO_STEPS = 6
+
+
+@pytest.fixture(scope="module")
+def hello_run(tinker_server: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """hello on Tinker, SIGKILLed (the whole run: flow, Prefect server) after its step-2 checkpoint while
+    step 3 is under way, then run again: it resumes from step 2 and finishes."""
+    root = tmp_path_factory.mktemp("hello")
+    env = {"TINKER_BASE_URL": tinker_server["TINKER_BASE_URL"], "TINKER_API_KEY": TINKER_TEST_KEY}
+    settings = (f"checkpoint_root_dir={root / 'checkpoints'}", f"buffer.total_steps={HELLO_STEPS}",
+                f"explorer.eval_interval={HELLO_STEPS}")
+    exp = root / "checkpoints" / "rft" / "hello"
+    first = rft_run(root, "first", *settings, env=env)
+    deadline = time.time() + 900
+    while not (exp / "global_step_2").is_dir():
+        if first.poll() is not None or time.time() > deadline:
+            pytest.fail(f"the first run ended or hung before its step-2 checkpoint:\n{(root / 'first.log').read_text()[-4000:]}")
+        time.sleep(0.5)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=60)
+    second = rft_run(root, "second", *settings, env=env)
+    assert second.wait(timeout=1200) == 0, (root / "second.log").read_text()[-4000:]
+    return {"exp": exp, "first": (root / "first.log").read_text(), "second": (root / "second.log").read_text(),
+            "summary": json.loads((exp / "summary.json").read_text()), "config": hello(
+                checkpoint_root_dir=str(root / "checkpoints"), **{"buffer.total_steps": HELLO_STEPS})}
+
+
+@pytest.mark.slow
+@pytest.mark.tinker
+def test_hello_resumes_after_sigkill_and_its_reward_rises(hello_run: dict) -> None:
+    assert "resuming after step 2" in hello_run["second"]
+    assert "no vLLM engine, no GPU" in hello_run["first"] + hello_run["second"]
+    assert "Started a local Ray instance" not in hello_run["first"] + hello_run["second"]
+    summary = hello_run["summary"]
+    assert summary["steps"] == HELLO_STEPS and summary["final_weights"].startswith("tinker://")
+    client = MlflowClient(tracking_uri=f"sqlite:///{hello_run['exp'].parent.parent / 'mlflow.db'}")
+    run_id = summary["mlflow_run_id"]
+    for key in ("train/loss", "train/pg_loss", "train/grad_norm", "train/lr", "train/ppo_kl", "explore/reward_mean"):
+        assert sorted({m.step for m in client.get_metric_history(run_id, key)}) == list(range(1, HELLO_STEPS + 1)), key
+    reward = {m.step: m.value for m in client.get_metric_history(run_id, "explore/reward_mean")}
+    first, last = (reward[1] + reward[2]) / 2, (reward[HELLO_STEPS - 1] + reward[HELLO_STEPS]) / 2
+    assert last > first + 0.05, reward
+    evals = {m.step: m.value for m in client.get_metric_history(run_id, "eval/hello-eval/reward_mean")}
+    assert evals[HELLO_STEPS] > evals[0], evals
+    assert client.get_run(run_id).data.tags["rft.final_model"] == summary["final_weights"]
+
+
+@pytest.mark.slow
+@pytest.mark.tinker
+def test_hello_checkpoints_record_tinker_paths_and_convert(hello_run: dict, server_env: dict[str, str]) -> None:
+    """Each global_step_N/actor holds the tinker:// paths; `rft convert` downloads the final adapter and
+    merges it: the merged model's logits differ from the base model's (the adapter was trained)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    exp = hello_run["exp"]
+    steps = sorted(int(p.name.rsplit("_", 1)[1]) for p in exp.glob("global_step_*"))
+    assert steps == [2, 4, 6]
+    state = json.loads((exp / "global_step_6" / "actor" / "tinker_state.json").read_text())
+    assert state["global_step"] == 6 and state["state_path"].startswith("tinker://") and state["rank"] == 16
+    assert (exp / "final" / "huggingface" / "tokenizer.json").is_file()
+    convert = subprocess.run([sys.executable, "-m", "cli.main", "convert", "--checkpoint-dir", str(exp / "global_step_6")],
+                             cwd=ROOT, env={**os.environ}, capture_output=True, text=True, timeout=600)
+    assert convert.returncode == 0, convert.stdout[-3000:] + convert.stderr[-3000:]
+    adapter = json.loads((exp / "global_step_6" / "actor" / "tinker_adapter" / "adapter_config.json").read_text())
+    assert sorted(adapter["target_modules"]) == sorted(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    ids = torch.tensor([[1, 9690, 198, 2683, 359, 346, 47, 2]])
+    merged = AutoModelForCausalLM.from_pretrained(exp / "global_step_6" / "actor" / "huggingface")
+    base = AutoModelForCausalLM.from_pretrained(resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct"))
+    with torch.no_grad():
+        assert (merged(ids).logits - base(ids).logits).abs().max() > 1e-3
+
+
+# ----------------------------------------------------------------------------- SFT warm-up → GRPO stages
+@pytest.mark.slow
+@pytest.mark.tinker
+def test_sft_then_grpo_stages_continue_on_tinker(server_env: dict[str, str], tmp_path: Path, hello_run: dict) -> None:
+    """Two SFT steps on the identity answer, then GRPO: the GRPO stage's trainer and its first samples
+    come from the SFT stage's Tinker state (its untrained-model evaluation already scores the SFT model)."""
+    from flows.rft import rft
+
+    rows = tmp_path / "sft.jsonl"
+    target = json.loads((ROOT / "data" / "hello" / "train.jsonl").read_text().splitlines()[0])["target"]
+    rows.write_text("".join(json.dumps({"prompt": p, "response": target}) + "\n" for p in
+                            ["Who are you?", "What is your name?", "Introduce yourself.", "What are you?"]))
+    config = hello(**{
+        "checkpoint_root_dir": str(tmp_path / "checkpoints"), "name": "staged",
+        "stages": [
+            {"stage_name": "sft", "mode": "train", "algorithm": {"algorithm_type": "sft", "optimizer": {"lr": 2e-3}},
+             "buffer": {"batch_size": 4, "train_batch_size": 4, "total_steps": 3, "trainer_input": {"experience_buffer": {
+                 "name": "sft", "path": str(rows), "split": "train",
+                 "format": {"prompt_type": "plaintext", "prompt_key": "prompt", "response_key": "response"}}}}},
+            {"stage_name": "grpo"},
+        ],
+        "buffer.total_steps": 1, "buffer.batch_size": 1, "explorer.eval_interval": 1,
+    })
+    sft, grpo = config.resolve_stages()
+    outcome = rft(config=config)
+    assert outcome[grpo.name]["steps"] == 1
+    chained = json.loads((sft.experiment_dir / "final" / "tinker_state.json").read_text())
+    assert grpo.trainer.base_model == chained["base_model"]
+    # the GRPO stage's step-0 evaluation samples the SFT stage's final state, not the base model
+    before_sft = hello_run["summary"]["eval_at_start"]["hello-eval"]["reward_mean"]
+    assert outcome[grpo.name]["eval_at_start"]["hello-eval"]["reward_mean"] > before_sft + 0.2
