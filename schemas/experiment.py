@@ -273,8 +273,8 @@ def _drop_foreign_settings(data: dict[str, Any], path: str, kind: Any) -> None:
 def _switch_to_tinker(data: dict[str, Any]) -> None:
     """Switching to Tinker (`--set model.tinker.enable=true`) drops what moved or shaped local weights:
     a sync_method of local tensors (memory, nccl: the CPU recipes set memory) — Tinker's weights stay on
-    its server and move as tinker:// paths — and model.lora_configs, whose rank becomes trainer.rank
-    (Tinker trains its own LoRA). Set in the same config as trainer_type tinker, those are refused or
+    its server and move as tinker:// paths —, model.lora_configs, whose rank becomes trainer.rank
+    (Tinker trains its own LoRA), and trainer.micro_batch_size (the server batches). Set in the same config as trainer_type tinker, those are refused or
     warned about instead (schemas.rules)."""
     derived = data.setdefault("derived", {})
     sync = data.get("synchronizer")
@@ -289,6 +289,9 @@ def _switch_to_tinker(data: dict[str, Any]) -> None:
             trainer["rank"] = lora["lora_rank"]
             derived["trainer.rank"] = f"{ALIAS}model.lora_configs' lora_rank (Tinker trains its own LoRA)"
         derived["model.lora_configs"] = f"{ALIAS}dropped: trainer_type 'tinker' trains its own LoRA (trainer.rank)"
+    trainer = data.get("trainer")
+    if isinstance(trainer, dict) and trainer.pop("micro_batch_size", None) is not None:
+        derived["trainer.micro_batch_size"] = f"{ALIAS}dropped: Tinker batches on its own server"
 
 
 def _prefixed(exc: ValidationError, prefix: str, stage_name: str) -> list[tuple[str, str]]:

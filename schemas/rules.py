@@ -233,8 +233,6 @@ def _tinker_and_lora(r: Resolver) -> None:
     if c.model.lora_configs is not None:
         r.warn("model.lora_configs is ignored: trainer_type is 'tinker', which trains its own LoRA "
                f"(rank trainer.rank = {c.trainer.rank})")
-    if c.explorer.rollout_model.engine_num > 1:
-        r.warn("explorer.rollout_model.engine_num is ignored: Tinker's sampler is one service")
 
 
 def _tinker_kl(r: Resolver) -> None:

@@ -144,10 +144,6 @@ NO_DPO = "dpo is not built (no preference data is read)"
 ISSUE_15 = "not built yet (issue 15: serve, OpenAI API, history, auxiliary models); leave it at its default"
 VERL_PENDING = ("the veRL adapter is not built yet (issue 12): a run stops in its check-requirements task "
                 "before anything starts")
-TINKER_TRAINER_PENDING = ("the Tinker trainer adapter is not built yet (issue 11): a run stops in its "
-                          "check-requirements task before anything starts")
-TINKER_SAMPLER_PENDING = ("the Tinker sampler is not built yet (issue 11): a run stops in its check-requirements "
-                          "task before anything starts")
 RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite buffer "
              "(buffer/experiences.db in the experiment folder)")
 NO_CRITIC = "there is no critic (algorithm ppo with GAE is not built)"
@@ -263,7 +259,13 @@ SUPPORT: dict[str, Entry] = {
     "explorer.rollout_model[vllm].enforce_eager": honoured("backends/local/vllm_engine.py"),
     "explorer.rollout_model[vllm].enable_prefix_caching": honoured("backends/local/vllm_engine.py"),
     "explorer.rollout_model[vllm].enable_chunked_prefill": honoured("backends/local/vllm_engine.py"),
-    "explorer.rollout_model[tinker]": warned(TINKER_SAMPLER_PENDING, when=lambda v, c: c.mode in ("both", "explore", "bench")),
+    "explorer.rollout_model[tinker]": honoured("backends/registry.py", note="backends/tinker: Tinker's SamplingClient"),
+    "explorer.rollout_model[tinker].model_path": refused("the rollout model always serves model.model_path"),
+    "explorer.rollout_model[tinker].engine_num": warned("Tinker's sampler is one service (no engines to count)"),
+    "explorer.rollout_model[tinker].seed": honoured("backends/tinker/policy.py", note="seeds each request's sampling seed"),
+    "explorer.rollout_model[tinker].enable_thinking": honoured("tasks/rollouts.py", note="passed to the chat template"),
+    "explorer.rollout_model[tinker].enable_history": refused(ISSUE_15),
+    "explorer.rollout_model[tinker].enable_openai_api": refused(ISSUE_15),
     # --------------------------------------------------------------------- trainer
     "trainer[*].save_interval": honoured("flows/stage.py"),
     "trainer[*].save_hf_checkpoint": honoured("flows/stage.py"),
@@ -277,7 +279,17 @@ SUPPORT: dict[str, Entry] = {
     "trainer[torch].skip_zero_advantage": honoured("backends/torch_trainer.py"),
     "trainer[torch].share_prompt": honoured("backends/torch_trainer.py"),
     "trainer[verl]": warned(VERL_PENDING, when=lambda v, c: c.mode in ("both", "train")),
-    "trainer[tinker]": warned(TINKER_TRAINER_PENDING, when=lambda v, c: c.mode in ("both", "train")),
+    "trainer[tinker]": honoured("backends/registry.py", note="backends/tinker: a LoRA trained on a Tinker server"),
+    "trainer[tinker].base_model": honoured("backends/tinker/trainer.py", "backends/tinker/policy.py"),
+    "trainer[tinker].rank": honoured("backends/tinker/trainer.py"),
+    "trainer[tinker].seed": honoured("backends/tinker/trainer.py"),
+    "trainer[tinker].train_mlp": honoured("backends/tinker/trainer.py", note="the local skyrl server always trains attn+mlp"),
+    "trainer[tinker].train_attn": honoured("backends/tinker/trainer.py"),
+    "trainer[tinker].train_unembed": honoured("backends/tinker/trainer.py"),
+    "trainer[tinker].loss_fn": honoured("backends/tinker/trainer.py", "backends/tinker/losses.py"),
+    "trainer[tinker].base_url": honoured("backends/tinker/policy.py", note="else $TINKER_BASE_URL, else the hosted service"),
+    "trainer[tinker].grad_clip": honoured("backends/tinker/trainer.py", note="AdamParams.grad_clip_norm (skyrl ignores it)"),
+    "trainer[tinker].micro_batch_size": warned("Tinker batches on its own server: micro_batch_size has no effect"),
     # --------------------------------------------------------------------- synchronizer, monitor
     "synchronizer.sync_method": honoured("backends/local/weight_sync.py"),
     "synchronizer.sync_style": honoured("tasks/schedule.py"),
@@ -312,7 +324,7 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
         "cispo": honoured("algorithms/policy_loss/cispo.py"),
         "dpo": refused(NO_DPO),
         "topr": refused("the topr loss is not built; use cispo or ppo"),
-        "importance_sampling": refused("the importance_sampling loss (on-policy distillation) is not built"),
+        "importance_sampling": honoured("algorithms/policy_loss/importance_sampling.py"),
     },
     "advantage_fn": {
         "grpo": honoured("algorithms/advantage/grpo.py"),

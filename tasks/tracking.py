@@ -376,6 +376,8 @@ def register_model(config: ExperimentConfig, run_id: str, name: str, model_dir: 
 
 def tag_remote_model(config: ExperimentConfig, run_id: str, sampler_path: str, state_path: str) -> None:
     """The final weights of a Tinker run are on the Tinker server: their paths, instead of a model version."""
+    if config.monitor.monitor_type != "mlflow":
+        return
     client = client_for(config)
     client.set_tag(run_id, "rft.final_model", sampler_path)
     client.set_tag(run_id, "rft.final_state", state_path)
