@@ -9,7 +9,8 @@ the `tinker_server` fixture of conftest.py, which enforces a key as the hosted s
 - an SFT warm-up → GRPO run in stages: the GRPO stage starts from the SFT stage's Tinker state.
 
 Shapes stay fixed (one prompt bucket, 8 samples, batches padded) so the server compiles each program
-once; expect ~80 s to start the server and a few minutes for the rest on 2 cores.
+once. Measured on 2 shared cores: ~45 s to start the server, then ~6 min (contract ~95 s, hello's two runs
+~250 s); RFT_TEST_TINKER_FULL=1 adds ~2.5 min.
 """
 
 from __future__ import annotations
