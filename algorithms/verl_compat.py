@@ -64,7 +64,8 @@ def actor_overrides(algorithm) -> dict[str, Any]:
     low, high = clip_ranges(args)
     kl_args = dict(getattr(algorithm, "kl_loss_fn_args", None) or {})
     ent_args = dict(getattr(algorithm, "entropy_loss_fn_args", None) or {})
-    kl_on = not is_off(getattr(algorithm, "kl_loss_fn", None))
+    # A zero kl_coef turns the term off (no reference model), as in algorithms.needs_reference_model.
+    kl_on = not is_off(getattr(algorithm, "kl_loss_fn", None)) and float(kl_args.get("kl_coef", 0.0)) != 0.0
     return {
         "policy_loss": {"loss_mode": VERL_POLICY_LOSS[name]},
         "clip_ratio_low": low,

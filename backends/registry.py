@@ -12,6 +12,7 @@ from typing import Any
 # trainer.trainer_type -> TrainerBackend
 TRAINERS: dict[str, str] = {
     "torch": "backends.torch_trainer:TorchTrainer",
+    "verl": "backends.verl.trainer:VerlTrainer",
     "tinker": "backends.tinker.trainer:TinkerTrainer",  # lives in the run's process (backends.tinker.policy)
 }
 # explorer.rollout_model.engine_type -> Policy (the rollout side decides where the policy lives)

@@ -21,7 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, get_
 
 import algorithms
 from backends.batch import TrainBatch, collate, micro_batches
-from backends.trainer import TrainerBackend
+from backends.trainer import TrainerBackend, TrainerDevices
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
 
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 CHECKPOINT_FORMAT = "rft-torch-v1"
 # Policy losses proportional to the advantage: a zero-advantage sample has zero loss and gradient.
 ZERO_ADVANTAGE_LOSSES = frozenset({"ppo", "gspo", "cispo"})
+# Metrics compute_loss normalises by whole-batch counts (aggregated like the loss): summed over micro-batches.
+WHOLE_BATCH_METRICS = frozenset({"entropy"})
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _SCHEDULERS = {"constant": "constant_with_warmup", "cosine": "cosine_with_min_lr"}
 # Both names mean AdamW (decoupled weight decay), as in veRL, whose "adam" is torch's AdamW too.
@@ -38,7 +40,10 @@ _OPTIMIZERS = {"adam": torch.optim.AdamW, "adamw": torch.optim.AdamW}
 
 
 class TorchTrainer(TrainerBackend):
-    def __init__(self, config: ExperimentConfig, model_dir: Path, total_steps: int) -> None:
+    def __init__(
+        self, config: ExperimentConfig, model_dir: Path, total_steps: int, devices: TrainerDevices | None = None
+    ) -> None:
+        # devices: the trainer actor already set this process's threads and GPU from the plan
         settings = config.trainer
         self.model_dir = Path(model_dir)
         if settings.num_threads:
@@ -107,8 +112,9 @@ class TorchTrainer(TrainerBackend):
             loss, metrics = self._micro_step(micro, totals)
             loss.backward()
             for key, value in metrics.items():
-                # Loss terms are already whole-batch normalised (they add up); the rest are averages.
-                share = 1.0 if key.endswith("loss") else len(chunk) / len(batch)
+                # Loss terms and the entropy are already whole-batch normalised (they add up); the rest
+                # are per-micro-batch averages.
+                share = 1.0 if key.endswith("loss") or key in WHOLE_BATCH_METRICS else len(chunk) / len(batch)
                 sums[key] = sums.get(key, 0.0) + value * share
             tokens += self._tokens_run(micro)
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -150,6 +156,9 @@ class TorchTrainer(TrainerBackend):
             raise ValueError("the torch trainer publishes weights as a folder of safetensors: give one")
         self.export_weights(folder)
         return WeightsHandle(version=version, kind="folder", location=str(folder))
+
+    def push_weights(self, transport, engine_actors, version: int) -> WeightsHandle:  # noqa: ANN001
+        return transport.push_module(engine_actors, self.model, version)
 
     def export_weights(self, model_dir: Path) -> Path:
         """Writes `model.safetensors` (LoRA merged in) atomically into an existing HF folder."""

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
+
+
+@dataclass(frozen=True)
+class TrainerDevices:
+    """The compute a trainer may use, as the policy planned it (see backends.local.policy.plan_resources)."""
+
+    gpus: int = 0  # GPUs the trainer trains on (0: CPU)
+    threads: int = 1  # CPU threads of its computation, in all
+    cpus: float = 0.0  # Ray CPUs it reserves, in all (0 while it takes turns with the engines)
 
 
 class TrainerBackend(ABC):
@@ -40,3 +52,11 @@ class TrainerBackend(ABC):
     @abstractmethod
     def global_step(self) -> int:
         """Optimizer steps taken so far (restored by load_checkpoint)."""
+
+    def push_weights(self, transport: Any, engine_actors: Sequence[Any], version: int) -> WeightsHandle:
+        """GPU: stream the current weights into running vLLM engines through `transport` (its
+        push_weights / push_module); the engines then only stamp `version`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot push weights; use synchronizer.sync_method checkpoint")
+
+    def close(self) -> None:
+        """Free what the trainer holds beyond its own process (worker processes, placement groups)."""

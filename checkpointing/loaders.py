@@ -2,8 +2,11 @@
 
 - Ours (`rft-torch-v1`): `trainable.safetensors` holds every weight (HF names), or with LoRA only the
   peft adapter on top of the base model in `base_model_dir`.
-- veRL FSDP (`model_world_size_W_rank_R.pt`): veRL's own merger (`verl.model_merger`) gathers the DTensor
-  shards; with LoRA its `save_lora_adapter` writes the adapter as a peft folder, which peft loads back.
+- veRL FSDP (`model_world_size_W_rank_R.pt`): veRL's own merger (`verl.model_merger`) reads the mesh and
+  merges, with the shards gathered in the dtype they were saved in (veRL's merger would cast them to
+  bfloat16, fsdp_model_merger.py:187,199); with LoRA its `save_lora_adapter` writes the adapter as a peft
+  folder, which peft loads back. The model is saved in the dtype its config declares (the base model's
+  when given): a float32 model stays float32, a bfloat16 one is bfloat16 as veRL's merger writes it.
 A LoRA checkpoint comes back as a `PeftModel` (adapters not merged), so its logits are the reference.
 """
 
@@ -54,8 +57,8 @@ def load_torch_checkpoint(actor: Path, config_dir: Path, base_model_dir: Path | 
 
 
 def load_verl_fsdp(actor: Path, config_dir: Path, base_model_dir: Path | None, workdir: Path, where: str) -> Unmerged:
-    """veRL's FSDPModelMerger gathers the shards (world size from fsdp_config.json, DTensor placements,
-    replicated entries) and casts them to bfloat16, as `python -m verl.model_merger merge` does."""
+    """veRL's FSDPModelMerger reads the shards' mesh (world size from fsdp_config.json, DTensor placements,
+    replicated entries); `gather_verl_shards` merges them without its bfloat16 cast."""
     from verl.model_merger.base_model_merger import ModelMergerConfig
     from verl.model_merger.fsdp_model_merger import FSDPModelMerger
 
@@ -63,6 +66,9 @@ def load_verl_fsdp(actor: Path, config_dir: Path, base_model_dir: Path | None, w
         """Stops where veRL would save: we save ourselves (shard size, LoRA merge, verification)."""
 
         merged: dict[str, torch.Tensor]
+
+        def _load_and_merge_state_dicts(self, world_size, total_shards, mesh_shape, mesh_dim_names):  # noqa: ANN001, ANN202
+            return gather_verl_shards(Path(self.config.local_dir), world_size, total_shards, mesh_dim_names)
 
         def save_hf_model_and_tokenizer(self, state_dict: dict[str, torch.Tensor]) -> None:
             self.merged = state_dict
@@ -85,9 +91,9 @@ def load_verl_fsdp(actor: Path, config_dir: Path, base_model_dir: Path | None, w
     lora_dir = merger.save_lora_adapter(state)  # writes workdir/lora_adapter, strips peft prefixes in place
 
     if state:
-        save_dtype = next(iter(state.values())).dtype
+        save_dtype = declared_dtype(base_model_dir, config_dir) or next(iter(state.values())).dtype
         model = AutoModelForCausalLM.from_config(merger.model_config, dtype=torch.float32)
-        load_complete(model, state, where)
+        load_complete(model, {k: v.float() for k, v in state.items()}, where)
     else:  # veRL's save_lora_only: the shards hold the adapter alone
         if base_model_dir is None:
             raise ValueError(f"{where}: the checkpoint holds only a LoRA adapter; pass --base-model-dir")
@@ -119,6 +125,49 @@ def load_tinker_checkpoint(actor: Path, base_model_dir: Path | None, where: str)
     base = load_base_model(base_model_dir or resolve_model_path(state["base_model"]), where)
     save_dtype = base.dtype
     return Unmerged(PeftModel.from_pretrained(base.float(), str(adapter)), save_dtype, is_lora=True)
+
+
+def gather_verl_shards(
+    actor: Path, world_size: int, total_shards: int, mesh_dim_names: tuple[str, ...]
+) -> dict[str, torch.Tensor]:
+    """The full state dict of veRL's FSDP shards, each tensor in the dtype it was saved in.
+
+    A DTensor's local shards are concatenated along its shard dimension (a replicated one taken once;
+    the replica dimension of an HSDP ("ddp", "fsdp") mesh dropped); plain tensors are replicated
+    buffers, kept once (veRL's merge_non_dtensor_shards checks they agree)."""
+    from torch.distributed.tensor import DTensor
+    from verl.model_merger.fsdp_model_merger import merge_non_dtensor_shards
+
+    shards = [
+        torch.load(actor / f"model_world_size_{world_size}_rank_{rank}.pt", map_location="cpu", weights_only=False)
+        for rank in range(total_shards)
+    ]
+    merged: dict[str, torch.Tensor] = {}
+    for key in sorted(shards[0]):
+        parts = [shard.pop(key) for shard in shards]
+        if not isinstance(parts[0], DTensor):
+            merged[key] = merge_non_dtensor_shards(key, parts)
+            continue
+        placements = tuple(parts[0].placements)
+        if mesh_dim_names[0] in ("dp", "ddp"):
+            placements = placements[1:]
+        if len(placements) != 1 or placements[0].is_partial():
+            raise NotImplementedError(f"{actor}: {key}: placements {placements} (only FSDP sharding is supported)")
+        local = [part._local_tensor for part in parts]
+        merged[key] = local[0] if placements[0].is_replicate() else torch.cat(local, dim=placements[0].dim).contiguous()
+    return merged
+
+
+def declared_dtype(*config_dirs: Path | None) -> torch.dtype | None:
+    """The dtype the first of `config_dirs` with a config.json declares (`dtype`, or the older `torch_dtype`)."""
+    for folder in config_dirs:
+        if folder is None or not (Path(folder) / "config.json").is_file():
+            continue
+        config = json.loads((Path(folder) / "config.json").read_text())
+        name = config.get("dtype") or config.get("torch_dtype")
+        dtype = getattr(torch, name, None) if isinstance(name, str) else None
+        return dtype if isinstance(dtype, torch.dtype) else None
+    return None
 
 
 def check_verl_shards(actor: Path, where: str) -> None:

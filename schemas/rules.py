@@ -60,6 +60,7 @@ def apply_rules(config: ExperimentConfig) -> None:
     if not r.errors:  # later rules need the resolved algorithm
         _model(r)
         _tinker_and_lora(r)
+        _verl(r)
         _synchronizer(r)
         _buffer(r)
         _explorer(r)
@@ -253,6 +254,42 @@ def _tinker_kl(r: Resolver) -> None:
     reason = f"trainer_type 'tinker' has no reference model: the {alg.algorithm_type!r} preset's KL term is off"
     r.derive(alg, "kl_loss_fn", "none", "algorithm.kl_loss_fn", reason)
     set_unmarked(alg, "kl_loss_fn_args", {"kl_coef": 0.0})
+
+
+# veRL's loss (verl.workers.utils.losses.ppo_loss) has these policy losses and KL estimators only.
+VERL_POLICY_LOSSES = ("ppo", "gspo", "cispo", "sft")  # sft: backends/verl/losses.py
+VERL_KL_LOSSES = ("k1", "k2", "k3", "low_var_kl", "abs", "mse", "k1+", "k3+", "low_var_kl+")
+
+
+def _verl(r: Resolver) -> None:
+    """What the veRL trainer can train: its own loss functions, FSDP2 on CPU, sequence parallel over
+    packed sequences."""
+    c = r.config
+    t = c.trainer
+    if t.trainer_type != "verl" or c.mode not in TRAINING_MODES:
+        return
+    alg = c.algorithm
+    if alg.policy_loss_fn not in VERL_POLICY_LOSSES:
+        r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} has no veRL policy loss; with trainer_type 'verl' "
+                f"use one of {', '.join(VERL_POLICY_LOSSES)} (or trainer_type 'torch')")
+    if alg.policy_loss_fn == "sft" and (alg.policy_loss_fn_args or {}).get("loss_agg_mode", "token-mean") != "token-mean":
+        r.error("algorithm.policy_loss_fn_args.loss_agg_mode",
+                "veRL's sft loss is a token mean over the batch; use token-mean or trainer_type 'torch'")
+    if (alg.policy_loss_fn_args or {}).get("enable_sequence_masking"):
+        r.error("algorithm.policy_loss_fn_args.enable_sequence_masking",
+                "veRL's ppo loss has no sequence masking; turn it off or use trainer_type 'torch'")
+    kl_args = alg.kl_loss_fn_args or {}
+    if alg.kl_loss_fn not in (None, "none") and float(kl_args.get("kl_coef", 0.0)) != 0.0:
+        if alg.kl_loss_fn not in VERL_KL_LOSSES:
+            r.error("algorithm.kl_loss_fn", f"{alg.kl_loss_fn!r} has no veRL estimator; with trainer_type 'verl' use "
+                    f"one of {', '.join(VERL_KL_LOSSES)}")
+        if kl_args.get("adaptive"):
+            r.error("algorithm.kl_loss_fn_args.adaptive", "an adaptive KL coefficient is not supported by the veRL trainer")
+    if t.ulysses_sequence_parallel_size > 1 and not t.use_remove_padding:
+        r.error("trainer.ulysses_sequence_parallel_size",
+                f"{t.ulysses_sequence_parallel_size} needs trainer.use_remove_padding: true (veRL splits packed sequences)")
+    if t.strategy == "fsdp" and c.cluster.gpu_per_node == 0:
+        r.error("trainer.strategy", "'fsdp' (FSDP1) needs GPUs; use 'fsdp2' on CPU")
 
 
 # ----------------------------------------------------------------------------- synchronizer

@@ -142,8 +142,6 @@ NO_TOOLS = "no workflow calls tools; math_workflow renders the prompt_key column
 NO_REPLY_PREFIX = "no workflow forces the start of the reply"
 NO_DPO = "dpo is not built (no preference data is read)"
 ISSUE_15 = "not built yet (issue 15: serve, OpenAI API, history, auxiliary models); leave it at its default"
-VERL_PENDING = ("the veRL adapter is not built yet (issue 12): a run stops in its check-requirements task "
-                "before anything starts")
 RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite buffer "
              "(buffer/experiences.db in the experiment folder)")
 NO_CRITIC = "there is no critic (algorithm ppo with GAE is not built)"
@@ -278,7 +276,25 @@ SUPPORT: dict[str, Entry] = {
     "trainer[torch].num_threads": honoured("backends/torch_trainer.py"),
     "trainer[torch].skip_zero_advantage": honoured("backends/torch_trainer.py"),
     "trainer[torch].share_prompt": honoured("backends/torch_trainer.py"),
-    "trainer[verl]": warned(VERL_PENDING, when=lambda v, c: c.mode in ("both", "train")),
+    "trainer[verl]": honoured("backends/registry.py"),
+    "trainer[verl].grad_clip": honoured("backends/verl/config.py"),
+    "trainer[verl].micro_batch_size": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
+    "trainer[verl].use_dynamic_bsz": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
+    "trainer[verl].max_token_len_per_gpu": honoured("backends/verl/config.py"),
+    "trainer[verl].ulysses_sequence_parallel_size": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
+    "trainer[verl].strategy": honoured("backends/verl/config.py", passthrough=True),
+    "trainer[verl].cpu_workers": honoured("backends/verl/trainer.py"),
+    "trainer[verl].model_dtype": honoured("backends/verl/config.py"),
+    "trainer[verl].param_dtype": honoured("backends/verl/config.py"),
+    "trainer[verl].gradient_checkpointing": honoured("backends/verl/config.py"),
+    "trainer[verl].use_remove_padding": honoured("backends/verl/config.py"),
+    "trainer[verl].attn_implementation": honoured("backends/verl/config.py", passthrough=True),
+    "trainer[verl].use_torch_compile": honoured("backends/verl/config.py"),
+    "trainer[verl].fsdp_size": honoured("backends/verl/config.py"),
+    "trainer[verl].param_offload": honoured("backends/verl/config.py"),
+    "trainer[verl].optimizer_offload": honoured("backends/verl/config.py"),
+    "trainer[verl].seed": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
+    "trainer[verl].trainer_config": honoured("backends/verl/config.py", note="veRL's own tree, merged last"),
     "trainer[tinker]": honoured("backends/registry.py", note="backends/tinker: a LoRA trained on a Tinker server"),
     "trainer[tinker].base_model": honoured("backends/tinker/trainer.py", "backends/tinker/policy.py"),
     "trainer[tinker].rank": honoured("backends/tinker/trainer.py"),

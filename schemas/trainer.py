@@ -62,7 +62,41 @@ class VerlTrainerConfig(TrainerBase):
     max_token_len_per_gpu: int | None = Field(
         None, ge=1, description="Token budget per micro-batch with use_dynamic_bsz; None: 2 × model.max_model_len."
     )
-    ulysses_sequence_parallel_size: int = Field(1, ge=1, description="Sequence-parallel degree.")
+    ulysses_sequence_parallel_size: int = Field(
+        1, ge=1, description="Sequence-parallel degree (needs use_remove_padding; heads must divide by it)."
+    )
+    strategy: Literal["fsdp2", "fsdp"] = Field(
+        "fsdp2", description="veRL's FSDP version: fsdp2 (fully_shard, CPU and GPU) or fsdp (FSDP1, GPUs only)."
+    )
+    cpu_workers: int = Field(
+        1, ge=1, description="Training processes on a cluster without GPUs (FSDP over gloo); on GPUs there is one "
+        "per trainer GPU (the cluster's GPUs minus the rollout engines')."
+    )
+    model_dtype: Literal["float32", "bfloat16"] = Field(
+        "float32", description="Dtype the weights are loaded, kept and optimised in (veRL's fsdp_config.model_dtype)."
+    )
+    param_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Compute dtype of forward and backward (FSDP mixed precision); auto: bfloat16 on GPUs "
+        "(veRL's default), float32 on CPU."
+    )
+    gradient_checkpointing: bool = Field(True, description="Recompute activations in backward to save memory.")
+    use_remove_padding: bool = Field(
+        True, description="Pack the batch's sequences into one row without padding (varlen attention)."
+    )
+    attn_implementation: Literal["auto", "sdpa", "flash_attention_2", "eager"] = Field(
+        "auto", description="Attention kernel of the trained model; auto: flash_attention_2 on GPUs where the "
+        "flash_attn package is installed, else sdpa."
+    )
+    use_torch_compile: bool | None = Field(
+        None, description="torch.compile veRL's entropy-from-logits; None: on GPUs, off on CPU (compiling costs more "
+        "than it saves there)."
+    )
+    fsdp_size: int = Field(
+        -1, description="Ranks one copy of the model is sharded over (-1: all; fewer makes HSDP replicas)."
+    )
+    param_offload: bool = Field(False, description="Keep parameters in CPU memory between forward/backward passes.")
+    optimizer_offload: bool = Field(False, description="Keep the optimizer state in CPU memory between steps.")
+    seed: int = Field(42, description="Seed of the workers' torch RNG before the model is built (LoRA initialisation).")
     trainer_config: dict[str, Any] = Field(
         default_factory=dict,
         description="veRL's own config tree, merged last over what the other settings map to "

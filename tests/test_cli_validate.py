@@ -147,11 +147,11 @@ def test_import_trinity_lists_every_key_mapped_onto_a_refused_or_warned_setting(
     refused = [line.split(": ")[2] for line in lines if line.startswith("error:")]
     warned = [line.split(": ")[2] for line in lines if line.startswith("warning:")]
     assert "explorer.rollout_model.enable_openai_api" in refused and "buffer.trainer_input.sft_warmup_steps" in refused
-    assert "model.logprobs" in warned and "trainer.trainer_type" in warned and len(refused) == 8 and len(warned) == 6
+    assert "model.logprobs" in warned and len(refused) == 8 and len(warned) == 5
     out = tmp_path / "opmd.py"
     result = runner.invoke(app, ["import-trinity", path, "--allow-unsupported", "--output", str(out)])
     assert result.exit_code == 0, result.output
-    assert result.output.count("warning:") == 8 + 6  # the refused keys (left out) and the warned ones (kept)
+    assert result.output.count("warning:") == 8 + 5  # the refused keys (left out) and the warned ones (kept)
     assert runner.invoke(app, ["validate", str(out)]).exit_code == 0
 
 

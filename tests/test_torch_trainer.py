@@ -129,3 +129,18 @@ def test_micro_batches_keep_a_prompt_s_samples_together() -> None:
     chunks = micro_batches(mixed[::-1], 4)
     assert [len(c) for c in chunks] == [4, 4]
     assert sum(collate(c, 0).shared_prompt is not None for c in chunks) == 1  # the group; the others differ
+
+
+def test_entropy_metric_is_the_batch_entropy_whatever_the_micro_batches(model_dir: Path) -> None:
+    """compute_loss normalises the entropy by the whole batch's tokens: micro-batches add up to it (it was
+    divided by their number)."""
+    data = batch([1.0, -1.0, 0.5, -0.5])
+    whole = TorchTrainer(make_config(**{"trainer.micro_batch_size": 4}), model_dir, total_steps=4)
+    micro = collate(data, whole.pad_token_id)
+    with torch.no_grad():
+        _, entropy = whole._response_logprobs(whole.model, micro, with_entropy=False)
+    expected = (entropy * micro.response_mask).sum() / micro.response_mask.sum()
+    one = whole.train_step(data)["entropy"]
+    four = TorchTrainer(make_config(**{"trainer.micro_batch_size": 1}), model_dir, total_steps=4).train_step(data)["entropy"]
+    assert one == pytest.approx(expected.item(), rel=1e-5)
+    assert four == pytest.approx(one, rel=1e-5)

@@ -283,7 +283,6 @@ def test_keys_mapped_onto_warned_fields_are_kept_and_listed_in_warnings():
         "algorithm.optimizer.min_lr_ratio", "model.logprobs",
         "buffer.explorer_input.eval_tasksets.0.task_selector.selector_type",
         "buffer.trainer_input.experience_buffer.path", "buffer.trainer_input.experience_buffer.capacity",
-        "trainer.trainer_type",
     ]
     assert config.algorithm.optimizer.min_lr_ratio == 0.1 and config.model.logprobs == 5  # kept as given
 

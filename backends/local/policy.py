@@ -32,9 +32,25 @@ class ResourcePlan:
 
     engine_gpus: int  # per engine (tensor_parallel_size), 0 on CPU
     engine_threads: int  # OMP threads of each CPU engine
-    trainer_gpus: int
+    trainer_gpus: int  # GPUs the trainer trains on: torch 1; veRL the cluster's GPUs minus the engines'
     trainer_cpus: float  # Ray CPUs the trainer reserves: 0 while it takes turns with the engines
-    trainer_threads: int
+    trainer_threads: int  # CPU threads of the trainer's computation, in all
+    trainer_in_workers: bool = False  # veRL: the trainer actor only drives worker processes that hold the devices
+
+    @property
+    def trainer_actor_gpus(self) -> int:
+        """What the trainer actor itself asks Ray for (none when its workers hold the devices)."""
+        return 0 if self.trainer_in_workers else self.trainer_gpus
+
+    @property
+    def trainer_actor_cpus(self) -> float:
+        return 0.0 if self.trainer_in_workers else self.trainer_cpus
+
+
+def rollout_gpus(config) -> int:  # noqa: ANN001
+    """GPUs the vLLM engines take (engine_num × tensor_parallel_size)."""
+    rollout = config.explorer.rollout_model
+    return rollout.engine_num * rollout.tensor_parallel_size
 
 
 def plan_resources(config, cluster: dict[str, float], cores: int | None = None) -> ResourcePlan:  # noqa: ANN001
@@ -49,12 +65,20 @@ def plan_resources(config, cluster: dict[str, float], cores: int | None = None) 
     else:
         trainer_threads = cores
         engine_threads = max(cores // rollout.engine_num, 1)
+    in_workers = config.trainer.trainer_type == "verl"
+    if not gpus:
+        trainer_gpus = 0
+    elif in_workers:  # trainer devices = total - rollout devices
+        trainer_gpus = gpus - (rollout_gpus(config) if config.mode != "train" else 0)
+    else:
+        trainer_gpus = 1
     return ResourcePlan(
         engine_gpus=rollout.tensor_parallel_size if gpus else 0,
         engine_threads=engine_threads,
-        trainer_gpus=1 if gpus else 0,
+        trainer_gpus=trainer_gpus,
         trainer_cpus=1.0 if overlap and not gpus else 0.0,
         trainer_threads=trainer_threads,
+        trainer_in_workers=in_workers,
     )
 
 
@@ -77,16 +101,12 @@ class LocalPolicy(Policy):
     def check_requirements(self) -> list[str]:
         config = self.config
         gpus = ray_cluster.cluster_gpus()
-        reasons = []
-        if (config.cluster.gpu_per_node or 0) > 0:
-            reasons.append(f"cluster.gpu_per_node={config.cluster.gpu_per_node}")
-        if config.trainer.trainer_type == "verl":
-            reasons.append("trainer.trainer_type='verl' (FSDP on GPUs)")
-        if reasons and gpus == 0:
+        wanted = (config.cluster.gpu_per_node or 0) * (config.cluster.node_num or 1)
+        if wanted > 0 and gpus == 0:
             raise RuntimeError(
-                f"{config.project}/{config.name} needs GPUs ({', '.join(reasons)}), but the Ray cluster "
-                f"({config.cluster.ray_address}) has none. Run it from a worker of the rft-gpu work pool on a GPU "
-                "machine, or run the CPU recipe `gsm8k`."
+                f"{config.project}/{config.name} needs GPUs (cluster.gpu_per_node={config.cluster.gpu_per_node}, "
+                f"{wanted} in all), but the Ray cluster ({config.cluster.ray_address}) has none. Run it from a worker "
+                "of the rft-gpu work pool on a GPU machine, or run the CPU recipe `gsm8k`."
             )
         nodes = ray_cluster.alive_nodes()
         if config.cluster.node_num is not None and nodes < config.cluster.node_num:
@@ -99,6 +119,12 @@ class LocalPolicy(Policy):
 
         registry.trainer_class(config.trainer.trainer_type)  # an unbuilt trainer fails here too
         plan = self.plan()
+        if gpus and plan.trainer_gpus < 1:
+            raise RuntimeError(
+                f"{config.project}/{config.name}: the rollout engines take {rollout_gpus(config)} of the cluster's {gpus} "
+                "GPU(s) and leave none for the veRL trainer; lower explorer.rollout_model.engine_num or "
+                "tensor_parallel_size, or add GPUs"
+            )
         return [
             f"{len(self.engine_names)} vLLM engine(s), {plan.engine_gpus} GPU(s) and {plan.engine_threads} CPU "
             f"thread(s) each; trainer {config.trainer.trainer_type} with {plan.trainer_gpus} GPU(s), "
@@ -116,10 +142,7 @@ class LocalPolicy(Policy):
 
     def start_trainer(self, model_dir: str, total_steps: int) -> str:
         plan = self.plan()
-        trainer_actor.start_trainer_actor(
-            self.trainer_name, self.config.model_dump_json(), model_dir, total_steps,
-            threads=plan.trainer_threads, cpus=plan.trainer_cpus, gpus=plan.trainer_gpus,
-        )
+        trainer_actor.start_trainer_actor(self.trainer_name, self.config.model_dump_json(), model_dir, total_steps, plan)
         return self.trainer_name
 
     # -- use -----------------------------------------------------------------------------------
@@ -179,7 +202,10 @@ class LocalPolicy(Policy):
 
     def _transport(self) -> WeightTransport:
         rollout = self.config.explorer.rollout_model
-        return make_transport(self.config.synchronizer.sync_method, ray_cluster.cluster_gpus() > 0, rollout.tensor_parallel_size)
+        return make_transport(
+            self.config.synchronizer.sync_method, ray_cluster.cluster_gpus() > 0, rollout.tensor_parallel_size,
+            timeout_s=self.config.synchronizer.sync_timeout,
+        )
 
     def _load_into(self, engines: list[EngineClient], weights: WeightsHandle) -> None:
         transport = self._transport()

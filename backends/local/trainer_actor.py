@@ -15,7 +15,7 @@ import ray
 
 from backends import registry
 from backends.local import ray_cluster
-from backends.trainer import TrainerBackend
+from backends.trainer import TrainerBackend, TrainerDevices
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
 
@@ -23,17 +23,17 @@ from buffer.experience import Experience
 class TrainerActor:
     """Instantiated by Ray (see `start_trainer_actor`)."""
 
-    def __init__(self, config_json: str, model_dir: str, total_steps: int, num_threads: int) -> None:
+    def __init__(self, config_json: str, model_dir: str, total_steps: int, devices: TrainerDevices) -> None:
         import torch
 
         from schemas import ExperimentConfig
 
         # Ray pins actors to OMP_NUM_THREADS=1; the policy decides how many threads training gets.
-        os.environ["OMP_NUM_THREADS"] = str(num_threads)
-        torch.set_num_threads(num_threads)
+        os.environ["OMP_NUM_THREADS"] = str(devices.threads)
+        torch.set_num_threads(devices.threads)
         config = ExperimentConfig.model_validate_json(config_json)
         self.backend: TrainerBackend = registry.trainer_class(config.trainer.trainer_type)(
-            config, Path(model_dir), total_steps
+            config, Path(model_dir), total_steps, devices
         )
 
     def train_step(self, batch: list[Experience]) -> dict[str, float]:
@@ -46,11 +46,11 @@ class TrainerActor:
         return self.backend.publish_weights(version, Path(folder) if folder else None)
 
     def push_weights(self, transport: Any, engine_actors: Sequence[Any], version: int) -> WeightsHandle:
-        """GPU: stream the module's tensors into the engines (transport.push_module) from this process."""
-        module = getattr(self.backend, "model", None)
-        if module is None:
-            raise NotImplementedError(f"{type(self.backend).__name__} has no module to push; use sync_method checkpoint")
-        return transport.push_module(engine_actors, module, version)
+        """GPU: stream the weights into the engines (from this process, or from the backend's workers)."""
+        return self.backend.push_weights(transport, engine_actors, version)
+
+    def close(self) -> None:
+        self.backend.close()
 
     def save_checkpoint(self, path: str) -> None:
         self.backend.save_checkpoint(Path(path))
@@ -100,10 +100,11 @@ class TrainerClient(TrainerBackend):
         return ray.get(self.actor.ping.remote(), timeout=timeout_s)
 
 
-def start_trainer_actor(
-    name: str, config_json: str, model_dir: str, total_steps: int, *, threads: int, cpus: float, gpus: int
-) -> None:
-    """Start (or find, on a retried run) the trainer actor and wait until its model is loaded."""
+def start_trainer_actor(name: str, config_json: str, model_dir: str, total_steps: int, plan: Any) -> None:
+    """Start (or find, on a retried run) the trainer actor and wait until its model is loaded.
+
+    `plan` (backends.local.policy.ResourcePlan): the trainer actor asks Ray for the devices itself, or
+    (veRL) for none, its worker processes holding them."""
     try:
         ray_cluster.get_actor(name)
         return
@@ -113,14 +114,24 @@ def start_trainer_actor(
         name=name,
         namespace=ray_cluster.NAMESPACE,
         lifetime="detached",
-        num_cpus=cpus,
-        num_gpus=gpus,
-    ).remote(config_json, model_dir, total_steps, threads)
+        num_cpus=plan.trainer_actor_cpus,
+        num_gpus=plan.trainer_actor_gpus,
+    ).remote(
+        config_json, model_dir, total_steps,
+        TrainerDevices(gpus=plan.trainer_gpus, threads=plan.trainer_threads, cpus=plan.trainer_cpus),
+    )
     TrainerClient(name).ping()  # surface a failed start here, not at the first step
 
 
-def stop_trainer_actor(name: str) -> None:
+def stop_trainer_actor(name: str, close_timeout_s: float = 60.0) -> None:
+    """Let the trainer free what it started beyond its process (veRL's workers and their placement
+    group), then kill it."""
     try:
-        ray.kill(ray_cluster.get_actor(name))
+        actor = ray_cluster.get_actor(name)
     except LookupError:
+        return
+    try:
+        ray.get(actor.close.remote(), timeout=close_timeout_s)
+    except Exception:  # noqa: BLE001  a dead or stuck trainer is killed all the same
         pass
+    ray.kill(actor)

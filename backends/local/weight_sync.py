@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from backends.rollout import RolloutEngine
 from backends.weights import WeightsHandle
@@ -104,13 +105,119 @@ def reload_from_serve_dir(llm: LLM) -> None:
 _TRAINER_ENGINES: dict[tuple[Any, ...], tuple[Any, Any]] = {}
 
 
+class NamedWeights(Protocol):
+    """A trainer's weights as HF-named full tensors (e.g. backends.verl.weights.EngineWeights)."""
+
+    def metadata(self) -> list[tuple[str, torch.dtype, tuple[int, ...]]]: ...
+
+    def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]: ...
+
+
+def _weight_source(weights: NamedWeights) -> Any:
+    """`weights` as a vLLM WeightSource (metadata without gathering, then the tensors in the same order)."""
+    from vllm.distributed.weight_transfer import ParamMeta, WeightSource
+
+    class Source(WeightSource):
+        def metadata(self) -> list[ParamMeta]:
+            return [ParamMeta(name, dtype, tuple(shape)) for name, dtype, shape in weights.metadata()]
+
+        def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:
+            return iter(weights)
+
+    return Source()
+
+
+def _actor_id(actor: Any) -> str:
+    """A Ray actor's id: stable across deserialised copies of its handle (unlike id())."""
+    actor_id = getattr(actor, "_actor_id", None)
+    return actor_id.hex() if actor_id is not None else str(id(actor))
+
+
+def _bounded(fn: Callable[[], Any], timeout_s: float | None, what: str) -> Any:
+    """fn() in a daemon thread, waited for at most `timeout_s`: a transfer blocked on a peer that is
+    gone (an NCCL call never returns) becomes a TimeoutError instead of a hang."""
+    if timeout_s is None:
+        return fn()
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = fn()
+        except BaseException as err:  # noqa: BLE001  re-raised in the caller
+            result["error"] = err
+
+    thread = threading.Thread(target=run, name="rft-weight-push", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TimeoutError(
+            f"{what} did not finish within synchronizer.sync_timeout ({timeout_s:.0f} s): a rollout engine or the "
+            "weight-transfer group is gone; the engines are revived and weights sent again on the task's retry"
+        )
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
+
+
+def _check_engines_alive(actors: Sequence[Any], timeout_s: float | None) -> None:
+    """Every engine actor answers, or an error names the ones that do not (before any rendezvous)."""
+    import ray
+
+    dead = []
+    for actor in actors:
+        try:
+            ray.get(actor.model_version.remote(), timeout=min(timeout_s or 60.0, 60.0))
+        except Exception as err:  # noqa: BLE001  RayActorError, GetTimeoutError, ...
+            dead.append(f"{_actor_id(actor)[:12]} ({type(err).__name__})")
+    if dead:
+        raise RuntimeError(f"cannot push weights: rollout engine(s) {', '.join(dead)} do not answer")
+
+
+class TimedEngineClient:
+    """vLLM's RayVLLMWeightSyncClient with every call bounded by `timeout_s` and a clear error when an
+    engine actor is gone (that client waits forever)."""
+
+    def __init__(self, actors: Sequence[Any], timeout_s: float | None) -> None:
+        self.handles = list(actors)
+        self.timeout_s = timeout_s
+
+    def _all(self, method: str, *args: Any) -> None:
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        try:
+            ray.get([getattr(h, method).remote(*args) for h in self.handles], timeout=self.timeout_s)
+        except GetTimeoutError as err:
+            raise TimeoutError(f"rollout engines did not answer {method} within synchronizer.sync_timeout "
+                               f"({self.timeout_s} s)") from err
+        except RayActorError as err:
+            raise RuntimeError(f"a rollout engine died during {method}: {err}") from err
+
+    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
+        from vllm.distributed.weight_transfer.base import WeightTransferInitRequest
+
+        self._all("init_weight_transfer_engine", WeightTransferInitRequest(init_info=init_info))
+
+    def start_weight_update(self) -> None:
+        self._all("start_weight_update")
+
+    def update_weights(self, update_info: Any) -> None:
+        from vllm.distributed.weight_transfer.base import WeightTransferUpdateRequest
+
+        self._all("update_weights", WeightTransferUpdateRequest(update_info=update_info))
+
+    def finish_weight_update(self, weight_version: str | None = None) -> None:
+        self._all("finish_weight_update")
+
+
 class WeightTransport(ABC):
     """One way of moving trainer weights into running rollout engines."""
 
     sync_method: ClassVar[str]
 
-    def __init__(self, use_gpu: bool) -> None:
+    def __init__(self, use_gpu: bool, timeout_s: float | None = None) -> None:
         self.use_gpu = use_gpu
+        self.timeout_s = timeout_s  # synchronizer.sync_timeout: longest a push may take (None: no bound)
 
     def llm_kwargs(self) -> dict[str, Any]:
         """Extra `vllm.LLM(...)` arguments the engine side needs (e.g. a weight-transfer backend)."""
@@ -175,38 +282,53 @@ class MemoryTransport(WeightTransport):
         reload_from_serve_dir(llm)
 
     def push_module(self, engine_actors: Sequence[Any], module: torch.nn.Module, version: int) -> WeightsHandle:
-        """GPU, inside the trainer's process: stream `module`'s parameters into the running vLLM workers.
+        """GPU, inside the trainer's process: stream `module`'s parameters into the running vLLM workers."""
+        from vllm.distributed.weight_transfer import ModuleSource
 
-        Uses vLLM's weight-transfer API: the engine actors expose init_weight_transfer_engine /
-        start_weight_update / update_weights / finish_weight_update, which vLLM's
-        RayVLLMWeightSyncClient drives; the trainer-side engine sends the tensors. The engines then
-        load the returned handle, which only stamps the version.
-        """
+        return self._push(engine_actors, ModuleSource(module), version, rank=0)
+
+    def push_weights(self, engine_actors: Sequence[Any], weights: NamedWeights, version: int, rank: int = 0) -> WeightsHandle:
+        """GPU, on every rank of a sharded trainer: stream `weights` (HF-named full tensors; iterating them
+        gathers, so every rank iterates) into the running vLLM workers; rank 0 sends."""
+        return self._push(engine_actors, _weight_source(weights), version, rank=rank)
+
+    def _push(self, engine_actors: Sequence[Any], source: Any, version: int, rank: int) -> WeightsHandle:
+        """vLLM's weight-transfer API: the engine actors expose init_weight_transfer_engine /
+        start_weight_update / update_weights / finish_weight_update, which the trainer-side engine drives
+        through a client; the engines then load the returned handle, which only stamps the version.
+
+        Every call to the engines and the whole transfer are bounded by `timeout_s`
+        (synchronizer.sync_timeout): a dead engine or a broken transfer group is an error naming it,
+        never a hang, and the next push makes a new rendezvous."""
         if not self.use_gpu:
-            raise RuntimeError("push_module needs GPUs; on CPU publish a folder of safetensors")
-        from vllm.distributed.weight_transfer import (
-            ModuleSource,
-            RayVLLMWeightSyncClient,
-            WeightTransferTrainerFactory,
-        )
+            raise RuntimeError("pushing weights needs GPUs; on CPU publish a folder of safetensors")
+        from vllm.distributed.weight_transfer import WeightTransferTrainerFactory
 
-        key = (self.gpu_backend, tuple(id(a) for a in engine_actors), id(module))
-        if key not in _TRAINER_ENGINES:  # the rendezvous (an NCCL group) is made once, then reused
-            client = RayVLLMWeightSyncClient(list(engine_actors))
-            _TRAINER_ENGINES[key] = (
-                client,
-                WeightTransferTrainerFactory.trainer_init(
-                    self._trainer_init_info(len(engine_actors)), client=client, source=ModuleSource(module)
-                ),
-            )
-        _, trainer_engine = _TRAINER_ENGINES[key]
-        trainer_engine.send_weights()  # start_weight_update, the tensors, finish_weight_update
+        actors = list(engine_actors)
+        key = (self.gpu_backend, tuple(_actor_id(a) for a in actors), rank)
+        if rank == 0:
+            _check_engines_alive(actors, self.timeout_s)
+        try:
+            if key not in _TRAINER_ENGINES:  # the rendezvous (an NCCL group) is made once, then reused
+                client = TimedEngineClient(actors, self.timeout_s)
+                info = self._trainer_init_info(len(actors), rank)
+                _TRAINER_ENGINES[key] = (client, _bounded(
+                    lambda: WeightTransferTrainerFactory.trainer_init(info, client=client, source=source),
+                    self.timeout_s, f"the {self.gpu_backend} weight-transfer rendezvous with {len(actors)} engine(s)",
+                ))
+            _, trainer_engine = _TRAINER_ENGINES[key]
+            trainer_engine.source = source  # this push's weights
+            # start_weight_update, the tensors, finish_weight_update
+            _bounded(trainer_engine.send_weights, self.timeout_s, f"pushing weights version {version}")
+        except BaseException:
+            _TRAINER_ENGINES.pop(key, None)  # a failed group is not reused
+            raise
         return WeightsHandle(version=version, kind="pushed", location=self.sync_method)
 
-    def _trainer_init_info(self, num_engines: int) -> Any:
+    def _trainer_init_info(self, num_engines: int, rank: int = 0) -> Any:
         from vllm.distributed.weight_transfer.ipc_engine import IPCTrainerInitInfo
 
-        return IPCTrainerInitInfo(rank=0)
+        return IPCTrainerInitInfo(rank=rank)
 
 
 class NcclTransport(MemoryTransport):
@@ -215,37 +337,39 @@ class NcclTransport(MemoryTransport):
     sync_method = "nccl"
     gpu_backend = "nccl"
 
-    def __init__(self, use_gpu: bool, tensor_parallel_size: int = 1) -> None:
+    def __init__(self, use_gpu: bool, tensor_parallel_size: int = 1, timeout_s: float | None = None) -> None:
         if not use_gpu:
             raise ValueError(
                 "synchronizer.sync_method='nccl' needs GPUs, and this Ray cluster has none; "
                 "use 'memory' or 'checkpoint' on CPU"
             )
-        super().__init__(use_gpu)
+        super().__init__(use_gpu, timeout_s)
         self.tensor_parallel_size = tensor_parallel_size
 
-    def _trainer_init_info(self, num_engines: int) -> Any:
+    def _trainer_init_info(self, num_engines: int, rank: int = 0) -> Any:
         from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
         from vllm.utils.network_utils import get_ip, get_open_port
 
-        # one trainer sender + every worker of every engine
+        # one trainer sender + every worker of every engine (other trainer ranks only gather)
         return NCCLTrainerInitInfo(
-            rank=0,
+            rank=rank,
             master_address=get_ip(),
             master_port=get_open_port(),
             world_size=1 + num_engines * self.tensor_parallel_size,
         )
 
 
-def make_transport(sync_method: str, use_gpu: bool, tensor_parallel_size: int = 1) -> WeightTransport:
+def make_transport(
+    sync_method: str, use_gpu: bool, tensor_parallel_size: int = 1, timeout_s: float | None = None
+) -> WeightTransport:
     """The transport for `synchronizer.sync_method` ("online"/"offline" are Trinity aliases)."""
     method = SYNC_METHOD_ALIASES.get(sync_method, sync_method)
     if method == "checkpoint":
-        return CheckpointTransport(use_gpu)
+        return CheckpointTransport(use_gpu, timeout_s)
     if method == "memory":
-        return MemoryTransport(use_gpu)
+        return MemoryTransport(use_gpu, timeout_s)
     if method == "nccl":
-        return NcclTransport(use_gpu, tensor_parallel_size)
+        return NcclTransport(use_gpu, tensor_parallel_size, timeout_s)
     raise ValueError(
         f"synchronizer.sync_method={sync_method!r} is not one of 'nccl', 'memory', 'checkpoint' "
         "(or the aliases 'online', 'offline')"

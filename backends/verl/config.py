@@ -1,0 +1,264 @@
+"""Our experiment config → veRL 0.9.1's config tree, and the tree → the workers' engine configs.
+
+`verl_tree` is the one mapping: veRL's own full default tree (`_generated_ppo_trainer.yaml`, so its
+interpolations resolve) with every setting of ours written onto it, and `trainer.trainer_config`
+(Trinity's raw veRL tree) merged last. Only `actor_rollout_ref` is read: the actor, the reference
+model and the log-prob micro-batch sizes of `rollout` (our rollout is vLLM on our side).
+`worker_configs` turns that subtree into the `TrainingWorkerConfig`s the engine workers take, as
+veRL's ActorRolloutRefWorker.init_model does (verl/workers/engine_workers.py:538-647) without its
+rollout and checkpoint engine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from algorithms.registry import is_off
+from algorithms.verl_compat import actor_overrides
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from schemas import ExperimentConfig
+
+_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+# What a checkpoint holds: never "hf_model" — it would write huggingface/model.safetensors (for LoRA a
+# peft-named unmerged state dict), which our convert flow takes for an already converted step.
+SAVE_CONTENTS = ["model", "optimizer", "extra"]
+
+
+def rollout_temperature(config: ExperimentConfig) -> float:
+    """The temperature the experiences were sampled at: the trainer scores tokens under it."""
+    taskset = config.buffer.explorer_input.taskset
+    temperature = taskset.rollout_args.temperature if taskset is not None else 1.0
+    return temperature if temperature and temperature > 0 else 1.0
+
+
+def max_token_len(config: ExperimentConfig) -> int:
+    """Token budget per micro-batch with use_dynamic_bsz (trainer.max_token_len_per_gpu, else 2 × the
+    context length, so any single experience fits)."""
+    return config.trainer.max_token_len_per_gpu or 2 * int(config.model.max_model_len)
+
+
+def attn_implementation(setting: str, use_gpu: bool) -> str:
+    """auto: flash_attention_2 on GPUs when the flash_attn package is there (veRL's default), else sdpa."""
+    if setting != "auto":
+        return setting
+    return "flash_attention_2" if use_gpu and importlib.util.find_spec("flash_attn") is not None else "sdpa"
+
+
+def special_token_ids(model_dir: Path | str) -> dict[str, int]:
+    """The model's own bos/eos/pad token ids. veRL overwrites the model config's with the tokenizer's
+    (HFModelConfig.__post_init__, verl/workers/config/model.py:204-220): the pad id decides which
+    embedding row gets no gradient (padding_idx) and the config is saved with every checkpoint."""
+    path = Path(model_dir) / "config.json"
+    config = json.loads(path.read_text()) if path.is_file() else {}
+    return {key: config[key] for key in ("bos_token_id", "eos_token_id", "pad_token_id") if config.get(key) is not None}
+
+
+def verl_overrides(config: ExperimentConfig, model_dir: Path | str, total_steps: int, use_gpu: bool) -> dict[str, Any]:
+    """The `actor_rollout_ref` settings our config maps to (before `trainer.trainer_config`)."""
+    trainer = config.trainer
+    if trainer.trainer_type != "verl":
+        raise ValueError(f"trainer.trainer_type is {trainer.trainer_type!r}, not 'verl'")
+    algorithm = config.algorithm
+    opt = algorithm.optimizer
+    param_dtype = trainer.param_dtype if trainer.param_dtype != "auto" else ("bfloat16" if use_gpu else "float32")
+    compile_ = trainer.use_torch_compile if trainer.use_torch_compile is not None else use_gpu
+    fsdp = {
+        "strategy": trainer.strategy,
+        "model_dtype": _DTYPES[trainer.model_dtype],
+        "mixed_precision": {"param_dtype": _DTYPES[param_dtype], "reduce_dtype": "fp32", "buffer_dtype": "fp32"},
+        "fsdp_size": trainer.fsdp_size,
+        "param_offload": trainer.param_offload,
+        "optimizer_offload": trainer.optimizer_offload,
+        "ulysses_sequence_parallel_size": trainer.ulysses_sequence_parallel_size,
+        "use_torch_compile": compile_,
+        "seed": trainer.seed,
+    }
+    micro = trainer.micro_batch_size
+    tokens = max_token_len(config)
+    log_prob_sizes = {
+        "log_prob_micro_batch_size_per_gpu": micro,
+        "log_prob_use_dynamic_bsz": trainer.use_dynamic_bsz,
+        "log_prob_max_token_len_per_gpu": tokens,
+    }
+    lora = (config.model.lora_configs or [None])[0]
+    model: dict[str, Any] = {
+        "path": str(model_dir),
+        "custom_chat_template": config.model.custom_chat_template,
+        "use_remove_padding": trainer.use_remove_padding,
+        "enable_gradient_checkpointing": trainer.gradient_checkpointing,
+        "override_config": {
+            "attn_implementation": attn_implementation(trainer.attn_implementation, use_gpu),
+            **special_token_ids(model_dir),
+        },
+        "lora_rank": lora.lora_rank if lora else 0,
+        # merged weights out of get_per_tensor_param (veRL's own sync path) when it is used
+        "lora": {"merge": True},
+    }
+    if lora:
+        model.update(lora_alpha=lora.lora_alpha, target_modules=lora.target_modules, lora_adapter_path=lora.path)
+    loss = _sft_overrides(algorithm) if is_sft(config) else actor_overrides(algorithm)
+    return {
+        "actor_rollout_ref": {
+            "model": model,
+            "actor": {
+                **loss,
+                "clip_ratio": loss["clip_ratio_low"],
+                "loss_scale_factor": _loss_scale_factor(algorithm),
+                "strategy": trainer.strategy,
+                "ppo_mini_batch_size": int(config.buffer.train_batch_size or 1),  # one optimizer step per train step
+                "ppo_micro_batch_size_per_gpu": micro,
+                "use_dynamic_bsz": trainer.use_dynamic_bsz,
+                "ppo_max_token_len_per_gpu": tokens,
+                "ppo_epochs": 1,
+                "shuffle": False,
+                "ulysses_sequence_parallel_size": trainer.ulysses_sequence_parallel_size,
+                "use_torch_compile": compile_,
+                "grad_clip": trainer.grad_clip,  # read by veRL's trainer; the engine reads optim.clip_grad
+                "optim": {
+                    "optimizer": "AdamW",  # adam and adamw both mean decoupled weight decay here
+                    "optimizer_impl": "torch.optim",
+                    "lr": opt.lr,
+                    "betas": list(opt.betas),
+                    "weight_decay": opt.weight_decay,
+                    "clip_grad": trainer.grad_clip,
+                    "lr_warmup_steps": opt.lr_warmup_steps,
+                    "lr_warmup_steps_ratio": opt.lr_warmup_steps_ratio,
+                    "lr_scheduler_type": opt.lr_scheduler_type,
+                    "min_lr_ratio": opt.min_lr_ratio,
+                    "total_training_steps": max(int(total_steps), 1),
+                    "override_optimizer_config": {"eps": opt.eps},  # FSDPOptimizerConfig has no eps field
+                },
+                "fsdp_config": fsdp,
+                "checkpoint": {"save_contents": SAVE_CONTENTS, "load_contents": SAVE_CONTENTS},
+            },
+            "ref": {
+                "strategy": trainer.strategy,
+                "ulysses_sequence_parallel_size": trainer.ulysses_sequence_parallel_size,
+                "use_torch_compile": compile_,
+                "fsdp_config": {**fsdp, "forward_only": True, "param_offload": False, "optimizer_offload": False},
+                **log_prob_sizes,
+            },
+            "rollout": {"n": int(algorithm.repeat_times or 1), "temperature": rollout_temperature(config), **log_prob_sizes},
+        }
+    }
+
+
+def is_sft(config: ExperimentConfig) -> bool:
+    """SFT trains with veRL's sft loss (token-mean NLL of the response, backends/verl/losses.py), not ppo_loss."""
+    return config.algorithm.policy_loss_fn == "sft"
+
+
+def _sft_overrides(algorithm: Any) -> dict[str, Any]:
+    """The actor's loss settings under SFT: no clipping, KL or entropy term (sft_loss reads none)."""
+    return {
+        "policy_loss": {"loss_mode": "vanilla"},
+        "clip_ratio_low": 0.2,
+        "clip_ratio_high": 0.2,
+        "clip_ratio_c": 3.0,
+        "loss_agg_mode": (algorithm.policy_loss_fn_args or {}).get("loss_agg_mode", "token-mean"),
+        "use_kl_loss": False,
+        "kl_loss_type": "low_var_kl",
+        "kl_loss_coef": 0.0,
+        "entropy_coeff": 0.0,
+    }
+
+
+def _loss_scale_factor(algorithm: Any) -> float | None:
+    return (algorithm.policy_loss_fn_args or {}).get("loss_scale_factor")
+
+
+def verl_tree(config: ExperimentConfig, model_dir: Path | str, total_steps: int, use_gpu: bool) -> DictConfig:
+    """veRL's default tree ← our settings ← trainer.trainer_config (Trinity's raw veRL settings)."""
+    import verl
+    from omegaconf import OmegaConf
+
+    base = OmegaConf.load(Path(verl.__file__).parent / "trainer" / "config" / "_generated_ppo_trainer.yaml")
+    ours = OmegaConf.create(verl_overrides(config, model_dir, total_steps, use_gpu))
+    return OmegaConf.merge(base, ours, OmegaConf.create(config.trainer.trainer_config or {}))
+
+
+@dataclass
+class WorkerConfigs:
+    """What one engine worker process builds: the actor, and the reference model when KL needs one."""
+
+    actor: Any  # verl.workers.config.TrainingWorkerConfig
+    loss_fn: Any  # functools.partial(verl.workers.utils.losses.ppo_loss, config=actor's ActorConfig)
+    ref: Any | None  # TrainingWorkerConfig of a forward-only engine, or None
+    use_kl_loss: bool
+    is_lora: bool
+
+
+def worker_configs(tree: DictConfig, sft: bool = False) -> WorkerConfigs:
+    """The `actor_rollout_ref` subtree as engine configs (verl/workers/engine_workers.py:538-647);
+    the loss is veRL's ppo_loss, or its sft loss when `sft`."""
+    from omegaconf import OmegaConf, open_dict
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.config import TrainingWorkerConfig
+    from verl.workers.utils.losses import ppo_loss
+
+    from backends.verl.losses import sft_response_loss
+
+    arr = tree.actor_rollout_ref
+    model_config = omega_conf_to_dataclass(arr.model)
+    actor = omega_conf_to_dataclass(arr.actor)
+    actor.model_config = model_config
+    actor_worker = TrainingWorkerConfig(
+        model_type="language_model",
+        model_config=model_config,
+        engine_config=actor.engine,
+        optimizer_config=actor.optim,
+        checkpoint_config=actor.checkpoint,
+    )
+    engine = actor_worker.engine_config
+    engine.use_dynamic_bsz = actor.use_dynamic_bsz
+    engine.max_token_len_per_gpu = actor.ppo_max_token_len_per_gpu
+    engine.micro_batch_size_per_gpu = actor.ppo_micro_batch_size_per_gpu
+    engine.infer_max_token_len_per_gpu = arr.rollout.log_prob_max_token_len_per_gpu
+    engine.infer_micro_batch_size_per_gpu = arr.rollout.log_prob_micro_batch_size_per_gpu
+    engine.use_remove_padding = model_config.use_remove_padding
+    if actor.use_dynamic_bsz != arr.rollout.log_prob_use_dynamic_bsz:  # as veRL asserts (engine_workers.py:616)
+        raise ValueError("actor_rollout_ref.actor.use_dynamic_bsz and rollout.log_prob_use_dynamic_bsz must agree")
+
+    is_lora = model_config.lora_rank > 0
+    ref_worker = None
+    if actor.use_kl_loss and not is_lora:  # LoRA: the base model is the actor with its adapter off
+        ref_tree = OmegaConf.create(OmegaConf.to_container(arr.ref, resolve=True))
+        with open_dict(ref_tree):  # the renames of engine_workers.py:545-553
+            ref_tree.ppo_mini_batch_size = arr.actor.ppo_mini_batch_size
+            ref_tree.ppo_micro_batch_size = ref_tree.pop("log_prob_micro_batch_size", None)
+            ref_tree.ppo_micro_batch_size_per_gpu = ref_tree.pop("log_prob_micro_batch_size_per_gpu", None)
+            ref_tree.use_dynamic_bsz = ref_tree.pop("log_prob_use_dynamic_bsz", False)
+            ref_tree.ppo_max_token_len_per_gpu = ref_tree.pop("log_prob_max_token_len_per_gpu", None)
+        ref = omega_conf_to_dataclass(ref_tree)
+        ref.model_config = model_config
+        ref_worker = TrainingWorkerConfig(
+            model_type="language_model",
+            model_config=model_config,
+            engine_config=ref.engine,
+            optimizer_config=ref.optim,
+            checkpoint_config=ref.checkpoint,
+        )
+        ref_engine = ref_worker.engine_config
+        ref_engine.use_dynamic_bsz = ref.use_dynamic_bsz
+        ref_engine.infer_max_token_len_per_gpu = ref.ppo_max_token_len_per_gpu
+        ref_engine.infer_micro_batch_size_per_gpu = ref.ppo_micro_batch_size_per_gpu
+        ref_engine.use_remove_padding = model_config.use_remove_padding
+    return WorkerConfigs(
+        actor=actor_worker,
+        loss_fn=partial(sft_response_loss if sft else ppo_loss, config=actor),
+        ref=ref_worker,
+        use_kl_loss=bool(actor.use_kl_loss),
+        is_lora=is_lora,
+    )
+
+
+def kl_needs_reference(config: ExperimentConfig) -> bool:
+    return not is_off(getattr(config.algorithm, "kl_loss_fn", None))
