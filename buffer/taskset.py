@@ -2,7 +2,8 @@
 
 One reader for every source `datasets.load_dataset` understands: a local folder holding
 `{split}.jsonl` / `.json` / `.parquet` (our bundled `data/gsm8k`), a single file, or a Hugging Face hub
-id. Split slicing (`"test[:64]"`, `"train[10%:20%]"`) works everywhere, and task ids always use the
+id; and generated tasksets (`path: "generator:arith"`, rows made in memory by buffer/generators.py).
+Split slicing (`"test[:64]"`, `"train[10%:20%]"`) works everywhere, and task ids always use the
 *absolute* row index so a task keeps its id whatever slice it was read through.
 
 `TasksetReader` owns the position in the taskset as (epoch, offset); it is saved in checkpoints and
@@ -18,6 +19,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from schemas.generators import generator_name
 
 if TYPE_CHECKING:
     from schemas import TasksetConfig
@@ -153,6 +156,23 @@ def _load_split(
     return ds, str(file)
 
 
+def _generated_split(name: str, generator: str, args: dict[str, Any], split: str) -> tuple[Any, str]:
+    """One split of a generated taskset as a `datasets.Dataset`, and a label for error messages."""
+    import datasets
+    from pydantic import ValidationError
+
+    from buffer.generators import generate
+
+    try:
+        rows = generate(generator, args, split)
+    except ValidationError as err:
+        detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        raise TasksetError(f"taskset '{name}': generator_args: {detail}") from err
+    except ValueError as err:
+        raise TasksetError(f"taskset '{name}': {err}") from err
+    return datasets.Dataset.from_list(rows), f"generator:{generator}[{split}]"
+
+
 def load_taskset(config: TasksetConfig, required_keys: Sequence[str] | None = None) -> list[Task]:
     """Read every row of a taskset (after split slicing) into `Task`s, validating required keys.
 
@@ -170,8 +190,9 @@ def load_taskset(config: TasksetConfig, required_keys: Sequence[str] | None = No
     keys = list(required_keys) if required_keys is not None else [fmt.prompt_key]
     workflow_key = getattr(fmt, "workflow_key", "") or ""
     reward_fn_key = getattr(fmt, "reward_fn_key", "") or ""
-    local = resolve_local_path(config.path)
-    if local is None and _looks_local(config.path):
+    generator = generator_name(config.path)
+    local = None if generator else resolve_local_path(config.path)
+    if generator is None and local is None and _looks_local(config.path):
         root = project_root()
         raise TasksetError(
             f"taskset '{name}': path '{config.path}' not found (looked in {Path.cwd()}"
@@ -186,7 +207,12 @@ def load_taskset(config: TasksetConfig, required_keys: Sequence[str] | None = No
     # The split names of a spec like "train[:10]+test[:5]", each loaded once.
     wanted = list(dict.fromkeys(part.split("[")[0].strip() for part in split_spec.split("+")))
 
-    loaded = {split: _load_split(config.path, local, config.subset_name, split) for split in wanted}
+    loaded = {
+        split: _generated_split(name, generator, dict(config.generator_args or {}), split)
+        if generator
+        else _load_split(config.path, local, config.subset_name, split)
+        for split in wanted
+    }
     try:
         absolute = instruction.to_absolute({s: len(ds) for s, (ds, _) in loaded.items()})
     except Exception as err:

@@ -3,6 +3,7 @@
 import typer
 
 from cli import convert, import_trinity, run, validate
+from cli import eval as eval_cli
 
 app = typer.Typer(
     name="rft",
@@ -22,6 +23,7 @@ app.command("validate")(validate.validate)
 app.command("import-trinity")(import_trinity.import_trinity_command)
 app.command("run")(run.run)
 app.command("convert")(convert.convert)
+app.command("eval")(eval_cli.eval_command)
 
 if __name__ == "__main__":
     app()

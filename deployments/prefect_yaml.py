@@ -38,6 +38,7 @@ SPLIT = {"name": "smoke-split", "buffer.total_steps": 3}
 
 DEPLOYMENTS = (
     Deployment("gsm8k", CPU_POOL, "GRPO on GSM8K with SmolLM2-135M-Instruct on CPU (the embedded default).", nightly=True),
+    Deployment("arith", CPU_POOL, "GRPO on generated arithmetic with SmolLM2-135M-Instruct on CPU: visible learning in minutes."),
     Deployment("smoke", CPU_POOL, "Two tiny GRPO steps through the whole stack, for CI."),
     Deployment("smoke", CPU_POOL, "The explorer of experiment smoke-split; run it with rft/smoke-train.",
                name="smoke-explore", settings={**SPLIT, "mode": "explore"}, name_per_flow_run=False),

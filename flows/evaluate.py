@@ -1,12 +1,15 @@
-"""Evaluate stage: every eval taskset on the current engines, as metrics and a table."""
+"""Evaluate stage: every eval taskset on the current engines, as metrics and a table beside the model
+before training (explorer.eval_on_startup's evaluation at step 0)."""
 
 from __future__ import annotations
 
 from prefect import flow
 from prefect.artifacts import create_table_artifact
 
+from checkpointing import layout
 from schemas import ExperimentConfig
-from tasks.evaluate import evaluate_taskset
+from tasks.evaluate import comparison_rows, evaluate_taskset
+from tasks.runtime import experiment_dir, read_json
 
 
 @flow(name="evaluate", log_prints=False)
@@ -15,8 +18,13 @@ def evaluate(config: ExperimentConfig, step: int) -> list[dict]:
     task = evaluate_taskset.with_options(retries=config.explorer.max_retry_times)
     results = [task(config, i, step) for i in range(len(config.buffer.explorer_input.eval_tasksets))]
     if results:
-        create_table_artifact(
-            [{"taskset": r["name"], "step": step, **{k: round(v, 4) for k, v in r["metrics"].items()}} for r in results],
-            description=f"Evaluation at step {step}",
-        )
+        at_start = {} if step == 0 else read_json(experiment_dir(config) / layout.EVAL_AT_START, {})
+        table = []
+        for r in results:
+            before = at_start.get(r["name"])
+            for row in comparison_rows(before, r["metrics"], f"step {step}"):
+                if before is None:  # nothing to compare with (step 0 itself, or eval_on_startup off)
+                    row = {"metric": row["metric"], f"step {step}": row[f"step {step}"]}
+                table.append({"taskset": r["name"], **row})
+        create_table_artifact(table, description=f"Evaluation at step {step}" + (" (before training)" if step == 0 else ""))
     return results

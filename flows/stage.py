@@ -21,6 +21,7 @@ from schemas import ExperimentConfig
 from tasks import tracking
 from tasks.checkpoint import save_checkpoint
 from tasks.convert import convert_checkpoint
+from tasks.evaluate import comparison_markdown
 from tasks.runtime import experiment_dir, read_json, write_json_atomic
 from tasks.save import link_final_model
 from tasks.setup import release
@@ -159,13 +160,8 @@ def close_stage(
 def summary_markdown(
     config: ExperimentConfig, evals: list[dict], at_start: dict[str, dict], final_dir: str, url: str
 ) -> str:
-    """The final evaluation table, each taskset's row under its row before training (when evaluated)."""
+    """The final evaluation: each taskset's metrics before training beside after (tasks/evaluate.py)."""
     lines = [f"# {config.project}/{config.name}", "", f"Final model: `{final_dir}`", "", f"MLflow: [{url}]({url})", ""]
-    if evals:
-        keys = sorted({k for r in evals for k in r["metrics"]})
-        lines += ["| taskset | model | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
-        for r in evals:
-            rows = [("before training", at_start[r["name"]])] if r["name"] in at_start else []
-            for label, metrics in [*rows, ("final", r["metrics"])]:
-                lines.append(f"| {r['name']} | {label} | " + " | ".join(f"{metrics.get(k, float('nan')):.4f}" for k in keys) + " |")
+    for r in evals:
+        lines += [f"## {r['name']}", "", comparison_markdown(at_start.get(r["name"]), r["metrics"], "after training"), ""]
     return "\n".join(lines)

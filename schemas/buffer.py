@@ -70,7 +70,10 @@ class _DatasetFields(Section):
     storage_type: StorageType = Field(
         "file", description="file: a dataset folder/file or HF hub id; queue: in-memory queue; sqlite: database."
     )
-    path: str | None = Field(None, description="Dataset folder, file, HF id or sqlite:/// URL.")
+    path: str | None = Field(
+        None, description="Dataset folder, file, HF id, sqlite:/// URL, or a generator: 'generator:arith' "
+        "(rows made from generator_args)."
+    )
     subset_name: str | None = Field(None, description="Dataset config/subset name (datasets' `name`).")
     split: str = Field("train", description="Split, with slicing (e.g. 'test[:64]').")
     format: FormatConfig = Field(default_factory=FormatConfig, description="Column mapping.")
@@ -87,6 +90,10 @@ class TasksetConfig(_DatasetFields):
     rollout_args: GenerationConfig = Field(default_factory=GenerationConfig, description="Sampling settings.")
     workflow_args: dict[str, Any] = Field(default_factory=dict, description="Extra arguments of the workflow.")
     reward_fn_args: dict[str, Any] = Field(default_factory=dict, description="Extra arguments of the reward fn.")
+    generator_args: dict[str, Any] = Field(
+        default_factory=dict, description="Arguments of a generated taskset (path 'generator:NAME'), checked and "
+        "completed with the generator's defaults (schemas/generators.py), e.g. arith's mul_range."
+    )
     repeat_times: int | None = Field(
         None, ge=1, description="Rollouts per task; None: algorithm.repeat_times (training) or 1 (evaluation)."
     )

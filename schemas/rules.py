@@ -22,6 +22,7 @@ from schemas.algorithm_registry import (
 from schemas import support
 from schemas.base import ConfigRuleError, set_unmarked
 from schemas.buffer import StorageConfig, TasksetConfig
+from schemas.generators import GENERATOR_ARGS, generator_name
 
 if TYPE_CHECKING:
     from schemas.experiment import ExperimentConfig
@@ -387,6 +388,11 @@ def _explorer_input(r: Resolver) -> None:
         _taskset(r, ei.taskset, "buffer.explorer_input.taskset", is_eval=False, index=0)
     for i, ts in enumerate(ei.eval_tasksets):
         _taskset(r, ts, f"buffer.explorer_input.eval_tasksets.{i}", is_eval=True, index=i)
+    for i, ts in enumerate(ei.eval_tasksets):
+        train = ei.taskset
+        if train is not None and generator_name(ts.path) and ts.path == train.path and ts.generator_args != train.generator_args:
+            r.warn(f"buffer.explorer_input.eval_tasksets.{i}.generator_args differ from the training taskset's: "
+                   "its held-out problems may be trained on (give both the same arguments)")
 
 
 def _taskset(r: Resolver, ts: TasksetConfig, path: str, *, is_eval: bool, index: int) -> None:
@@ -398,6 +404,7 @@ def _taskset(r: Resolver, ts: TasksetConfig, path: str, *, is_eval: bool, index:
         r.derive(ts, "name", f"eval_taskset_{index}" if is_eval else "taskset", f"{path}.name", "position in the config")
     if ts.storage_type != "file":
         r.error(f"{path}.storage_type", f"task sets are read from files or the hub; got {ts.storage_type!r}")
+    _generator_args(r, ts, path)
     group = c.algorithm.repeat_times
     if ts.repeat_times is None:
         value, reason = (1, "evaluation default") if is_eval else (group, "algorithm.repeat_times")
@@ -430,6 +437,35 @@ def _taskset(r: Resolver, ts: TasksetConfig, path: str, *, is_eval: bool, index:
     elif c.model.max_response_tokens is not None and ra.max_tokens > c.model.max_response_tokens:
         r.error(f"{path}.rollout_args.max_tokens",
                 f"{ra.max_tokens} exceeds model.max_response_tokens ({c.model.max_response_tokens})")
+
+
+def _generator_args(r: Resolver, ts: TasksetConfig, path: str) -> None:
+    """A generated taskset's arguments, checked and completed with the generator's defaults."""
+    name = generator_name(ts.path)
+    if name is None:
+        if ts.generator_args:
+            r.error(f"{path}.generator_args", "only a generated taskset (path 'generator:NAME') takes arguments")
+        return
+    args_model = GENERATOR_ARGS.get(name)
+    if args_model is None:
+        r.error(f"{path}.path", f"unknown generator {name!r}; known: {sorted(GENERATOR_ARGS)}")
+        return
+    given = dict(ts.generator_args or {})
+    try:
+        resolved = args_model.model_validate(given).model_dump(mode="json")
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            if err["type"] == "extra_forbidden":
+                msg = f"generator {name!r} has no argument {loc!r}; its arguments: {sorted(args_model.model_fields)}"
+            else:
+                msg = err["msg"].removeprefix("Value error, ")
+            r.error(f"{path}.generator_args.{loc}", msg)
+        return
+    for key in resolved:
+        if key not in given:
+            r.config.derived[f"{path}.generator_args.{key}"] = f"default of generator {name!r}"
+    set_unmarked(ts, "generator_args", resolved)
 
 
 def _trainer_input(r: Resolver) -> None:

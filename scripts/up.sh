@@ -65,6 +65,7 @@ echo "==> running rft/$DEPLOYMENT (watch it at $PREFECT_UI_URL/runs)"
 "$BIN/python" - "$DEPLOYMENT" <<'PY'
 import json, os, sys
 from deployments import load_recipe
+from tasks.evaluate import comparison_text
 # Each flow run of a deployment is its own experiment, {name}-{flow run name}: take the newest.
 recipe = load_recipe(sys.argv[1])
 runs = sorted(recipe.experiment_dir.resolve().parent.glob(f"{recipe.name}-*/summary.json"), key=os.path.getmtime)
@@ -73,11 +74,12 @@ print()
 print(f"Prefect UI : {os.environ['PREFECT_UI_URL']}")
 print(f"MLflow UI  : {summary['mlflow_url']}")
 print(f"model      : {summary['final_model']}")
-for name, metrics in summary["eval"].items():
-    before = summary.get("eval_at_start", {}).get(name)
-    change = f"{before['accuracy']:.3f} before training -> " if before else ""
-    print(f"accuracy   : {change}{metrics['accuracy']:.3f} on {name} ({int(metrics['tasks'])} tasks)")
 print(f"curve      : {summary['reward_curve']}")
+for name, metrics in summary["eval"].items():
+    print(f"\n{name}: {int(metrics['tasks'])} held-out tasks (strict: right and in the asked form; "
+          "lenient: right anywhere; format: in the asked form)")
+    print(comparison_text(summary.get("eval_at_start", {}).get(name), metrics, "after training"))
 print()
+print(f"Evaluate any model the same way: .venv/bin/rft eval {summary['final_model']} --recipe {sys.argv[1]}")
 print(f"To use the Prefect CLI against this server: export PREFECT_API_URL={os.environ['PREFECT_API_URL']}")
 PY

@@ -1,48 +1,162 @@
-"""Evaluate: run an eval taskset on the engines and score it (nothing enters the training buffer)."""
+"""Evaluate: run an eval taskset on the engines and score it (nothing enters the training buffer).
+
+What a user reads (`eval_metrics`, the same for every taskset and workflow):
+  strict           answers correct in the form the prompt asks for (math: inside \\boxed{});
+                   a workflow that scores no `strict` counts its reward's `accuracy`
+  lenient          answers correct wherever they are (math: the last number / expression)
+  format           answers in the required form (math: in \\boxed{}), right or wrong
+  accuracy         what the reward counts as correct (math: strict with require_boxed, else lenient)
+  reward_mean, response_length (tokens), truncated (share cut off at max_tokens)
+  mean@k, pass@k   with the taskset's repeat_times k > 1: strict averaged over the k samples of a
+                   task, and the share of tasks with at least one strict answer
+"""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from buffer.experience import Experience
 from buffer.taskset import load_taskset
-from schemas import ExperimentConfig
+from schemas import ExperimentConfig, TasksetConfig
 from tasks.rollouts import run_workflows
+
+# The metrics shown first, in this order (any other metric follows, sorted).
+HEADLINE = ("strict", "lenient", "format", "accuracy", "reward_mean", "response_length", "truncated")
+MEASURES = ("strict", "lenient", "format")
+EVAL_BATCH = 64
+
+
+def eval_metrics(experiences: Sequence[Experience], repeat_times: int = 1, tasks: int | None = None,
+                 failed: int = 0, too_long: int = 0) -> dict[str, float]:
+    """The evaluation metrics of scored experiences (module docstring); pure, for any workflow."""
+    n = max(len(experiences), 1)
+
+    def score(exp: Experience, key: str) -> float:
+        if key == "strict" and key not in exp.reward_breakdown:
+            return exp.reward_breakdown.get("accuracy", 0.0)
+        return exp.reward_breakdown.get(key, 0.0)
+
+    scored = {"strict", *(k for e in experiences for k in e.reward_breakdown if k in MEASURES)}
+    metrics = {key: sum(score(e, key) for e in experiences) / n for key in MEASURES if key in scored}
+    metrics |= {
+        "accuracy": sum(e.reward_breakdown.get("accuracy", 0.0) for e in experiences) / n,
+        "reward_mean": sum(e.reward for e in experiences) / n,
+        "response_length": sum(len(e.response_token_ids) for e in experiences) / n,
+        "truncated": sum(e.info.get("finish_reason") == "length" for e in experiences) / n,
+        "tasks": float(tasks if tasks is not None else len({e.task_id for e in experiences})),
+        "tasks_failed": float(failed),
+        "prompts_too_long": float(too_long),
+    }
+    if repeat_times > 1:
+        by_task: dict[str, list[float]] = defaultdict(list)
+        for exp in experiences:
+            by_task[exp.task_id].append(score(exp, "strict"))
+        groups = list(by_task.values()) or [[0.0]]
+        metrics[f"mean@{repeat_times}"] = sum(sum(g) / len(g) for g in groups) / len(groups)
+        metrics[f"pass@{repeat_times}"] = sum(max(g) >= 1.0 for g in groups) / len(groups)
+    return metrics
+
+
+def eval_rows(experiences: Sequence[Experience]) -> list[dict[str, Any]]:
+    """One row per task for the eval table: its measures averaged over its samples, and a response."""
+    by_task: dict[str, list[Experience]] = defaultdict(list)
+    for exp in experiences:
+        by_task[exp.task_id].append(exp)
+    rows = []
+    for task_id, exps in by_task.items():
+        metrics = eval_metrics(exps)
+        rows.append({
+            "task_id": task_id,
+            **{k: metrics[k] for k in (*MEASURES, "accuracy") if k in metrics},
+            "reward": metrics["reward_mean"],
+            "gold": str(exps[0].info.get("gold", "")),
+            "response": exps[0].response_text[-300:],
+        })
+    return rows
+
+
+def evaluate_tasks(config: ExperimentConfig, taskset: TasksetConfig, step: int) -> dict[str, Any]:
+    """Run one eval taskset on the policy's running engines: {"name", "metrics", "rows"}."""
+    tasks = load_taskset(taskset)
+    repeat = taskset.repeat_times or 1
+    # Enough workflows at once that an engine call holds ~EVAL_BATCH sequences: greedy evaluation samples
+    # one per task, and 8 at a time leave a CPU engine reading its weights for few tokens (~2x slower).
+    runners = max(config.explorer.runner_per_model, EVAL_BATCH // repeat)
+    result = run_workflows(config, tasks, step, repeat, runners)
+    metrics = eval_metrics(
+        result.experiences, repeat, tasks=len(tasks), failed=len(result.failures), too_long=len(result.too_long)
+    )
+    return {"name": taskset.name, "metrics": metrics, "rows": eval_rows(result.experiences)}
 
 
 @task(name="evaluate-taskset", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
 def evaluate_taskset(config: ExperimentConfig, index: int, step: int) -> dict:
     """Returns {"name", "metrics": {...}, "rows": [per-task results]} for eval taskset `index`."""
     taskset = config.buffer.explorer_input.eval_tasksets[index]
-    tasks = load_taskset(taskset)
-    repeat = taskset.repeat_times or 1
-    result = run_workflows(config, tasks, step, repeat)
-    by_task: dict[str, list] = defaultdict(list)
-    for exp in result.experiences:
-        by_task[exp.task_id].append(exp)
-    correct = [exp.reward_breakdown.get("accuracy", 0.0) for exp in result.experiences]
-    n = max(len(result.experiences), 1)
-    metrics = {
-        "accuracy": sum(correct) / n,
-        "reward_mean": sum(e.reward for e in result.experiences) / n,
-        "response_length": sum(len(e.response_token_ids) for e in result.experiences) / n,
-        "tasks": float(len(tasks)),
-        "tasks_failed": float(len(result.failures)),
-        "prompts_too_long": float(len(result.too_long)),
-    }
-    if repeat > 1:
-        solved = [any(e.reward_breakdown.get("accuracy", 0.0) >= 1.0 for e in exps) for exps in by_task.values()]
-        metrics[f"pass@{repeat}"] = sum(solved) / max(len(solved), 1)
-    rows = [
-        {
-            "task_id": task_id,
-            "accuracy": sum(e.reward_breakdown.get("accuracy", 0.0) for e in exps) / len(exps),
-            "reward": sum(e.reward for e in exps) / len(exps),
-            "response": exps[0].response_text[-300:],
-        }
-        for task_id, exps in by_task.items()
+    result = evaluate_tasks(config, taskset, step)
+    m = result["metrics"]
+    get_run_logger().info(
+        "eval %s at step %d: strict %.3f, lenient %.3f, format %.3f on %d tasks",
+        taskset.name, step, m["strict"], m.get("lenient", math.nan), m.get("format", math.nan), int(m["tasks"]),
+    )
+    return result
+
+
+# -- before and after, side by side ---------------------------------------------------------------
+
+
+def metric_order(*metric_sets: dict[str, float] | None) -> list[str]:
+    """The metrics of any of the sets: HEADLINE first, then mean@k/pass@k, then the rest."""
+    keys = {k for m in metric_sets if m for k in m}
+    sampled = sorted(k for k in keys if "@" in k)
+    return [k for k in HEADLINE if k in keys] + sampled + sorted(keys - set(HEADLINE) - set(sampled))
+
+
+def _cell(metrics: dict[str, float] | None, key: str) -> str:
+    if not metrics or key not in metrics:
+        return "–"
+    value = metrics[key]
+    return f"{value:.1f}" if key == "response_length" else f"{value:.0f}" if key.startswith("tasks") else f"{value:.3f}"
+
+
+def _change(before: dict[str, float] | None, after: dict[str, float] | None, key: str) -> str:
+    if not before or not after or key not in before or key not in after or key.startswith("tasks"):
+        return ""
+    delta = after[key] - before[key]
+    return f"{delta:+.1f}" if key == "response_length" else f"{delta:+.3f}"
+
+
+def comparison_rows(before: dict[str, float] | None, after: dict[str, float] | None, after_label: str = "after",
+                    before_label: str = "before training") -> list[dict[str, str]]:
+    """Rows {metric, <before_label>, <after_label>, change} of one taskset's metrics."""
+    return [
+        {"metric": k, before_label: _cell(before, k), after_label: _cell(after, k), "change": _change(before, after, k)}
+        for k in metric_order(before, after)
     ]
-    get_run_logger().info("eval %s at step %d: accuracy %.3f on %d tasks", taskset.name, step, metrics["accuracy"], len(tasks))
-    return {"name": taskset.name, "metrics": metrics, "rows": rows}
+
+
+def comparison_markdown(before: dict[str, float] | None, after: dict[str, float] | None, after_label: str = "after",
+                        before_label: str = "before training") -> str:
+    """A markdown table of comparison_rows."""
+    rows = comparison_rows(before, after, after_label, before_label)
+    header = list(rows[0]) if rows else ["metric", before_label, after_label, "change"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row[h] for h in header) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def comparison_text(before: dict[str, float] | None, after: dict[str, float] | None, after_label: str = "after",
+                    before_label: str = "before training") -> str:
+    """comparison_rows as aligned plain text, for a terminal."""
+    rows = comparison_rows(before, after, after_label, before_label)
+    header = list(rows[0]) if rows else ["metric", before_label, after_label, "change"]
+    widths = [max(len(h), *(len(r[h]) for r in rows)) for h in header]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines += ["  ".join(r[h].ljust(w) for h, w in zip(header, widths, strict=True)) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)

@@ -66,7 +66,12 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         store.close()
     stats = result.stats
     accuracy = [e.reward_breakdown.get("accuracy", 0.0) for e in result.experiences]
-    return {
+    measures = {  # the training samples' strict / lenient / format, as evaluation counts them
+        f"explore/{key}": sum(e.reward_breakdown[key] for e in result.experiences) / len(result.experiences)
+        for key in ("strict", "lenient", "format")
+        if result.experiences and all(key in e.reward_breakdown for e in result.experiences)
+    }
+    return measures | {
         "explore/reward_mean": stats["reward_mean"],
         "explore/reward_std": float(torch.tensor([e.reward for e in result.experiences]).std()) if len(result.experiences) > 1 else 0.0,
         "explore/accuracy": sum(accuracy) / len(accuracy) if accuracy else 0.0,

@@ -12,14 +12,17 @@ from workflows.render import renderer_for
 from workflows.runner import RunnerResult, WorkflowRunner
 
 
-def run_workflows(config: ExperimentConfig, tasks: Sequence[Task], step: int, repeat_times: int) -> RunnerResult:
+def run_workflows(
+    config: ExperimentConfig, tasks: Sequence[Task], step: int, repeat_times: int, runners: int | None = None
+) -> RunnerResult:
     """Every task's workflow once, on the policy's engines (revived first if one died): prompts over
     model.max_prompt_tokens skipped, each task tried up to explorer.max_retry_times more times and given
-    explorer.max_timeout seconds an attempt."""
+    explorer.max_timeout seconds an attempt; `runners` workflows at a time per engine (default
+    explorer.runner_per_model)."""
     revive_engines(config)  # a retry after an engine crash gets a working one
     model, explorer = config.model, config.explorer
     renderer = renderer_for(model.model_path, model.custom_chat_template, explorer.rollout_model.enable_thinking)
-    return WorkflowRunner(policy_for(config).engines(), renderer, explorer.runner_per_model).run(
+    return WorkflowRunner(policy_for(config).engines(), renderer, runners or explorer.runner_per_model).run(
         tasks,
         explore_step=step,
         repeat_times=repeat_times,

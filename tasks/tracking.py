@@ -312,9 +312,16 @@ def log_eval_table(config: ExperimentConfig, run_id: str, name: str, rows: list[
     client.log_table(run_id, data=columns, artifact_file=f"eval/{name}/step_{step:05d}.json")
 
 
+TRAIN_CURVES = (("explore/reward_mean", "train reward", "tab:blue"), ("explore/strict", "train strict", "tab:green"),
+                ("explore/format", "train format", "tab:orange"))
+EVAL_CURVES = (("strict", "tab:green"), ("lenient", "tab:purple"), ("format", "tab:orange"))
+TASKSET_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
+
+
 def log_reward_curve(config: ExperimentConfig, run_id: str, file_name: str = "reward_curve.png") -> Path | None:
-    """A PNG of training reward (and eval accuracy) per step, logged as an artifact (MLflow only: TensorBoard
-    and W&B draw their own curves; none: nothing)."""
+    """A PNG of the run, logged as an artifact: training reward per step above, and below every eval
+    taskset's strict / lenient accuracy and format rate at each evaluation (step 0: before training).
+    MLflow only: TensorBoard and W&B draw their own curves; none: nothing."""
     if config.monitor.monitor_type != "mlflow":
         return None
     import matplotlib
@@ -323,30 +330,45 @@ def log_reward_curve(config: ExperimentConfig, run_id: str, file_name: str = "re
     import matplotlib.pyplot as plt
 
     client = client_for(config)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for key, label in (("explore/reward_mean", "train reward (mean)"), ("explore/accuracy", "train accuracy")):
-        history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
-        if history:
-            ax.plot([m.step for m in history], [m.value for m in history], marker="o", label=label)
-    for key in sorted(k for k in client.get_run(run_id).data.metrics if k.startswith("eval/") and k.endswith("/accuracy")):
-        history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
-        ax.plot([m.step for m in history], [m.value for m in history], marker="s", linestyle="--", label=key)
-    loss = sorted(client.get_metric_history(run_id, "train/loss"), key=lambda m: m.step)
-    if loss:  # on its own axis: its scale is not a reward's
-        twin = ax.twinx()
-        twin.plot([m.step for m in loss], [m.value for m in loss], color="gray", alpha=0.6, label="train loss")
-        twin.set_ylabel("train loss")
-        twin.legend(loc="lower right")
-    ax.set_xlabel("step")
-    ax.set_ylabel("reward / accuracy")
-    ax.set_title(f"{config.project}/{config.name}")
-    ax.grid(alpha=0.3)
-    if ax.get_lines():
-        ax.legend(loc="upper left")
+
+    def history(key: str) -> tuple[list[int], list[float]]:
+        points = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
+        return [m.step for m in points], [m.value for m in points]
+
+    fig, (train_ax, eval_ax) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True)
+    for key, label, color in TRAIN_CURVES:
+        steps, values = history(key)
+        if not steps:
+            continue
+        window = max(1, min(10, len(values) // 5))
+        smooth = [sum(values[max(0, i - window + 1) : i + 1]) / (i + 1 - max(0, i - window + 1)) for i in range(len(values))]
+        if key == "explore/reward_mean":
+            train_ax.plot(steps, values, color=color, alpha=0.3, marker=".", label=f"{label} (each step)")
+        train_ax.plot(steps, smooth, color=color, label=f"{label}" + (f" (mean of {window} steps)" if window > 1 else ""))
+    train_ax.set_ylabel("training samples")
+    train_ax.set_title(f"{config.project}/{config.name}")
+    train_ax.grid(alpha=0.3)
+    if train_ax.get_lines():
+        train_ax.legend(loc="upper left", fontsize=8)
+
+    metrics = client.get_run(run_id).data.metrics
+    tasksets = sorted({k.split("/")[1] for k in metrics if k.startswith("eval/") and k.count("/") == 2})
+    for i, name in enumerate(tasksets):
+        style, marker = TASKSET_STYLES[i % len(TASKSET_STYLES)]
+        for metric, color in EVAL_CURVES:
+            steps, values = history(f"eval/{name}/{metric}")
+            if steps:
+                eval_ax.plot(steps, values, linestyle=style, marker=marker, color=color, label=f"{name} {metric}")
+    eval_ax.set_ylim(-0.02, 1.02)
+    eval_ax.set_xlabel("step (0: before training)")
+    eval_ax.set_ylabel("held-out share")
+    eval_ax.grid(alpha=0.3)
+    if eval_ax.get_lines():
+        eval_ax.legend(loc="best", fontsize=8)
     out = layout.log_dir(experiment_dir(config)) / file_name
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=100)
     plt.close(fig)
     client.log_artifact(run_id, str(out))
     return out

@@ -92,32 +92,35 @@ def test_correct_boxed_answer_scores_accuracy_plus_format(tasks):
     task = tasks[0]
     engine = ScriptedEngine(lambda chat, i: "48 + 24 = 72 clips.\nThe answer is \\boxed{72}.")
     (exp,) = run_math(task, engine)
-    assert exp.reward_breakdown == {"accuracy": 1.0, "format": 0.1}
+    assert exp.reward_breakdown == {"accuracy": 1.0, "format_bonus": 0.1, "strict": 1.0, "lenient": 1.0, "format": 1.0}
     assert exp.reward == pytest.approx(1.1)
     assert exp.info["gold"] == "72"
 
 
 def test_incorrect_boxed_answer_gets_only_the_format_bonus(tasks):
     (exp,) = run_math(tasks[0], ScriptedEngine(lambda chat, i: "So \\boxed{70}"))
-    assert exp.reward_breakdown == {"accuracy": 0.0, "format": 0.1}
+    assert exp.reward_breakdown == {"accuracy": 0.0, "format_bonus": 0.1, "strict": 0.0, "lenient": 0.0, "format": 1.0}
     assert exp.reward == pytest.approx(0.1)
 
 
 def test_unformatted_answers(tasks):
     correct_plain = ScriptedEngine(lambda chat, i: "She sold 48 + 24 = 72 clips in total.")
     (exp,) = run_math(tasks[0], correct_plain)
-    assert exp.reward_breakdown == {"accuracy": 1.0, "format": 0.0}
+    assert exp.reward_breakdown == {"accuracy": 1.0, "format_bonus": 0.0, "strict": 0.0, "lenient": 1.0, "format": 0.0}
 
+    # require_boxed changes what the reward counts, not the measures
     strict = tasks[0].__class__(**{**tasks[0].__dict__, "reward_fn_args": {"require_boxed": True}})
     (exp,) = run_math(strict, correct_plain)
     assert exp.reward == 0.0
+    assert exp.reward_breakdown == {"accuracy": 0.0, "format_bonus": 0.0, "strict": 0.0, "lenient": 1.0, "format": 0.0}
 
     (exp,) = run_math(tasks[0], ScriptedEngine(lambda chat, i: "I do not know."))
-    assert exp.reward == 0.0 and exp.reward_breakdown == {"accuracy": 0.0, "format": 0.0}
+    assert exp.reward == 0.0 and exp.reward_breakdown == {
+        "accuracy": 0.0, "format_bonus": 0.0, "strict": 0.0, "lenient": 0.0, "format": 0.0}
 
     truncated = ScriptedEngine(lambda chat, i: "48 + 24 = 72 so \\boxed{7")  # cut off by max_tokens
     (exp,) = run_math(tasks[0], truncated)
-    assert exp.reward_breakdown["format"] == 0.0
+    assert exp.reward_breakdown["format"] == 0.0 and exp.reward_breakdown["strict"] == 0.0
 
 
 def test_thousands_and_equivalent_forms(tasks):
@@ -127,7 +130,11 @@ def test_thousands_and_equivalent_forms(tasks):
     assert score_math("\\boxed{1,08}", gold)["accuracy"] == 0.0
     assert last_boxed("a \\boxed{\\frac{1}{2}} b \\boxed{x^{2}}") == "x^{2}"
     custom = score_math("\\boxed{1080}", gold, format_score=0.5)
-    assert custom == {"accuracy": 1.0, "format": 0.5}
+    assert custom == {"accuracy": 1.0, "format_bonus": 0.5, "strict": 1.0, "lenient": 1.0, "format": 1.0}
+    # lenient reads the last number when nothing is boxed; strict needs the box
+    assert score_math("so it is 1,080 dollars", gold) == {
+        "accuracy": 1.0, "format_bonus": 0.0, "strict": 0.0, "lenient": 1.0, "format": 0.0}
+    assert score_math("so it is 1,080 dollars", gold, require_boxed=True)["accuracy"] == 0.0
 
 
 # -- prompt, sampling and groups -------------------------------------------------------------------

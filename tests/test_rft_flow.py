@@ -124,8 +124,10 @@ def test_mlflow_runs_have_params_metrics_and_artifacts(staged_run: tuple[list[Ex
     for key in ("explore/reward_mean", "train/loss", "train/grad_norm", "time/explore_s", "time/train_s", "time/sync_s"):
         assert [m.step for m in client.get_metric_history(run.info.run_id, key)] == [1, 2], key
     # explorer.eval_on_startup: the model before training is evaluated at step 0, then at the end
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/gsm8k-eval/accuracy")] == [0, 2]
+    for metric in ("accuracy", "strict", "lenient", "format", "response_length"):
+        assert [m.step for m in client.get_metric_history(run.info.run_id, f"eval/gsm8k-eval/{metric}")] == [0, 2]
     assert set(outcome[rl.name]["eval_at_start"]) == {"gsm8k-eval"}
+    assert {"strict", "lenient", "format"} <= set(outcome[rl.name]["eval_at_start"]["gsm8k-eval"])
     assert {a.path for a in client.list_artifacts(run.info.run_id, "eval/gsm8k-eval")} >= {
         "eval/gsm8k-eval/step_00000.json", "eval/gsm8k-eval/step_00002.json"}
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}

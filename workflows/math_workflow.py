@@ -1,9 +1,16 @@
 """`math_workflow`: GSM8K-style math problems, scored with math-verify.
 
 Reward = accuracy (1.0 when the final answer equals the gold answer, checked by math-verify) +
-format (`format_score`, default 0.1, when the response puts an answer in \\boxed{}). The gold answer is
-the text after the last `####` of the response_key column (GSM8K's convention), or the whole column
-when there is none. Both parts are recorded in `Experience.reward_breakdown`.
+format_bonus (`format_score`, default 0.1, when the response puts an answer in \\boxed{}). The gold
+answer is the text after the last `####` of the response_key column (GSM8K's convention), or the whole
+column when there is none.
+
+`Experience.reward_breakdown` holds the two reward parts and three 0/1 measures that evaluation
+averages (tasks/evaluate.py), whatever the reward rewards:
+  strict    the answer is in \\boxed{} and correct (the form the prompt asks for)
+  lenient   the answer is correct: the \\boxed{} one, else the last number/expression of the response
+  format    there is an answer in \\boxed{}
+`accuracy` is `strict` when require_boxed is set, else `lenient`.
 
 Prompt: a system message (the row's format.system_prompt_key column, else format.system_prompt, else
 DEFAULT_SYSTEM_PROMPT below; "" for none) and the format.prompt_key column as the user message.
@@ -16,6 +23,7 @@ reward_fn_args of the taskset:
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from typing import Any
@@ -37,6 +45,9 @@ DEFAULT_FORMAT_SCORE = 0.1
 REWARD_FNS = ("math_boxed_reward", "math_reward")
 _MAX_ANSWER_CHARS = 200  # bounds math-verify's work in runner threads, where it cannot time out
 _THOUSANDS_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+# In runner threads math-verify cannot time out (see _timeout_s) and warns so on every call; the answer
+# is cut to _MAX_ANSWER_CHARS instead.
+logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 
 def gold_answer(solution: str) -> str:
@@ -75,24 +86,32 @@ def score_math(
     format_score: float = DEFAULT_FORMAT_SCORE,
     require_boxed: bool = False,
 ) -> dict[str, float]:
-    """Reward breakdown {"accuracy", "format"} of one response against the gold final answer."""
+    """Reward breakdown of one response against the gold final answer: the reward's parts
+    {"accuracy", "format_bonus"} and the measures {"strict", "lenient", "format"} (module docstring)."""
     boxed = last_boxed(response)
     timeout = _timeout_s()
     if boxed is not None:
         candidate = f"\\boxed{{{_THOUSANDS_COMMA.sub('', boxed)[:_MAX_ANSWER_CHARS]}}}"
-    elif require_boxed:
-        candidate = None
     else:
         candidate = _THOUSANDS_COMMA.sub("", response)[-_MAX_ANSWER_CHARS:]
     correct = False
-    if candidate:
+    if candidate.strip():
         predicted = parse(candidate, parsing_timeout=timeout)
         expected = parse(gold, parsing_timeout=timeout)
         correct = bool(predicted and expected and verify(expected, predicted, timeout_seconds=timeout))
+    strict = correct and boxed is not None
     return {
-        "accuracy": 1.0 if correct else 0.0,
-        "format": format_score if boxed is not None else 0.0,
+        "accuracy": 1.0 if (strict if require_boxed else correct) else 0.0,
+        "format_bonus": format_score if boxed is not None else 0.0,
+        "strict": 1.0 if strict else 0.0,
+        "lenient": 1.0 if correct else 0.0,
+        "format": 1.0 if boxed is not None else 0.0,
     }
+
+
+def math_reward(breakdown: dict[str, float]) -> float:
+    """The reward of a score_math breakdown: accuracy + the format bonus."""
+    return breakdown["accuracy"] + breakdown["format_bonus"]
 
 
 @register_workflow("math_workflow")
@@ -148,7 +167,7 @@ class MathWorkflow(Workflow):
                 self.make_experience(
                     sample,
                     index,
-                    reward=sum(breakdown.values()),
+                    reward=math_reward(breakdown),
                     breakdown=breakdown,
                     prompt_text=messages[-1]["content"],
                     info={"gold": gold},

@@ -1,0 +1,87 @@
+"""Rows of generated tasksets (`path: "generator:NAME"`); their arguments are in schemas/generators.py.
+
+`generate(name, args, split)` returns the split's rows as dicts, the same every time for the same
+arguments, so a generated taskset resumes, slices (`test[:100]`) and names its tasks like a file.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from schemas.generators import GENERATOR_ARGS, MAX_TEST_SHARE, RANGE_FIELD, ArithArgs, problem_count
+
+SPLITS = ("train", "test")
+
+
+def _problems(op: str, operands: tuple[int, int], negative_results: bool) -> list[tuple[int, int]]:
+    """Every (a, b) of an operation, in a fixed order (a - b with a >= b unless negative_results)."""
+    low, high = operands
+    pairs = [(a, b) for a in range(low, high + 1) for b in range(low, high + 1)]
+    if op == "-" and not negative_results:
+        pairs = [(a, b) for a, b in pairs if a >= b]
+    return pairs
+
+
+def _answer(a: int, op: str, b: int) -> int:
+    return a + b if op == "+" else a - b if op == "-" else a * b
+
+
+def _test_shares(args: ArithArgs) -> dict[str, int]:
+    """Held-out problems per operation: equal shares of test_size, each at most a quarter of the
+    operation's problems; what a capped operation cannot take goes to the others."""
+    caps = {
+        op: int(problem_count(op, getattr(args, RANGE_FIELD[op]), args.negative_results) * MAX_TEST_SHARE)
+        for op in args.operations
+    }
+    shares, left = {}, args.test_size
+    ordered = sorted(args.operations, key=lambda op: (caps[op], args.operations.index(op)))
+    for i, op in enumerate(ordered):
+        remaining_ops = len(ordered) - i
+        shares[op] = min(caps[op], -(-left // remaining_ops))  # ceil: the first ones take the remainder
+        left -= shares[op]
+    return {op: shares[op] for op in args.operations}
+
+
+def _row(a: int, op: str, b: int) -> dict[str, Any]:
+    return {"question": f"What is {a} {op} {b}?", "answer": str(_answer(a, op, b)), "operation": op}
+
+
+@lru_cache(maxsize=8)
+def _arith_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
+    args = ArithArgs.model_validate_json(args_json)
+    shares = _test_shares(args)
+    test: list[dict[str, Any]] = []
+    pools: dict[str, list[tuple[int, int]]] = {}
+    for op in args.operations:
+        problems = _problems(op, getattr(args, RANGE_FIELD[op]), args.negative_results)
+        random.Random(f"{args.seed}/{op}").shuffle(problems)
+        test += [_row(a, op, b) for a, b in problems[: shares[op]]]
+        pools[op] = problems[shares[op] :]
+    random.Random(f"{args.seed}/test").shuffle(test)  # any prefix (test[:100]) mixes the operations
+    rng = random.Random(f"{args.seed}/train")
+    train = []
+    for _ in range(args.train_size):
+        op = rng.choice(args.operations)
+        a, b = rng.choice(pools[op])
+        train.append(_row(a, op, b))
+    return {"train": train, "test": test}
+
+
+def arith(args: ArithArgs, split: str) -> list[dict[str, Any]]:
+    """Rows {"question", "answer", "operation"} of the arith taskset's `split` (train or test)."""
+    return _arith_splits(args.model_dump_json())[split]
+
+
+GENERATORS: dict[str, Callable[[Any, str], list[dict[str, Any]]]] = {"arith": arith}
+
+
+def generate(name: str, args: dict[str, Any], split: str) -> list[dict[str, Any]]:
+    """The rows of split `split` of generator `name` (ValueError naming what is wrong)."""
+    if name not in GENERATORS:
+        raise ValueError(f"unknown generator {name!r}; known: {sorted(GENERATORS)}")
+    if split not in SPLITS:
+        raise ValueError(f"generator:{name} has splits {', '.join(SPLITS)}; got {split!r}")
+    return GENERATORS[name](GENERATOR_ARGS[name].model_validate(args), split)

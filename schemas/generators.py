@@ -1,0 +1,90 @@
+"""Generated tasksets: `path: "generator:NAME"` with the generator's arguments in `generator_args`.
+
+A generator makes its rows in memory from its arguments (no file to ship or download); the arguments
+are checked and completed with their defaults like an algorithm function's `*_args` (schemas/rules.py),
+so a bad one is an error naming `...generator_args.FIELD`. The rows come from `buffer/generators.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from schemas.base import Section
+
+GENERATOR_PREFIX = "generator:"
+Operation = Literal["+", "-", "*"]
+# Held-out problems take at most this share of an operation's problems: training keeps the rest.
+MAX_TEST_SHARE = 0.25
+
+
+class ArithArgs(Section):
+    """`generator:arith`: "What is a OP b?" with the answer required in \\boxed{}.
+
+    Splits `train` and `test` never share a question. The test split holds `test_size` problems, shared
+    equally among the operations, except that at most a quarter of an operation's possible problems are
+    held out (with the default 0-9 operands, 25 of the 100 products); the rest of the share goes to the
+    other operations. The train split holds `train_size` problems drawn, with repeats, from the problems
+    not held out: an operation uniformly, then one of its problems uniformly.
+    """
+
+    seed: int = Field(0, description="Seed of which problems are held out and of the train split's order.")
+    operations: list[Operation] = Field(["+", "-", "*"], min_length=1, description="Operations: +, -, *.")
+    add_range: tuple[int, int] = Field((0, 99), description="Smallest and largest operand of +.")
+    sub_range: tuple[int, int] = Field((0, 99), description="Smallest and largest operand of -.")
+    mul_range: tuple[int, int] = Field((0, 9), description="Smallest and largest operand of *.")
+    negative_results: bool = Field(False, description="Allow a - b with b > a (else the larger operand comes first).")
+    train_size: int = Field(5000, ge=1, description="Rows of the train split.")
+    test_size: int = Field(300, ge=1, description="Rows of the test split (held-out problems).")
+
+    @field_validator("operations")
+    @classmethod
+    def _distinct(cls, ops: list[str]) -> list[str]:
+        if len(set(ops)) != len(ops):
+            raise ValueError(f"an operation is listed twice: {ops}")
+        return ops
+
+    @field_validator("add_range", "sub_range", "mul_range")
+    @classmethod
+    def _range(cls, value: tuple[int, int]) -> tuple[int, int]:
+        low, high = value
+        if low < 0 or high < low:
+            raise ValueError(f"need 0 <= smallest <= largest, got [{low}, {high}]")
+        return value
+
+    @field_validator("test_size")
+    @classmethod
+    def _enough_problems(cls, test_size: int, info: ValidationInfo) -> int:
+        ops, data = info.data.get("operations"), info.data
+        if not ops or any(f"{name}_range" not in data for name in ("add", "sub", "mul")):
+            return test_size  # an earlier field is already wrong
+        counts = {op: problem_count(op, data[RANGE_FIELD[op]], data.get("negative_results", False)) for op in ops}
+        room = sum(int(n * MAX_TEST_SHARE) for n in counts.values())
+        if test_size > room:
+            raise ValueError(
+                f"{test_size} held-out problems, but at most {room} can be held out of "
+                + ", ".join(f"{n} {op} problems" for op, n in counts.items())
+                + f" (a quarter of each operation's): widen the operand ranges or hold out fewer"
+            )
+        return test_size
+
+
+RANGE_FIELD = {"+": "add_range", "-": "sub_range", "*": "mul_range"}
+
+
+def problem_count(op: str, operands: tuple[int, int], negative_results: bool = False) -> int:
+    """How many distinct questions an operation has over its operand range (ordered pairs)."""
+    n = operands[1] - operands[0] + 1
+    return n * (n + 1) // 2 if op == "-" and not negative_results else n * n
+
+
+# Generator name → the model of its arguments.
+GENERATOR_ARGS: dict[str, type[Section]] = {"arith": ArithArgs}
+
+
+def generator_name(path: str | None) -> str | None:
+    """"arith" for path "generator:arith"; None for a path that is not a generator."""
+    if path and path.startswith(GENERATOR_PREFIX):
+        return path.removeprefix(GENERATOR_PREFIX)
+    return None

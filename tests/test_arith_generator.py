@@ -1,0 +1,81 @@
+"""The generated `arith` taskset: disjoint splits, fixed by the seed, answers right, arguments checked by the
+schema with the field named, and read through the ordinary taskset loader (slicing, task ids)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from pydantic import ValidationError
+
+from buffer.generators import arith, generate
+from buffer.taskset import TasksetError, load_taskset
+from deployments import load_recipe
+from schemas import TasksetConfig, error_items
+from schemas.generators import ArithArgs
+
+
+def questions(rows: list[dict]) -> set[str]:
+    return {r["question"] for r in rows}
+
+
+def test_default_splits_are_disjoint_and_mix_the_operations():
+    args = ArithArgs()
+    train, test = arith(args, "train"), arith(args, "test")
+    assert (len(train), len(test)) == (5000, 300)
+    assert not questions(train) & questions(test)
+    assert len(questions(test)) == 300  # no repeats among held-out problems
+    # equal shares, but at most a quarter of the 100 products held out: the rest goes to + and -
+    assert Counter(r["operation"] for r in test) == {"+": 137, "-": 138, "*": 25}
+    assert set(Counter(r["operation"] for r in test[:30])) == {"+", "-", "*"}  # any prefix mixes them
+    assert {r["operation"] for r in train} == {"+", "-", "*"}
+
+
+def test_answers_operands_and_seed():
+    args = ArithArgs(add_range=(10, 20), sub_range=(0, 9), mul_range=(2, 5), train_size=400, test_size=20)
+    for row in arith(args, "train") + arith(args, "test"):
+        a, op, b = row["question"].removeprefix("What is ").removesuffix("?").split()
+        a, b = int(a), int(b)
+        assert int(row["answer"]) == {"+": a + b, "-": a - b, "*": a * b}[op]
+        low, high = {"+": (10, 20), "-": (0, 9), "*": (2, 5)}[op]
+        assert low <= a <= high and low <= b <= high
+        assert op != "-" or a >= b  # negative_results off: the larger operand first
+    assert arith(args, "test") == arith(ArithArgs.model_validate(args.model_dump()), "test")  # fixed by the seed
+    assert arith(args.model_copy(update={"seed": 1}), "test") != arith(args, "test")
+
+
+def test_loaded_like_a_file_with_slices_and_stable_ids():
+    taskset = TasksetConfig(name="arith", path="generator:arith", split="test[:10]",
+                            format={"prompt_key": "question", "response_key": "answer"},
+                            default_workflow_type="math_workflow")
+    tasks = load_taskset(taskset)
+    assert [t.task_id for t in tasks] == [f"arith/test/{i}" for i in range(10)]
+    assert [t.raw for t in tasks] == generate("arith", {}, "test")[:10]
+    with pytest.raises(TasksetError, match="generator:arith has splits train, test; got 'validation'"):
+        load_taskset(taskset.model_copy(update={"split": "validation"}))
+    with pytest.raises(TasksetError, match="mul_range"):
+        load_taskset(taskset.model_copy(update={"generator_args": {"mul_range": [3, 1]}}))
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    ("buffer.explorer_input.taskset.generator_args.mul_range", [9, 0], "need 0 <= smallest <= largest"),
+    ("buffer.explorer_input.taskset.generator_args.test_size", 5000, "at most 3787 can be held out"),
+    ("buffer.explorer_input.taskset.generator_args.digits", 2, "generator 'arith' has no argument 'digits'"),
+    ("buffer.explorer_input.taskset.generator_args.operations", ["/"], "Input should be"),
+    ("buffer.explorer_input.eval_tasksets.0.path", "generator:nope", "unknown generator 'nope'"),
+])
+def test_bad_arguments_are_errors_naming_the_field(path: str, value: object, message: str):
+    with pytest.raises(ValidationError) as info:
+        load_recipe("arith").with_overrides({path: value})
+    (where, msg), *_ = error_items(info.value)
+    assert where.startswith(path) and message in msg, (where, msg)
+
+
+def test_recipe_defaults_are_filled_in_and_different_arguments_warn():
+    config = load_recipe("arith")
+    assert config.buffer.explorer_input.taskset.generator_args == ArithArgs().model_dump(mode="json")
+    assert "buffer.explorer_input.taskset.generator_args.mul_range" in config.derived
+    changed = config.with_overrides({"buffer.explorer_input.taskset.generator_args.mul_range": [0, 12]})
+    assert any("may be trained on" in w for w in changed.warnings)
+    with pytest.raises(ValidationError, match="only a generated taskset"):
+        load_recipe("gsm8k").with_overrides({"buffer.explorer_input.taskset.generator_args": {"seed": 1}})
