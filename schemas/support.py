@@ -431,6 +431,8 @@ for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_taskset
         f"{_ts}.rollout_args.max_tokens": honoured("workflows/base.py"),
         f"{_ts}.workflow_args": refused("math_workflow (the only workflow) takes no workflow_args"),
         f"{_ts}.reward_fn_args": honoured("buffer/taskset.py", "workflows/math_workflow.py"),
+        f"{_ts}.generator_args": honoured("buffer/taskset.py", note="checked in schemas/rules.py, rows from "
+                                          "buffer/generators.py"),
         f"{_ts}.repeat_times": honoured("buffer/taskset.py", "workflows/runner.py"),
         f"{_ts}.default_workflow_type": honoured("buffer/taskset.py"),
         f"{_ts}.default_reward_fn_type": honoured("buffer/taskset.py", note="math_workflow checks it").refuse_if(
@@ -477,6 +479,7 @@ SUPPORT |= {
     f"{_EB}.rollout_args": refused(NOT_TASKS),
     f"{_EB}.workflow_args": refused(NOT_TASKS),
     f"{_EB}.reward_fn_args": refused(NOT_TASKS),
+    f"{_EB}.generator_args": refused(NOT_TASKS),
     f"{_EB}.repeat_times": refused(NOT_TASKS),
     f"{_EB}.default_workflow_type": refused(NOT_TASKS),
     f"{_EB}.default_reward_fn_type": refused(NOT_TASKS),

@@ -64,7 +64,7 @@ def test_validate_with_set_overrides():
         (["validate", "gsm8k", "--set", "algorithm.optimizer.lrr=1"], "algorithm.optimizer.lrr"),
         (["validate", "gsm8k", "--set", "synchronizer.sync_interval=3"], "explorer.eval_interval"),
         (["validate", "gsm8k", "--set", "algorithm.optimizer.lr"], "PATH=VALUE"),
-        (["validate", "no-such-recipe"], "known recipes: gsm8k, smoke"),
+        (["validate", "no-such-recipe"], "known recipes: gsm8k, arith, smoke"),
         (["validate", "missing.yaml"], "missing.yaml: no such file"),
     ],
 )

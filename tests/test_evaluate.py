@@ -26,10 +26,11 @@ def test_greedy_metrics():
         exp("c", strict=0, lenient=0, fmt=1, tokens=30),  # boxed, wrong
         exp("d", strict=0, lenient=0, fmt=0, tokens=40),
     ]
-    m = eval_metrics(exps, tasks=5, failed=1)
+    m = eval_metrics(exps, tasks=6, failed=1, too_long=1)
     assert m == pytest.approx({
         "strict": 0.25, "lenient": 0.5, "format": 0.5, "accuracy": 0.25, "reward_mean": (1.1 + 0.1) / 4,
-        "response_length": 25.0, "truncated": 0.25, "tasks": 5.0, "tasks_failed": 1.0,
+        "response_length": 25.0, "truncated": 0.25, "tasks": 6.0, "tasks_failed": 1.0,
+        "prompts_too_long": 1.0,
     })
 
 
