@@ -39,3 +39,10 @@ def run(target: Target, set_: SetOption = None, allow_unsupported: AllowUnsuppor
         step_progress.LISTENERS.remove(on_step)
     console.rule("result")
     console.print_json(json.dumps(outcome, default=str))
+    from tasks.evaluate import comparison_text
+
+    for name, summary in outcome.items():  # what changed, per eval taskset: before training beside after
+        for taskset, metrics in (summary.get("eval", {}) if isinstance(summary, dict) else {}).items():
+            console.rule(f"{name}: {taskset}, {int(metrics.get('tasks', 0))} held-out tasks")
+            console.print(comparison_text(summary.get("eval_at_start", {}).get(taskset), metrics, "after training"),
+                          highlight=False)

@@ -10,7 +10,7 @@ from typing import Any
 
 from prefect import get_run_logger
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 
 from buffer.taskset import compute_total_steps, load_taskset
@@ -139,6 +139,9 @@ def close_stage(
     else:
         raise ValueError(f"trainer.save_hf_checkpoint {save_hf!r}: one of last, always, never")
     curve = tracking.log_reward_curve(config, run["run_id"])
+    if points := tracking.curve_rows(config, run["run_id"]):  # the curve's numbers, in the Prefect UI too
+        create_table_artifact(points, description=f"{config.project}/{config.name}: training reward, strict and format per "
+                              "step; held-out strict / lenient / format at each evaluation (step 0: before training)")
     at_start = read_json(experiment_dir(config) / layout.EVAL_AT_START, {})
     create_markdown_artifact(summary_markdown(config, evals, at_start, final_dir, run["url"]), description="Final evaluation")
     tracking.finish_run(config, run["run_id"])

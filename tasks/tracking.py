@@ -318,6 +318,22 @@ EVAL_CURVES = (("strict", "tab:green"), ("lenient", "tab:purple"), ("format", "t
 TASKSET_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
 
 
+def curve_rows(config: ExperimentConfig, run_id: str) -> list[dict[str, Any]]:
+    """The curve's points as table rows, one per step: the training samples' reward / strict / format and,
+    at evaluation steps, each eval taskset's strict / lenient / format (MLflow only; else no rows)."""
+    if config.monitor.monitor_type != "mlflow":
+        return []
+    client = client_for(config)
+    metrics = client.get_run(run_id).data.metrics
+    eval_keys = sorted(k for k in metrics if k.startswith("eval/") and k.rsplit("/", 1)[-1] in dict(EVAL_CURVES))
+    rows: dict[int, dict[str, Any]] = {}
+    for key in [k for k, _, _ in TRAIN_CURVES] + eval_keys:
+        for point in client.get_metric_history(run_id, key):
+            rows.setdefault(point.step, {"step": point.step})[key] = round(point.value, 4)
+    columns = ["step", *(k for k, _, _ in TRAIN_CURVES if k in metrics), *eval_keys]
+    return [{c: rows[step].get(c, "") for c in columns} for step in sorted(rows)]
+
+
 def log_reward_curve(config: ExperimentConfig, run_id: str, file_name: str = "reward_curve.png") -> Path | None:
     """A PNG of the run, logged as an artifact: training reward per step above, and below every eval
     taskset's strict / lenient accuracy and format rate at each evaluation (step 0: before training).

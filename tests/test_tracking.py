@@ -74,3 +74,19 @@ def test_other_monitors_log_without_mlflow(monitor: str, tmp_path: Path, monkeyp
         assert list((logs / "wandb").glob("offline-run-*"))
     else:
         assert not logs.exists() and run["run_id"].startswith("none|")
+
+
+def test_the_curve_as_a_picture_and_as_rows(tmp_path: Path) -> None:
+    config = load_recipe("smoke").with_overrides({"checkpoint_root_dir": str(tmp_path)})
+    run = tracking.start_mlflow_run.fn(config, "flow")
+    tracking.log_metrics(config, run["run_id"], {"eval/arith-eval/strict": 0.01, "eval/arith-eval/format": 0.02}, 0)
+    for step in (1, 2):
+        tracking.log_metrics(config, run["run_id"], {"explore/reward_mean": 0.1 * step, "explore/format": 0.3 * step}, step)
+    tracking.log_metrics(config, run["run_id"], {"eval/arith-eval/strict": 0.5, "eval/arith-eval/format": 0.9}, 2)
+    assert tracking.log_reward_curve(config, run["run_id"]).is_file()
+    assert tracking.curve_rows(config, run["run_id"]) == [
+        {"step": 0, "explore/reward_mean": "", "explore/format": "", "eval/arith-eval/format": 0.02, "eval/arith-eval/strict": 0.01},
+        {"step": 1, "explore/reward_mean": 0.1, "explore/format": 0.3, "eval/arith-eval/format": "", "eval/arith-eval/strict": ""},
+        {"step": 2, "explore/reward_mean": 0.2, "explore/format": 0.6, "eval/arith-eval/format": 0.9, "eval/arith-eval/strict": 0.5},
+    ]
+    tracking.finish_run(config, run["run_id"])
