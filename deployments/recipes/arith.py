@@ -43,19 +43,21 @@ config = ExperimentConfig(
     algorithm=AlgorithmConfig(
         algorithm_type="grpo",
         repeat_times=8,
-        optimizer=OptimizerConfig(lr=1e-5, lr_scheduler_type="constant"),
+        # 2e-5: the sampled answers' format rate went 3 % -> 81 % in 11 steps (1e-5: ~half as fast).
+        optimizer=OptimizerConfig(lr=2e-5, lr_scheduler_type="constant"),
         kl_loss_fn="none",
         kl_loss_fn_args={"kl_coef": 0.0},
     ),
     model=ModelConfig(
         model_path="HuggingFaceTB/SmolLM2-135M-Instruct",
         max_prompt_tokens=128,
-        max_response_tokens=128,
+        # A boxed answer takes ~10 tokens; the untrained model's rambling is cut at 64 (most of it at first).
+        max_response_tokens=64,
     ),
     cluster=ClusterConfig(node_num=1, gpu_per_node=0, ray_address="local"),
     buffer=BufferConfig(
         batch_size=4,
-        total_steps=60,
+        total_steps=40,
         explorer_input=ExplorerInput(
             taskset=arith_taskset("arith", "train", rollout_args=GenerationConfig(temperature=1.0)),
             # 300 held-out problems, greedy: ±2.3 points (one standard error) at 80 %.
