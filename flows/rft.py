@@ -20,6 +20,7 @@ from flows.sft_warmup import sft_warmup
 from flows.trainer import train_stage
 from schemas import ExperimentConfig
 from tasks import tracking
+from tasks.failures import report_config_errors_briefly
 from tasks.setup import check_requirements, check_secrets, connect, release
 
 # The sides of an experiment each mode runs (what it locks, starts and releases).
@@ -66,14 +67,15 @@ def rft(
     if name_per_flow_run:
         config = named_for_flow_run(config, FlowRunContext.get().flow_run)
     stages = config.resolve_stages()
+    report_config_errors_briefly()
     for stage in stages:  # settings without effect: shown before anything starts (and in MLflow's params)
         for warning in stage.warnings:
             get_run_logger().warning("%s/%s: %s", stage.project, stage.name, warning)
     for stage in stages:  # before anything starts or downloads
         check_secrets(stage)
-    for stage in stages:
-        connect(stage)
+    for stage in stages:  # the pre-flight, before Ray or any engine starts
         check_requirements(stage)
+        connect(stage)
     outcome: dict[str, Any] = {}
     for stage in stages:
         name = f"{model_name}-{stage.name.rsplit('/', 1)[-1]}" if len(stages) > 1 else model_name

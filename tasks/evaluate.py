@@ -9,10 +9,11 @@ from prefect.cache_policies import NO_CACHE
 
 from buffer.taskset import load_taskset
 from schemas import ExperimentConfig
+from tasks.failures import transient_only
 from tasks.rollouts import run_workflows
 
 
-@task(name="evaluate-taskset", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+@task(name="evaluate-taskset", retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 def evaluate_taskset(config: ExperimentConfig, index: int, step: int) -> dict:
     """Returns {"name", "metrics": {...}, "rows": [per-task results]} for eval taskset `index`."""
     taskset = config.buffer.explorer_input.eval_tasksets[index]

@@ -12,6 +12,10 @@ os.environ["PREFECT_HOME"] = str(_PREFECT_HOME)
 for _var in ("PREFECT_API_URL", "PREFECT_PROFILE", "MLFLOW_TRACKING_URI", "RAY_ADDRESS"):
     os.environ.pop(_var, None)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+# The servers tests start (temporary and real) send no telemetry; the Prefect API's waits are bounded.
+from cli import defaults  # noqa: E402
+
+defaults.apply()
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 

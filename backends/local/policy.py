@@ -16,6 +16,9 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ray.exceptions import RayError
+
+from backends.errors import ConfigError
 from backends.local import ray_cluster, trainer_actor, vllm_engine
 from backends.local.engine_client import EngineClient
 from backends.local.weight_sync import WeightTransport, make_transport, remove_shared_memory
@@ -35,9 +38,10 @@ class ResourcePlan:
     trainer_gpus: int
     trainer_cpus: float  # Ray CPUs the trainer reserves: 0 while it takes turns with the engines
     trainer_threads: int
+    spread: bool = False  # engines on as many nodes as can take them (a cluster of several nodes)
 
 
-def plan_resources(config, cluster: dict[str, float], cores: int | None = None) -> ResourcePlan:  # noqa: ANN001
+def plan_resources(config, cluster: dict[str, float], cores: int | None = None, nodes: int = 1) -> ResourcePlan:  # noqa: ANN001
     """Devices and threads of the engines and the trainer, from the config and the cluster's totals."""
     rollout = config.explorer.rollout_model
     cores = cores or os.cpu_count() or 1
@@ -55,6 +59,7 @@ def plan_resources(config, cluster: dict[str, float], cores: int | None = None) 
         trainer_gpus=1 if gpus else 0,
         trainer_cpus=1.0 if overlap and not gpus else 0.0,
         trainer_threads=trainer_threads,
+        spread=nodes > 1,
     )
 
 
@@ -74,30 +79,40 @@ class LocalPolicy(Policy):
     def connect(self) -> dict[str, float]:
         return ray_cluster.connect(self.config.cluster.ray_address)
 
+    def preflight(self) -> list[str]:
+        return [ray_cluster.probe(self.config.cluster.ray_address)]
+
     def check_requirements(self) -> list[str]:
         config = self.config
-        gpus = ray_cluster.cluster_gpus()
+        if ray_cluster.resolve(config.cluster.ray_address).probe:  # a running cluster: join it to count its GPUs
+            self.connect()
+        gpus = ray_cluster.cluster_gpus()  # of this machine, for a local cluster not started yet
         reasons = []
         if (config.cluster.gpu_per_node or 0) > 0:
-            reasons.append(f"cluster.gpu_per_node={config.cluster.gpu_per_node}")
+            reasons.append(("cluster.gpu_per_node", f"cluster.gpu_per_node={config.cluster.gpu_per_node}"))
         if config.trainer.trainer_type == "verl":
-            reasons.append("trainer.trainer_type='verl' (FSDP on GPUs)")
+            reasons.append(("trainer.trainer_type", "trainer.trainer_type='verl' (FSDP on GPUs)"))
         if reasons and gpus == 0:
-            raise RuntimeError(
-                f"{config.project}/{config.name} needs GPUs ({', '.join(reasons)}), but the Ray cluster "
-                f"({config.cluster.ray_address}) has none. Run it from a worker of the rft-gpu work pool on a GPU "
-                "machine, or run the CPU recipe `gsm8k`."
+            raise ConfigError(
+                reasons[0][0],
+                f"{config.project}/{config.name} needs GPUs ({', '.join(why for _, why in reasons)}), but the Ray "
+                f"cluster ({config.cluster.ray_address}) has none. Run it from a worker of the rft-gpu work pool on a GPU "
+                "machine, or run the CPU recipe `gsm8k`.",
             )
-        nodes = ray_cluster.alive_nodes()
+        nodes = ray_cluster.alive_nodes() if ray_cluster.is_connected() else 1  # a local cluster: this machine
         if config.cluster.node_num is not None and nodes < config.cluster.node_num:
-            raise RuntimeError(
+            raise ConfigError(
+                "cluster.node_num",
                 f"{config.project}/{config.name}: cluster.node_num is {config.cluster.node_num}, but the Ray cluster "
-                f"({config.cluster.ray_address}) has {nodes} node(s) alive"
+                f"({config.cluster.ray_address}) has {nodes} node(s) alive",
             )
         self._transport()  # an impossible sync method fails here, before anything starts
         from backends import registry
 
-        registry.trainer_class(config.trainer.trainer_type)  # an unbuilt trainer fails here too
+        try:
+            registry.trainer_class(config.trainer.trainer_type)  # an unbuilt trainer fails here too
+        except NotImplementedError as err:
+            raise ConfigError("trainer.trainer_type", str(err)) from None
         plan = self.plan()
         return [
             f"{len(self.engine_names)} vLLM engine(s), {plan.engine_gpus} GPU(s) and {plan.engine_threads} CPU "
@@ -106,12 +121,13 @@ class LocalPolicy(Policy):
         ]
 
     def plan(self) -> ResourcePlan:
-        return plan_resources(self.config, {"GPU": float(ray_cluster.cluster_gpus())})
+        nodes = ray_cluster.alive_nodes() if ray_cluster.is_connected() else 1
+        return plan_resources(self.config, {"GPU": float(ray_cluster.cluster_gpus())}, nodes=nodes)
 
     def start_engines(self, model_dir: str) -> list[str]:
         plan = self.plan()
         settings = vllm_engine.EngineSettings.from_config(self.config, model_dir)
-        vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus)
+        vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus, plan.spread)
         return self.engine_names
 
     def start_trainer(self, model_dir: str, total_steps: int) -> str:
@@ -145,13 +161,16 @@ class LocalPolicy(Policy):
         self._transport().prune(self.config.experiment_dir.resolve(), self.experiment, keep_from=weights.version)
 
     def revive(self) -> list[str]:
+        ray_cluster.check_cluster_alive()  # a lost cluster is named, not revived into
         dead = [name for name in self.engine_names if not self._alive(name)]
         if not dead:
             return []
         logger.warning("rollout engines %s died: starting them again", ", ".join(dead))
+        for name in dead:  # a stuck one (it did not answer) is stopped first; a dead one is a no-op
+            vllm_engine.stop_engine_actor(name)
         plan = self.plan()
         settings = vllm_engine.EngineSettings.from_config(self.config)
-        vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus)
+        vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus, plan.spread)
         if self._serving.exists():  # the revived engines serve what the others serve
             self._load_into([EngineClient(name) for name in dead], WeightsHandle(**json.loads(self._serving.read_text())))
         return dead
@@ -162,8 +181,17 @@ class LocalPolicy(Policy):
         ray_cluster.dump_timeline(path)
         return path
 
+    def revive_trainer(self, model_dir: str, total_steps: int) -> bool:
+        ray_cluster.check_cluster_alive()
+        if self._trainer_alive():
+            return False
+        logger.warning("trainer %s died: starting it again", self.trainer_name)
+        trainer_actor.stop_trainer_actor(self.trainer_name)
+        self.start_trainer(model_dir, total_steps)
+        return True
+
     def release(self, engines: bool = True, trainer: bool = True) -> None:
-        if ray_cluster.is_connected():
+        if ray_cluster.is_connected() and ray_cluster.answers():  # a lost cluster took its actors along
             for name in ray_cluster.actor_names(f"{self.experiment}-rollout-") if engines else []:
                 vllm_engine.stop_engine_actor(name)
             if trainer:
@@ -191,4 +219,11 @@ class LocalPolicy(Policy):
         try:
             return EngineClient(name).alive()
         except LookupError:
+            return False
+
+    def _trainer_alive(self) -> bool:
+        try:
+            self.trainer.ping(timeout_s=60)
+            return True
+        except (LookupError, RayError):
             return False
