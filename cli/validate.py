@@ -106,18 +106,25 @@ def preflight_or_exit(target: str, config: ExperimentConfig) -> None:
     """The pre-flight of every stage (tasks.preflight): a line per check, or every problem and exit 1."""
     import datasets
 
+    from backends.errors import ConfigError
+    from backends.policy import policy_for
     from tasks.preflight import PreflightError, preflight  # imports transformers and datasets
 
     datasets.disable_progress_bars()
     out = Console(highlight=False, soft_wrap=True)
     problems: list[str] = []
     for stage in config.resolve_stages():
+        try:  # the devices the config needs (a running cluster is joined to count them; nothing starts)
+            for line in policy_for(stage).check_requirements():
+                out.print(f"  [green]✓[/] {escape(stage.name)}: {escape(line)}")
+        except (ConfigError, NotImplementedError) as err:
+            problems.append(f"{stage.name}: {err}")
         try:
             for line in preflight(stage):
                 out.print(f"  [green]✓[/] {escape(stage.name)}: {escape(line)}")
         except PreflightError as err:
             problems += [f"{stage.name}: {p}" for p in err.problems]
     if problems:
-        _print_errors(target, problems)
+        _print_errors(target, list(dict.fromkeys(problems)))
         raise typer.Exit(1)
     out.print(f"[green]✓[/] {target}: ready to run")

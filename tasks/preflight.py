@@ -53,7 +53,11 @@ class PreflightError(ConfigError):
 
 def check_cluster(config: ExperimentConfig) -> list[str]:
     """`cluster.ray_address` (or the policy's service) answers; nothing is started."""
-    return policy_for(config).preflight()
+    try:
+        policy = policy_for(config)
+    except NotImplementedError as err:  # a backend that is not built yet
+        raise ConfigError("explorer.rollout_model.engine_type", str(err)) from None
+    return policy.preflight()
 
 
 def check_model_path(config: ExperimentConfig) -> list[str]:
