@@ -594,8 +594,9 @@ def fail_open_run(config: ExperimentConfig, role: str = "main") -> None:
     if config.monitor.monitor_type != "mlflow":
         _close_other(_other_id(config.monitor.monitor_type, role, experiment_dir(config)), failed=True)
         return
-    if not experiment_dir(config).exists():  # the run stopped before it started anything
-        return
+    uri, source = tracking_uri_and_source(config)
+    if source == "checkpoint_root_dir" and not Path(uri.removeprefix("sqlite:///")).exists():
+        return  # nothing was logged yet (a run that stopped at its pre-flight): nothing to fail, nothing created
     client = client_for(config)
     experiment = client.get_experiment_by_name(config.monitor.experiment_name or config.project)
     if experiment is None:
@@ -612,5 +613,5 @@ def finish_run(config: ExperimentConfig, run_id: str, status: str = "FINISHED") 
         _close_other(run_id, failed=status != "FINISHED")
         return
     client = client_for(config)
-    client.set_terminated(run_id, status=status)
-    _settle_parent(client, run_id)
+    client.set_terminated(run_id, status=status)  # kept, if the server is down, and logged when it is back
+    best_effort(_settle_parent)(client, run_id)

@@ -1,9 +1,10 @@
 """The pre-flight names the setting of every mistake in seconds, and only transient failures are retried.
-Real files, real closed ports; nothing is started."""
+Real files, real closed ports; nothing is started (the last test: `rft run`'s temporary Prefect server)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -124,3 +125,48 @@ def test_config_error_message_starts_with_the_field() -> None:
     assert str(ConfigError("trainer.trainer_type", "trainer.trainer_type='verl': not built")) == (
         "trainer.trainer_type='verl': not built"
     )
+
+
+@pytest.mark.slow  # starts `rft run`'s temporary Prefect server (and nothing else)
+def test_rft_run_with_mistakes_ends_before_ray_or_any_engine_starts(tmp_path: Path) -> None:
+    """The issue's run-time mistakes at once (missing model folder, a malformed taskset line, a missing
+    eval set, MLflow down): `rft run` names each, once, with no traceback, and never starts Ray (its
+    temp folder stays empty), so no engine or trainer actor can have been created."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    bad = tmp_path / "bad.jsonl"
+    rows = (ROOT / "data/gsm8k/train.jsonl").read_text().splitlines()[:2]
+    bad.write_text("\n".join([*rows, '{"question": "1 + 1?", "answer": "2"']) + "\n")
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))  # Ray's sessions would be made here
+    mlflow = f"http://127.0.0.1:{closed_port()}"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"} | {
+        "PREFECT_HOME": str(tmp_path / "prefect"), "RAY_TMPDIR": str(ray_tmp), "MLFLOW_TRACKING_URI": mlflow,
+    }
+    settings = {
+        "name": "mistakes", "checkpoint_root_dir": str(tmp_path / "checkpoints"), "cluster.ray_address": "local",
+        "model.model_path": "/nowhere/model", "buffer.explorer_input.taskset.path": str(bad),
+        "buffer.explorer_input.eval_tasksets.0.path": "/nowhere/eval.jsonl",
+    }
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "run", "smoke", *[a for k, v in settings.items() for a in ("--set", f"{k}={v}")]],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    print(f"rft run with 4 mistakes ended after {time.monotonic() - started:.0f} s")
+    output = proc.stdout + proc.stderr
+    try:
+        assert proc.returncode == 1, output[-5000:]
+        final = proc.stderr.split("rft/mistakes failed: ")
+        assert len(final) == 2, output[-5000:]  # the cause, once
+        assert "model.model_path: '/nowhere/model': no such folder" in final[1]
+        assert f"buffer.explorer_input.taskset.path: {bad}: malformed JSON on line 3" in final[1]
+        assert "buffer.explorer_input.eval_tasksets.0.path: " in final[1] and "/nowhere/eval.jsonl" in final[1]
+        assert f"MLFLOW_TRACKING_URI: {mlflow}: the MLflow server does not answer" in final[1]
+        assert "Traceback" not in output, output[-5000:]  # neither ours nor Prefect's (telemetry) tracebacks
+        assert list(ray_tmp.iterdir()) == []  # Ray never started: no engine, no trainer
+        assert not (tmp_path / "checkpoints" / "rft" / "mistakes").exists()
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)

@@ -1,10 +1,11 @@
-"""A run heals itself: the vLLM engine and the trainer are SIGKILLed in every phase (explore, train,
-sync) and the MLflow server is stopped for two steps, and the run still ends with its 4 steps, every
-experience trained exactly once, every step's metrics in MLflow once, and the restarts counted.
+"""A run heals itself: the trainer is SIGKILLed while it trains, the vLLM engine while it loads the
+new weights (sync), and the MLflow server is stopped for most of a step, and the run still ends with
+its 2 steps, every experience trained exactly once, every step's metrics in MLflow once, and the
+restarts counted. (An engine that dies while exploring: tests/test_engine_revival.py.)
 
 One run does it all (each revival costs an engine or trainer start). A killer thread watches the
 processes of the run's Ray actors: Ray titles a worker `ray::Class.method` while it runs that method,
-which tells the phase (`TrainerActor.train_step`: train; `VLLMEngine.load_weights`: sync; ...).
+which tells the phase (`TrainerActor.train_step`: train; `VLLMEngine.load_weights`: sync).
 """
 
 from __future__ import annotations
@@ -30,17 +31,14 @@ from deployments import load_recipe
 pytestmark = pytest.mark.slow
 MLFLOW = str(Path(sys.executable).parent / "mlflow")
 ENGINE, TRAINER = "ray::VLLMEngine", "ray::TrainerActor"
+STEPS = 2
 
-# (what must be running, what is killed then) in order; "mlflow stop/start" act at once.
+# (what must be running, then what is done): an actor's title is killed, or "mlflow stop" / "mlflow start".
 PLAN = [
     (f"{TRAINER}.train_step", TRAINER),  # train, step 1 (no checkpoint yet: trained again from scratch)
-    (f"{ENGINE}.load_weights", ENGINE),  # sync
-    ("mlflow", "stop"),
-    (f"{ENGINE}.generate", ENGINE),  # explore
-    (f"{TRAINER}.publish_weights", TRAINER),  # sync
-    ("mlflow", "start"),
-    (f"{TRAINER}.train_step", ENGINE),  # the engine dies while the trainer trains
-    (f"{ENGINE}.generate", TRAINER),  # the trainer dies while the engine explores
+    (f"{ENGINE}.load_weights", ENGINE),  # sync, step 1: the sync task's retry revives the engine
+    (None, "mlflow stop"),  # the checkpoint, metrics and exploring of step 1-2 are logged while it is down
+    (f"{TRAINER}.train_step", "mlflow start"),  # train, step 2: the kept writes are replayed
 ]
 
 
@@ -114,25 +112,27 @@ class Killer(threading.Thread):
     def run(self) -> None:
         actors: dict[int, str] = {}
         refreshed = 0.0
-        for trigger, victim in PLAN:
-            if trigger == "mlflow":
-                getattr(self.mlflow, victim)()
-                self.done.append(f"mlflow {victim}")
-                continue
-            while not self.stop.is_set():
+        for trigger, action in PLAN:
+            while trigger is not None and not self.stop.is_set():
                 if time.monotonic() - refreshed > 0.5:  # actors come and go with revivals
                     actors = {pid: t for pid in descendants(os.getpid()) if (t := title(pid)).startswith("ray::")}
                     refreshed = time.monotonic()
                 titles = {pid: title(pid) for pid in actors}
                 if any(t == trigger for t in titles.values()):
-                    victims = [pid for pid, t in titles.items() if t.startswith(victim)]
-                    if victims:
-                        os.kill(victims[0], signal.SIGKILL)
-                        self.done.append(f"{victim} killed during {trigger}")
-                        refreshed = 0.0
-                        time.sleep(1.0)  # the next trigger is another phase
-                        break
+                    break
                 time.sleep(0.005)
+            if self.stop.is_set():
+                return
+            if action.startswith("mlflow "):
+                getattr(self.mlflow, action.split()[1])()
+                self.done.append(action)
+                continue
+            victims = [pid for pid, t in titles.items() if t.startswith(action)]
+            if victims:
+                os.kill(victims[0], signal.SIGKILL)
+                self.done.append(f"{action} killed during {trigger}")
+                refreshed = 0.0
+                time.sleep(1.0)  # the next trigger is another phase
 
 
 def test_dead_engines_trainers_and_mlflow_outage_heal(tmp_path: Path) -> None:
@@ -146,8 +146,7 @@ def test_dead_engines_trainers_and_mlflow_outage_heal(tmp_path: Path) -> None:
         "checkpoint_root_dir": str(root),
         "cluster.ray_address": "local",
         "monitor.tracking_uri": mlflow.uri,
-        "buffer.total_steps": 4,
-        "explorer.eval_interval": 4,
+        "buffer.total_steps": STEPS,
         "explorer.eval_on_startup": False,
     })
     killer = Killer(mlflow)
@@ -164,9 +163,9 @@ def test_dead_engines_trainers_and_mlflow_outage_heal(tmp_path: Path) -> None:
 
     try:
         assert killer.done == [
-            f"{victim} killed during {trigger}" if trigger != "mlflow" else f"mlflow {victim}" for trigger, victim in PLAN
+            action if action.startswith("mlflow ") else f"{action} killed during {trigger}" for trigger, action in PLAN
         ], killer.done
-        assert outcome[config.name]["steps"] == 4
+        assert outcome[config.name]["steps"] == STEPS
 
         store = ExperienceStore.for_experiment(config.experiment_dir)
         try:
@@ -174,17 +173,17 @@ def test_dead_engines_trainers_and_mlflow_outage_heal(tmp_path: Path) -> None:
         finally:
             store.close()
         per_step = config.buffer.batch_size * config.algorithm.repeat_times
-        assert len(eids) == len(set(eids)) == 4 * per_step  # nothing lost, nothing sampled twice
-        assert sorted(Counter(trained.values()).items()) == [(s, per_step) for s in (1, 2, 3, 4)]  # each trained once
+        assert len(eids) == len(set(eids)) == STEPS * per_step  # nothing lost, nothing sampled twice
+        assert sorted(Counter(trained.values()).items()) == [(s, per_step) for s in range(1, STEPS + 1)]  # each trained once
 
         client = MlflowClient(tracking_uri=mlflow.uri)
         run_id = outcome[config.name]["mlflow_run_id"]
         assert client.get_run(run_id).info.status == "FINISHED"
         for key in ("explore/reward_mean", "train/loss", "time/sync_s"):
-            assert sorted(m.step for m in client.get_metric_history(run_id, key)) == [1, 2, 3, 4], key
+            assert sorted(m.step for m in client.get_metric_history(run_id, key)) == list(range(1, STEPS + 1)), key
         restarts = {key: max(client.get_metric_history(run_id, key), key=lambda m: m.step).value
                     for key in ("engine_restarts", "trainer_restarts")}
-        assert restarts == {"engine_restarts": 3.0, "trainer_restarts": 3.0}
+        assert restarts == {"engine_restarts": 1.0, "trainer_restarts": 1.0}
         assert not (config.experiment_dir / "log" / "mlflow_spool.jsonl").exists()
     finally:
         mlflow.stop()
