@@ -6,6 +6,7 @@ import json
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cli.validate import AllowUnsupported, SetOption, Target, err_console, load_or_exit
@@ -37,7 +38,7 @@ def run(target: Target, set_: SetOption = None, allow_unsupported: AllowUnsuppor
         with bar:
             outcome = rft(config=config)
     except Exception as err:  # Prefect logged the run already: the cause, once
-        err_console.print(f"[bold red]{config.project}/{config.name} failed[/]: {cause(err)}")
+        err_console.print(f"[bold red]{config.project}/{config.name} failed[/]: {escape(cause(err))}")
         raise typer.Exit(1) from None
     finally:
         step_progress.LISTENERS.remove(on_step)
