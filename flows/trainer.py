@@ -13,6 +13,7 @@ from prefect import flow, get_run_logger
 
 from buffer.experience_store import ExperienceStore
 from flows.concurrent import stop_event
+from flows.recovery import retrain_after_trainer_death
 from flows.stage import (
     checkpoint_if_due,
     close_stage,
@@ -66,7 +67,11 @@ def trainer(
                 answered = schedule.latest_request(config)
                 publish_weights(config, step - 1)
                 published = step - 1
-        metrics = train(config, step) | {"time/wait_for_explorer_s": waited}
+        try:
+            metrics = train(config, step)
+        except Exception as error:  # a dead trainer is restarted and the lost steps trained again
+            metrics = retrain_after_trainer_death(config, step, model_dir, total_steps, error)
+        metrics |= {"time/wait_for_explorer_s": waited}
         requested = schedule.latest_request(config) > answered
         if schedule.publish_due(config, step, total_steps, requested):
             answered = schedule.latest_request(config)

@@ -13,6 +13,7 @@ from buffer.experience_store import ExperienceStore
 from checkpointing import layout
 from checkpointing.merge import copy_side_files
 from schemas import ExperimentConfig
+from tasks.failures import transient_only
 from tasks.runtime import experiment_dir, read_json, write_json_atomic
 
 
@@ -22,7 +23,7 @@ def write_text_atomic(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-@task(name="save-checkpoint", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+@task(name="save-checkpoint", retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 def save_checkpoint(config: ExperimentConfig, step: int, base_model_dir: str) -> str:
     """global_step_{step}/: trainer state (weights, optimizer, scheduler, RNG) and the buffer's read
     position (the explorer's position follows from the step); the folder appears only once complete."""

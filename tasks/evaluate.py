@@ -24,6 +24,7 @@ from prefect.cache_policies import NO_CACHE
 from buffer.experience import Experience
 from buffer.taskset import load_taskset
 from schemas import ExperimentConfig, TasksetConfig
+from tasks.failures import transient_only
 from tasks.rollouts import run_workflows
 
 # The metrics shown first, in this order (any other metric follows, sorted).
@@ -95,7 +96,7 @@ def evaluate_tasks(config: ExperimentConfig, taskset: TasksetConfig, step: int) 
     return {"name": taskset.name, "metrics": metrics, "rows": eval_rows(result.experiences)}
 
 
-@task(name="evaluate-taskset", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+@task(name="evaluate-taskset", retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 def evaluate_taskset(config: ExperimentConfig, index: int, step: int) -> dict:
     """Returns {"name", "metrics": {...}, "rows": [per-task results]} for eval taskset `index`."""
     taskset = config.buffer.explorer_input.eval_tasksets[index]

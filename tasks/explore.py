@@ -11,6 +11,7 @@ from buffer.experience import Experience
 from buffer.experience_store import ExperienceStore
 from buffer.taskset import TasksetReader, load_taskset
 from schemas import ExperimentConfig
+from tasks.failures import transient_only
 from tasks.runtime import experiment_dir
 from tasks.rollouts import run_workflows
 
@@ -43,7 +44,7 @@ def fill_advantages(config: ExperimentConfig, experiences: list[Experience]) -> 
         exp.advantage = float(adv)
 
 
-@task(name="explore-step", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+@task(name="explore-step", retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
     """Roll out `batch_size` tasks × repeat_times on the engines into the experience buffer."""
     logger = get_run_logger()

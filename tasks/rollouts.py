@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from backends.errors import PartLost
 from backends.policy import policy_for
 from buffer.taskset import Task
 from schemas import ExperimentConfig
 from tasks.setup import revive_engines
 from workflows.render import renderer_for
-from workflows.runner import RunnerResult, WorkflowRunner
+from workflows.runner import AllTasksFailedError, RunnerResult, WorkflowRunner
 
 
 def run_workflows(
@@ -18,18 +19,31 @@ def run_workflows(
     """Every task's workflow once, on the policy's engines (revived first if one died): prompts over
     model.max_prompt_tokens skipped, each task tried up to explorer.max_retry_times more times and given
     explorer.max_timeout seconds an attempt; `runners` workflows at a time per engine (default
-    explorer.runner_per_model)."""
+    explorer.runner_per_model).
+
+    An engine that dies during the batch fails the whole batch (a transient error: the task's retry
+    revives the engine and samples the batch again), so no task's rollouts are lost or kept twice.
+    """
     revive_engines(config)  # a retry after an engine crash gets a working one
     model, explorer = config.model, config.explorer
     renderer = renderer_for(model.model_path, model.custom_chat_template, explorer.rollout_model.enable_thinking)
-    return WorkflowRunner(policy_for(config).engines(), renderer, runners or explorer.runner_per_model).run(
-        tasks,
-        explore_step=step,
-        repeat_times=repeat_times,
-        max_tokens=model.max_response_tokens,
-        default_workflow_type=config.buffer.explorer_input.default_workflow_type,
-        max_prompt_tokens=model.max_prompt_tokens,
-        min_tokens=model.min_response_tokens,
-        max_retry_times=explorer.max_retry_times,
-        max_timeout=explorer.max_timeout,
-    )
+    runner = WorkflowRunner(policy_for(config).engines(), renderer, runners or explorer.runner_per_model)
+    try:
+        result = runner.run(
+            tasks,
+            explore_step=step,
+            repeat_times=repeat_times,
+            max_tokens=model.max_response_tokens,
+            default_workflow_type=config.buffer.explorer_input.default_workflow_type,
+            max_prompt_tokens=model.max_prompt_tokens,
+            min_tokens=model.min_response_tokens,
+            max_retry_times=explorer.max_retry_times,
+            max_timeout=explorer.max_timeout,
+        )
+    except AllTasksFailedError as err:
+        if revive_engines(config):
+            raise PartLost(f"a rollout engine died during the batch of step {step}: {err}") from err
+        raise
+    if result.failures and (revived := revive_engines(config)):
+        raise PartLost(f"rollout engine(s) {', '.join(revived)} died during the batch of step {step}: sampling it again")
+    return result

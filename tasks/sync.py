@@ -17,7 +17,9 @@ from backends.policy import policy_for
 from backends.weights import WeightsHandle
 from checkpointing import layout
 from schemas import ExperimentConfig
+from tasks.failures import transient_only
 from tasks.runtime import experiment_dir, read_json, write_json_atomic
+from tasks.setup import revive_engines
 
 KEEP_RECORDS = 8  # published versions remembered (older ones' files are pruned by the engines' loads)
 
@@ -40,7 +42,7 @@ def _record(config: ExperimentConfig, weights: WeightsHandle) -> None:
     write_json_atomic(layout.sync_dir(experiment_dir(config)) / layout.PUBLISHED, {"versions": kept})
 
 
-@task(name="publish-weights", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+@task(name="publish-weights", retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 def publish_weights(config: ExperimentConfig, version: int) -> dict[str, float]:
     """Trainer side: the current weights become loadable as `version` (recorded for other processes)."""
     started = time.perf_counter()
@@ -49,21 +51,23 @@ def publish_weights(config: ExperimentConfig, version: int) -> dict[str, float]:
     return {"sync/export_s": time.perf_counter() - started, "sync/published_version": float(version)}
 
 
-@task(name="load-weights", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+@task(name="load-weights", retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 def load_weights(config: ExperimentConfig, version: int) -> dict[str, float]:
     """Explorer side: every engine serves published `version`."""
     started = time.perf_counter()
     handles = published(config)
     if version not in handles:
         raise LookupError(f"weights version {version} was never published (published: {sorted(handles) or 'none'})")
+    revive_engines(config)  # an engine that died since the last task is started again first
     policy_for(config).load(handles[version])
     get_run_logger().info("engines serve model version %d", version)
     return {"sync/load_s": time.perf_counter() - started, "sync/model_version": float(version)}
 
 
-@task(name="sync-weights", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+@task(name="sync-weights", retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 def sync_weights(config: ExperimentConfig, version: int) -> dict[str, float]:
     """Both halves at once (explorer and trainer taking turns)."""
+    revive_engines(config)  # an engine that died since the last task is started again first
     policy = policy_for(config)
     started = time.perf_counter()
     weights = policy.publish(version)

@@ -6,25 +6,41 @@ bench), so a multi-stage pipeline reads as one thing in the UI. A run that resum
 (not a duplicate). Tags: the experiment folder, the role, the Prefect flow run, `group`.
 TensorBoard writes event files under {experiment_dir}/log/tensorboard/<role>; W&B logs offline into
 {experiment_dir}/log/wandb unless WANDB_MODE or WANDB_API_KEY says otherwise; none logs nothing.
+
+Every wait on the tracking server is bounded (MLflow's defaults retry for minutes), and an outage in
+the middle of a run never fails it: writes are kept in the experiment's `log/mlflow_spool.jsonl` and
+replayed, in order, as soon as the server answers again (see `TrackingClient`).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import shutil
 import tempfile
 import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from functools import wraps
 from pathlib import Path
 from typing import Any
 
 from mlflow.entities import Metric, Param
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from backends.errors import is_transient
 from checkpointing import layout
 from schemas import ExperimentConfig
 from schemas.experiment import STAGE_CHAIN
-from tasks.runtime import experiment_dir
+from tasks.failures import transient_only
+from tasks.runtime import experiment_dir, read_json, write_json_atomic
 
 EXPERIMENT_TAG = "rft.experiment_dir"
 ROLE_TAG = "rft.role"  # main (a whole run, or its trainer side), explorer (an explore-only deployment), bench
@@ -34,16 +50,37 @@ GROUP_TAG = "group"
 MAX_PARAM_CHARS = 6000  # MLflow's limit on a param value
 MONITORS = ("mlflow", "tensorboard", "wandb", "none")
 
+# Bounded waits on a tracking server: a request times out after 10 s and is retried twice (~3 s of
+# backoff); MLflow's defaults are 120 s and 7 retries with a doubling backoff (minutes per call).
+for _name, _value in (
+    ("MLFLOW_HTTP_REQUEST_TIMEOUT", "10"),
+    ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2"),
+    ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
+):
+    os.environ.setdefault(_name, _value)
+PROBE_EVERY_S = 5.0  # while the server is down, writes go straight to the spool; its /health is asked this often
+SPOOL = "mlflow_spool.jsonl"
+RESTARTS = "restarts.json"
+
+logger = logging.getLogger(__name__)
+
+
+def tracking_uri_and_source(config: ExperimentConfig) -> tuple[str, str]:
+    """The tracking URI and the setting it comes from: monitor.tracking_uri, else $MLFLOW_TRACKING_URI,
+    else SQLite beside the checkpoints (checkpoint_root_dir). Creates nothing."""
+    if config.monitor.tracking_uri:
+        return config.monitor.tracking_uri, "monitor.tracking_uri"
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"], "MLFLOW_TRACKING_URI"
+    return f"sqlite:///{Path(config.checkpoint_root_dir).resolve() / 'mlflow.db'}", "checkpoint_root_dir"
+
 
 def tracking_uri(config: ExperimentConfig) -> str:
     """config.monitor.tracking_uri, else $MLFLOW_TRACKING_URI, else SQLite beside the checkpoints."""
-    if config.monitor.tracking_uri:
-        return config.monitor.tracking_uri
-    if os.environ.get("MLFLOW_TRACKING_URI"):
-        return os.environ["MLFLOW_TRACKING_URI"]
-    root = Path(config.checkpoint_root_dir).resolve()
-    root.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{root / 'mlflow.db'}"
+    uri, source = tracking_uri_and_source(config)
+    if source == "checkpoint_root_dir":
+        Path(config.checkpoint_root_dir).resolve().mkdir(parents=True, exist_ok=True)
+    return uri
 
 
 def artifact_location(config: ExperimentConfig) -> str | None:
@@ -58,8 +95,174 @@ def mlflow_ui_url() -> str:
     return os.environ.get("RFT_MLFLOW_UI_URL", "http://127.0.0.1:5000")
 
 
-def client_for(config: ExperimentConfig) -> MlflowClient:
-    return MlflowClient(tracking_uri=tracking_uri(config))
+def client_for(config: ExperimentConfig) -> TrackingClient:
+    return TrackingClient(tracking_uri(config), layout.log_dir(experiment_dir(config)) / SPOOL)
+
+
+# -- writes that survive an outage -------------------------------------------------------------------
+
+_lock = threading.Lock()
+_down_since: dict[str, float] = {}  # tracking URI -> when it was last found not answering
+
+
+class TrackingClient:
+    """An MlflowClient whose writes (`SPOOLED`) never fail a run: while the server does not answer,
+    each is appended to a spool file (artifacts copied beside it) with a warning, and the spool is
+    replayed in order before the next write once the server answers again. Reads pass through."""
+
+    SPOOLED = ("log_batch", "log_metric", "set_tag", "log_table", "log_artifact", "set_terminated")
+
+    def __init__(self, uri: str, spool: Path) -> None:
+        self.uri = uri
+        self.spool = spool
+        self.client = MlflowClient(tracking_uri=uri)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self.SPOOLED:
+            return lambda *args, **kwargs: self._write(name, args, kwargs)
+        return getattr(self.client, name)
+
+    def flush(self) -> int:
+        """Replay the spool (when the server is not known to be down); returns the calls replayed."""
+        with _lock:
+            return self._flush()
+
+    def _write(self, name: str, args: tuple, kwargs: dict) -> None:
+        with _lock:
+            if self._flush() < 0:
+                self._keep(name, args, kwargs)
+                return
+            try:
+                getattr(self.client, name)(*args, **kwargs)
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+                self._went_down(err)
+                self._keep(name, args, kwargs)
+                return
+            _down_since.pop(self.uri, None)
+
+    def _still_down(self) -> bool:
+        """Known down and not answering now (its /health asked at most every PROBE_EVERY_S, 2 s timeout)."""
+        if self.uri not in _down_since:
+            return False
+        if time.monotonic() - _down_since[self.uri] < PROBE_EVERY_S:
+            return True
+        if self.uri.startswith(("http://", "https://")):
+            try:
+                urllib.request.urlopen(self.uri.rstrip("/") + "/health", timeout=2).close()
+            except urllib.error.HTTPError as err:
+                if err.code >= 500:
+                    _down_since[self.uri] = time.monotonic()
+                    return True
+            except OSError:
+                _down_since[self.uri] = time.monotonic()
+                return True
+        return False
+
+    def _went_down(self, err: BaseException) -> None:
+        if self.uri not in _down_since:
+            _warn(f"MLflow at {self.uri} does not answer ({type(err).__name__}): its writes are kept in {self.spool} "
+                  "and logged when it answers again; training goes on")
+        _down_since[self.uri] = time.monotonic()
+
+    def _keep(self, name: str, args: tuple, kwargs: dict) -> None:
+        self.spool.parent.mkdir(parents=True, exist_ok=True)
+        if name == "log_artifact":  # the file may be temporary: keep a copy
+            source = Path(kwargs.pop("local_path", None) or args[1])
+            kept = self.spool.parent / "mlflow_spool" / uuid.uuid4().hex[:8] / source.name
+            kept.parent.mkdir(parents=True)
+            shutil.copyfile(source, kept)
+            args = (args[0], str(kept), *args[2:])
+        line = {"call": name, "args": [_encode(a) for a in args], "kwargs": {k: _encode(v) for k, v in kwargs.items()}}
+        with self.spool.open("a") as fh:
+            fh.write(json.dumps(line) + "\n")
+
+    def _flush(self) -> int:
+        """-1: the server is still down (the spool stays); else how many kept calls were replayed."""
+        if self._still_down():
+            return -1
+        if not self.spool.is_file():
+            return 0
+        lines = self.spool.read_text().splitlines()
+        for i, line in enumerate(lines):
+            call = json.loads(line)
+            try:
+                getattr(self.client, call["call"])(
+                    *[_decode(a) for a in call["args"]], **{k: _decode(v) for k, v in call["kwargs"].items()}
+                )
+            except Exception as err:
+                if is_transient(err):
+                    self._went_down(err)
+                    self.spool.write_text("".join(rest + "\n" for rest in lines[i:]))
+                    return -1
+                _warn(f"a kept MLflow call ({call['call']}) failed and is dropped: {type(err).__name__}: {err}")
+        self.spool.unlink()
+        shutil.rmtree(self.spool.parent / "mlflow_spool", ignore_errors=True)
+        _down_since.pop(self.uri, None)
+        _warn(f"MLflow at {self.uri} answers again: {len(lines)} kept call(s) logged")
+        return len(lines)
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, Metric):
+        return {"__metric__": [value.key, value.value, value.timestamp, value.step]}
+    if isinstance(value, Param):
+        return {"__param__": [value.key, value.value]}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and "__metric__" in value:
+        return Metric(*value["__metric__"])
+    if isinstance(value, dict) and "__param__" in value:
+        return Param(*value["__param__"])
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def _warn(message: str) -> None:
+    try:
+        from prefect import get_run_logger
+
+        get_run_logger().warning(message)
+    except Exception:  # outside a flow or task run
+        logger.warning(message)
+
+
+def best_effort(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """For what may be skipped while the server is down (the curve, the model registry): warn, return None."""
+
+    @wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as err:
+            if not is_transient(err):
+                raise
+            _warn(f"{fn.__name__} skipped: MLflow does not answer ({type(err).__name__})")
+            return None
+
+    return call
+
+
+def count_restart(config: ExperimentConfig, part: str, count: int = 1) -> dict[str, float]:
+    """Add `count` restarts of `part` ("engine" or "trainer") to the experiment's tally; logged with
+    every step's metrics as `engine_restarts` / `trainer_restarts`. Returns the tally."""
+    path = layout.log_dir(experiment_dir(config)) / RESTARTS
+    with _lock:
+        tally = restart_counts(config)
+        tally[f"{part}_restarts"] = tally.get(f"{part}_restarts", 0.0) + count
+        write_json_atomic(path, tally)
+    return tally
+
+
+def restart_counts(config: ExperimentConfig) -> dict[str, float]:
+    saved = read_json(layout.log_dir(experiment_dir(config)) / RESTARTS, {})
+    return {"engine_restarts": 0.0, "trainer_restarts": 0.0, **saved}
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, str]:
@@ -149,7 +352,7 @@ def run_params(config: ExperimentConfig) -> dict[str, str]:
     return params
 
 
-@task(name="start-mlflow-run", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
+@task(name="start-mlflow-run", retries=2, retry_delay_seconds=3, retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 def start_mlflow_run(config: ExperimentConfig, flow_run_id: str, role: str = "main") -> dict[str, str]:
     """The experiment's run of `role` in `monitor.monitor_type`: with MLflow the unfinished one of an
     earlier attempt, or a new one, nested below the experiment's parent run."""
@@ -157,6 +360,7 @@ def start_mlflow_run(config: ExperimentConfig, flow_run_id: str, role: str = "ma
     if monitor != "mlflow":
         return _start_other(config, monitor, role)
     client = client_for(config)
+    client.flush()  # what an earlier attempt kept while the server was down
     experiment_id = _experiment_id(client, config)
     parent = _parent_run(client, config, experiment_id, flow_run_id)
     tag = str(experiment_dir(config))
@@ -270,8 +474,8 @@ def _close_other(run_id: str, failed: bool = False) -> None:
 
 
 def log_metrics(config: ExperimentConfig, run_id: str, metrics: dict[str, float], step: int) -> None:
-    import time
-
+    """The step's metrics, and the tally of revived engines and trainers so far."""
+    metrics = {**metrics, **restart_counts(config)}
     if config.monitor.monitor_type != "mlflow":
         if config.monitor.monitor_type in ("tensorboard", "wandb"):
             writer = _writer(run_id, config)
@@ -334,6 +538,7 @@ def curve_rows(config: ExperimentConfig, run_id: str) -> list[dict[str, Any]]:
     return [{c: rows[step].get(c, "") for c in columns} for step in sorted(rows)]
 
 
+@best_effort
 def log_reward_curve(config: ExperimentConfig, run_id: str, file_name: str = "reward_curve.png") -> Path | None:
     """A PNG of the run, logged as an artifact: training reward per step above, and below every eval
     taskset's strict / lenient accuracy and format rate at each evaluation (step 0: before training).
@@ -398,6 +603,7 @@ def log_checkpoint(config: ExperimentConfig, run_id: str, step: int, path: str) 
     client.log_metric(run_id, "checkpoint/global_step", float(step), step=step)
 
 
+@best_effort
 def register_model(config: ExperimentConfig, run_id: str, name: str, model_dir: str) -> str | None:
     """A new version of registered model `name` pointing at the converted folder (no copy); MLflow only."""
     if config.monitor.monitor_type != "mlflow":
@@ -407,11 +613,20 @@ def register_model(config: ExperimentConfig, run_id: str, name: str, model_dir: 
         client.get_registered_model(name)
     except Exception:  # MlflowException(RESOURCE_DOES_NOT_EXIST)
         client.create_registered_model(name, description="RFT-trained models (rft flow)")
-    version = client.create_model_version(name, source=Path(model_dir).resolve().as_uri(), run_id=run_id)
     client.set_tag(run_id, "rft.final_model", model_dir)
+    try:
+        version = client.create_model_version(name, source=Path(model_dir).resolve().as_uri(), run_id=run_id)
+    except MlflowException as err:
+        if "Invalid model version source" not in str(err):
+            raise
+        # A tracking server registers only what is in its artifact store: the folder stays where it is.
+        _warn(f"model {name!r} not registered: the tracking server at {client.uri} does not register a local "
+              f"folder; the final model is {model_dir} (the run's tag rft.final_model)")
+        return None
     return version.version
 
 
+@best_effort
 def tag_remote_model(config: ExperimentConfig, run_id: str, sampler_path: str, state_path: str) -> None:
     """The final weights of a Tinker run are on the Tinker server: their paths, instead of a model version."""
     if config.monitor.monitor_type != "mlflow":
@@ -421,11 +636,15 @@ def tag_remote_model(config: ExperimentConfig, run_id: str, sampler_path: str, s
     client.set_tag(run_id, "rft.final_state", state_path)
 
 
+@best_effort
 def fail_open_run(config: ExperimentConfig, role: str = "main") -> None:
     """Mark the experiment's running run of `role` FAILED (a retry continues it, see start_mlflow_run)."""
     if config.monitor.monitor_type != "mlflow":
         _close_other(_other_id(config.monitor.monitor_type, role, experiment_dir(config)), failed=True)
         return
+    uri, source = tracking_uri_and_source(config)
+    if source == "checkpoint_root_dir" and not Path(uri.removeprefix("sqlite:///")).exists():
+        return  # nothing was logged yet (a run that stopped at its pre-flight): nothing to fail, nothing created
     client = client_for(config)
     experiment = client.get_experiment_by_name(config.monitor.experiment_name or config.project)
     if experiment is None:
@@ -442,5 +661,5 @@ def finish_run(config: ExperimentConfig, run_id: str, status: str = "FINISHED") 
         _close_other(run_id, failed=status != "FINISHED")
         return
     client = client_for(config)
-    client.set_terminated(run_id, status=status)
-    _settle_parent(client, run_id)
+    client.set_terminated(run_id, status=status)  # kept, if the server is down, and logged when it is back
+    best_effort(_settle_parent)(client, run_id)

@@ -16,6 +16,10 @@ for _var in ("PREFECT_API_URL", "PREFECT_PROFILE", "MLFLOW_TRACKING_URI", "RAY_A
              "TINKER_BASE_URL", "TINKER_API_KEY", "TRINITY_API_KEY"):
     os.environ.pop(_var, None)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+# The servers tests start (temporary and real) send no telemetry; the Prefect API's waits are bounded.
+from cli import defaults  # noqa: E402
+
+defaults.apply()
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 

@@ -113,6 +113,8 @@ def test_bench_mode_logs_an_eval_curve_of_the_saved_checkpoints(
     bench = rft_cli(tmp_path, "bench", f"checkpoint_root_dir={config.checkpoint_root_dir}", "name=overlap",
                     "mode=bench", "cluster.ray_address=local")
     assert bench.wait(timeout=900) == 0, (tmp_path / "bench.log").read_text()[-3000:]
+    log = (tmp_path / "bench.log").read_text()
+    assert "Traceback" not in log, log[-5000:]  # a clean `rft run` on its temporary server: no Prefect-internal one
     client = MlflowClient(tracking_uri=tracking_uri(config))
     (run,) = [r for r in client.search_runs([client.get_experiment_by_name("rft").experiment_id])
               if r.data.tags[ROLE_TAG] == "bench"]

@@ -164,3 +164,16 @@ def test_console_script_is_installed():
     assert '"name": "smoke"' in proc.stdout
     proc = subprocess.run([rft, "validate", "gsm8k", "--set", "buffer.batch_size=0"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "buffer.batch_size" in proc.stderr
+
+
+def test_validate_check_runs_the_preflight_and_names_each_problem(tmp_path: Path) -> None:
+    ok = runner.invoke(app, ["validate", "smoke", "--check", "--set", f"checkpoint_root_dir={tmp_path}"])
+    assert ok.exit_code == 0, ok.output
+    assert "model.model_path: " in ok.output and "ready to run" in ok.output
+    bad = runner.invoke(app, ["validate", "smoke", "--check", "--set", f"checkpoint_root_dir={tmp_path}",
+                              "--set", "model.model_path=/nowhere/model",
+                              "--set", "buffer.explorer_input.taskset.path=/nowhere/tasks.jsonl"])
+    assert bad.exit_code == 1
+    assert "smoke: model.model_path: '/nowhere/model': no such folder" in bad.output
+    assert "smoke: buffer.explorer_input.taskset.path: taskset 'gsm8k': path '/nowhere/tasks.jsonl' not found" in bad.output
+    assert not (tmp_path / "rft").exists()  # nothing was started or written

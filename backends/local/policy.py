@@ -16,6 +16,9 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ray.exceptions import RayError
+
+from backends.errors import ConfigError
 from backends.local import ray_cluster, trainer_actor, vllm_engine
 from backends.local.engine_client import EngineClient
 from backends.local.weight_sync import WeightTransport, make_transport, remove_shared_memory
@@ -36,6 +39,7 @@ class ResourcePlan:
     trainer_cpus: float  # Ray CPUs the trainer reserves: 0 while it takes turns with the engines
     trainer_threads: int  # CPU threads of the trainer's computation, in all
     trainer_in_workers: bool = False  # veRL: the trainer actor only drives worker processes that hold the devices
+    spread: bool = False  # engines on as many nodes as can take them (a cluster of several nodes)
 
     @property
     def trainer_actor_gpus(self) -> int:
@@ -53,7 +57,7 @@ def rollout_gpus(config) -> int:  # noqa: ANN001
     return rollout.engine_num * rollout.tensor_parallel_size
 
 
-def plan_resources(config, cluster: dict[str, float], cores: int | None = None) -> ResourcePlan:  # noqa: ANN001
+def plan_resources(config, cluster: dict[str, float], cores: int | None = None, nodes: int = 1) -> ResourcePlan:  # noqa: ANN001
     """Devices and threads of the engines and the trainer, from the config and the cluster's totals."""
     rollout = config.explorer.rollout_model
     cores = cores or os.cpu_count() or 1
@@ -79,6 +83,7 @@ def plan_resources(config, cluster: dict[str, float], cores: int | None = None) 
         trainer_cpus=1.0 if overlap and not gpus else 0.0,
         trainer_threads=trainer_threads,
         trainer_in_workers=in_workers,
+        spread=nodes > 1,
     )
 
 
@@ -98,29 +103,40 @@ class LocalPolicy(Policy):
     def connect(self) -> dict[str, float]:
         return ray_cluster.connect(self.config.cluster.ray_address)
 
+    def preflight(self) -> list[str]:
+        return [ray_cluster.probe(self.config.cluster.ray_address)]
+
     def check_requirements(self) -> list[str]:
         config = self.config
-        gpus = ray_cluster.cluster_gpus()
+        if ray_cluster.resolve(config.cluster.ray_address).probe:  # a running cluster: join it to count its GPUs
+            self.connect()
+        gpus = ray_cluster.cluster_gpus()  # of this machine, for a local cluster not started yet
         wanted = (config.cluster.gpu_per_node or 0) * (config.cluster.node_num or 1)
         if wanted > 0 and gpus == 0:
-            raise RuntimeError(
+            raise ConfigError(
+                "cluster.gpu_per_node",
                 f"{config.project}/{config.name} needs GPUs (cluster.gpu_per_node={config.cluster.gpu_per_node}, "
                 f"{wanted} in all), but the Ray cluster ({config.cluster.ray_address}) has none. Run it from a worker "
-                "of the rft-gpu work pool on a GPU machine, or run the CPU recipe `gsm8k`."
+                "of the rft-gpu work pool on a GPU machine, or run the CPU recipe `gsm8k`.",
             )
-        nodes = ray_cluster.alive_nodes()
+        nodes = ray_cluster.alive_nodes() if ray_cluster.is_connected() else 1  # a local cluster: this machine
         if config.cluster.node_num is not None and nodes < config.cluster.node_num:
-            raise RuntimeError(
+            raise ConfigError(
+                "cluster.node_num",
                 f"{config.project}/{config.name}: cluster.node_num is {config.cluster.node_num}, but the Ray cluster "
-                f"({config.cluster.ray_address}) has {nodes} node(s) alive"
+                f"({config.cluster.ray_address}) has {nodes} node(s) alive",
             )
         self._transport()  # an impossible sync method fails here, before anything starts
         from backends import registry
 
-        registry.trainer_class(config.trainer.trainer_type)  # an unbuilt trainer fails here too
+        try:
+            registry.trainer_class(config.trainer.trainer_type)  # an unbuilt trainer fails here too
+        except NotImplementedError as err:
+            raise ConfigError("trainer.trainer_type", str(err)) from None
         plan = self.plan()
         if gpus and plan.trainer_gpus < 1:
-            raise RuntimeError(
+            raise ConfigError(
+                "explorer.rollout_model.engine_num",
                 f"{config.project}/{config.name}: the rollout engines take {rollout_gpus(config)} of the cluster's {gpus} "
                 "GPU(s) and leave none for the veRL trainer; lower explorer.rollout_model.engine_num or "
                 "tensor_parallel_size, or add GPUs"
@@ -132,12 +148,13 @@ class LocalPolicy(Policy):
         ]
 
     def plan(self) -> ResourcePlan:
-        return plan_resources(self.config, {"GPU": float(ray_cluster.cluster_gpus())})
+        nodes = ray_cluster.alive_nodes() if ray_cluster.is_connected() else 1
+        return plan_resources(self.config, {"GPU": float(ray_cluster.cluster_gpus())}, nodes=nodes)
 
     def start_engines(self, model_dir: str) -> list[str]:
         plan = self.plan()
         settings = vllm_engine.EngineSettings.from_config(self.config, model_dir)
-        vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus)
+        vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus, plan.spread)
         return self.engine_names
 
     def start_trainer(self, model_dir: str, total_steps: int) -> str:
@@ -168,13 +185,16 @@ class LocalPolicy(Policy):
         self._transport().prune(self.config.experiment_dir.resolve(), self.experiment, keep_from=weights.version)
 
     def revive(self) -> list[str]:
+        ray_cluster.check_cluster_alive()  # a lost cluster is named, not revived into
         dead = [name for name in self.engine_names if not self._alive(name)]
         if not dead:
             return []
         logger.warning("rollout engines %s died: starting them again", ", ".join(dead))
+        for name in dead:  # a stuck one (it did not answer) is stopped first; a dead one is a no-op
+            vllm_engine.stop_engine_actor(name)
         plan = self.plan()
         settings = vllm_engine.EngineSettings.from_config(self.config)
-        vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus)
+        vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus, plan.spread)
         if self._serving.exists():  # the revived engines serve what the others serve
             self._load_into([EngineClient(name) for name in dead], WeightsHandle(**json.loads(self._serving.read_text())))
         return dead
@@ -185,8 +205,17 @@ class LocalPolicy(Policy):
         ray_cluster.dump_timeline(path)
         return path
 
+    def revive_trainer(self, model_dir: str, total_steps: int) -> bool:
+        ray_cluster.check_cluster_alive()
+        if self._trainer_alive():
+            return False
+        logger.warning("trainer %s died: starting it again", self.trainer_name)
+        trainer_actor.stop_trainer_actor(self.trainer_name)
+        self.start_trainer(model_dir, total_steps)
+        return True
+
     def release(self, engines: bool = True, trainer: bool = True) -> None:
-        if ray_cluster.is_connected():
+        if ray_cluster.is_connected() and ray_cluster.answers():  # a lost cluster took its actors along
             for name in ray_cluster.actor_names(f"{self.experiment}-rollout-") if engines else []:
                 vllm_engine.stop_engine_actor(name)
             if trainer:
@@ -217,4 +246,11 @@ class LocalPolicy(Policy):
         try:
             return EngineClient(name).alive()
         except LookupError:
+            return False
+
+    def _trainer_alive(self) -> bool:
+        try:
+            self.trainer.ping(timeout_s=60)
+            return True
+        except (LookupError, RayError):
             return False

@@ -225,15 +225,20 @@ class VLLMEngine(RolloutEngine):
 # --- lifecycle ---------------------------------------------------------------------------------
 
 
-def start_engine_actors(settings: EngineSettings, names: list[str], threads: int | None, gpus: int) -> None:
+def start_engine_actors(
+    settings: EngineSettings, names: list[str], threads: int | None, gpus: int, spread: bool = False
+) -> None:
     """Start (or find, after a retry) the named engines and wait until they answer.
 
-    `gpus` per engine (0 on CPU); `threads`: OMP threads of a CPU engine (Ray pins actors to one).
+    `gpus` per engine (0 on CPU); `threads`: OMP threads of a CPU engine (Ray pins actors to one);
+    `spread`: place the engines on different nodes where the cluster has several (Ray's SPREAD).
     """
     import ray
 
     env = dict(QUIET_ENV)
     options: dict[str, Any] = {"num_cpus": 1}  # one CPU of Ray's bookkeeping per engine
+    if spread:
+        options["scheduling_strategy"] = "SPREAD"
     if gpus:
         options["num_gpus"] = gpus
     else:

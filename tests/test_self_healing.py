@@ -1,0 +1,190 @@
+"""A run heals itself: the trainer is SIGKILLed while it trains, the vLLM engine while it loads the
+new weights (sync), and the MLflow server is stopped for most of a step, and the run still ends with
+its 2 steps, every experience trained exactly once, every step's metrics in MLflow once, and the
+restarts counted. (An engine that dies while exploring: tests/test_engine_revival.py.)
+
+One run does it all (each revival costs an engine or trainer start). A killer thread watches the
+processes of the run's Ray actors: Ray titles a worker `ray::Class.method` while it runs that method,
+which tells the phase (`TrainerActor.train_step`: train; `VLLMEngine.load_weights`: sync).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from buffer.experience_store import ExperienceStore
+from deployments import load_recipe
+
+pytestmark = pytest.mark.slow
+MLFLOW = str(Path(sys.executable).parent / "mlflow")
+ENGINE, TRAINER = "ray::VLLMEngine", "ray::TrainerActor"
+STEPS = 2
+
+# (what must be running, then what is done): an actor's title is killed, or "mlflow stop" / "mlflow start".
+PLAN = [
+    (f"{TRAINER}.train_step", TRAINER),  # train, step 1 (no checkpoint yet: trained again from scratch)
+    (f"{ENGINE}.load_weights", ENGINE),  # sync, step 1: the sync task's retry revives the engine
+    (None, "mlflow stop"),  # the checkpoint, metrics and exploring of step 1-2 are logged while it is down
+    (f"{TRAINER}.train_step", "mlflow start"),  # train, step 2: the kept writes are replayed
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class MlflowServer:
+    """A real `mlflow server` on 127.0.0.1, stopped and started again on the same store and port."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.port = root, free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [MLFLOW, "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
+             "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}", "--artifacts-destination", str(self.root / "artifacts")],
+            stdout=open(self.root / "mlflow.log", "a"), stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(f"{self.uri}/health", timeout=2)
+                return
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError("mlflow server did not start: " + (self.root / "mlflow.log").read_text()[-2000:])
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=60)
+            self.proc = None
+
+
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def title(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class Killer(threading.Thread):
+    """Works through PLAN while the run goes on; `done` lists what it did."""
+
+    def __init__(self, mlflow: MlflowServer) -> None:
+        super().__init__(daemon=True, name="killer")
+        self.mlflow, self.done, self.stop = mlflow, [], threading.Event()
+
+    def run(self) -> None:
+        actors: dict[int, str] = {}
+        refreshed = 0.0
+        for trigger, action in PLAN:
+            while trigger is not None and not self.stop.is_set():
+                if time.monotonic() - refreshed > 0.5:  # actors come and go with revivals
+                    actors = {pid: t for pid in descendants(os.getpid()) if (t := title(pid)).startswith("ray::")}
+                    refreshed = time.monotonic()
+                titles = {pid: title(pid) for pid in actors}
+                if any(t == trigger for t in titles.values()):
+                    break
+                time.sleep(0.005)
+            if self.stop.is_set():
+                return
+            if action.startswith("mlflow "):
+                getattr(self.mlflow, action.split()[1])()
+                self.done.append(action)
+                continue
+            victims = [pid for pid, t in titles.items() if t.startswith(action)]
+            if victims:
+                os.kill(victims[0], signal.SIGKILL)
+                self.done.append(f"{action} killed during {trigger}")
+                refreshed = 0.0
+                time.sleep(1.0)  # the next trigger is another phase
+
+
+def test_dead_engines_trainers_and_mlflow_outage_heal(tmp_path: Path) -> None:
+    from flows.rft import rft
+
+    mlflow = MlflowServer(tmp_path)
+    mlflow.start()
+    root = tmp_path / "checkpoints"
+    config = load_recipe("smoke").with_overrides({
+        "name": "healing",
+        "checkpoint_root_dir": str(root),
+        "cluster.ray_address": "local",
+        "monitor.tracking_uri": mlflow.uri,
+        "buffer.total_steps": STEPS,
+        "explorer.eval_on_startup": False,
+    })
+    killer = Killer(mlflow)
+    killer.start()
+    try:
+        started = time.monotonic()
+        outcome = rft(config=config)
+        print(f"run with {len(killer.done)} faults: {time.monotonic() - started:.0f} s")
+    finally:
+        killer.stop.set()
+        killer.join(timeout=10)
+        if mlflow.proc is None:
+            mlflow.start()
+
+    try:
+        assert killer.done == [
+            action if action.startswith("mlflow ") else f"{action} killed during {trigger}" for trigger, action in PLAN
+        ], killer.done
+        assert outcome[config.name]["steps"] == STEPS
+
+        store = ExperienceStore.for_experiment(config.experiment_dir)
+        try:
+            eids, trained = store.all_eids(), store.trained_eids()
+        finally:
+            store.close()
+        per_step = config.buffer.batch_size * config.algorithm.repeat_times
+        assert len(eids) == len(set(eids)) == STEPS * per_step  # nothing lost, nothing sampled twice
+        assert sorted(Counter(trained.values()).items()) == [(s, per_step) for s in range(1, STEPS + 1)]  # each trained once
+
+        client = MlflowClient(tracking_uri=mlflow.uri)
+        run_id = outcome[config.name]["mlflow_run_id"]
+        assert client.get_run(run_id).info.status == "FINISHED"
+        for key in ("explore/reward_mean", "train/loss", "time/sync_s"):
+            assert sorted(m.step for m in client.get_metric_history(run_id, key)) == list(range(1, STEPS + 1)), key
+        restarts = {key: max(client.get_metric_history(run_id, key), key=lambda m: m.step).value
+                    for key in ("engine_restarts", "trainer_restarts")}
+        assert restarts == {"engine_restarts": 1.0, "trainer_restarts": 1.0}
+        assert not (config.experiment_dir / "log" / "mlflow_spool.jsonl").exists()
+    finally:
+        mlflow.stop()
+        shutil.rmtree(root, ignore_errors=True)  # ~1.6 GB per checkpoint
