@@ -10,6 +10,7 @@ from prefect.cache_policies import NO_CACHE
 from buffer.taskset import load_taskset
 from schemas import ExperimentConfig
 from tasks.rollouts import run_workflows
+from workflows.multi_turn import episode_stats
 
 
 @task(name="evaluate-taskset", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
@@ -31,6 +32,7 @@ def evaluate_taskset(config: ExperimentConfig, index: int, step: int) -> dict:
         "tasks": float(len(tasks)),
         "tasks_failed": float(len(result.failures)),
         "prompts_too_long": float(len(result.too_long)),
+        **episode_stats(result.experiences),  # turns per episode and success rate of multi-turn workflows
     }
     if repeat > 1:
         solved = [any(e.reward_breakdown.get("accuracy", 0.0) >= 1.0 for e in exps) for exps in by_task.values()]
