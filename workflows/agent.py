@@ -58,7 +58,7 @@ class AgentWorkflow(Workflow, ABC):
 
     def sampling_kwargs(self) -> dict[str, Any]:
         s = self.sampling_settings()
-        kwargs: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens}
+        kwargs: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p, "max_completion_tokens": s.max_tokens}
         if s.top_k != -1:
             kwargs["extra_body"] = {"top_k": s.top_k}
         return kwargs
@@ -103,6 +103,10 @@ class AgentWorkflow(Workflow, ABC):
                 logger.warning("task %s: episode %d failed: %s", self.task.task_id, i, outcome)
                 continue
             usable = [c for c in calls if abs(c.temperature - sampling["temperature"]) < 1e-6]
+            if len(usable) < len(calls):
+                logger.warning("task %s: episode %d made %d call(s) at another temperature than the taskset's %g: "
+                               "not trained (pass the `sampling` arguments to each call)", self.task.task_id, i,
+                               len(calls) - len(usable), sampling["temperature"])
             trajectories = build_trajectories(usable)
             if not trajectories:
                 failures.append(f"episode {i} made no call the endpoint recorded")

@@ -100,10 +100,8 @@ class EngineLoop:
         """Run queued commands (waiting for one when the engine is idle); False when asked to stop."""
         while True:
             try:
-                command = self._commands.get(timeout=1.0) if block else self._commands.get_nowait()
+                command = self._commands.get() if block else self._commands.get_nowait()
             except queue.Empty:
-                if block:
-                    continue
                 return True
             if command is None:
                 self._fail_all(RuntimeError("the vLLM engine loop was stopped"))
@@ -300,7 +298,7 @@ def make_engine_client(llm: Any, loop: EngineLoop, history: CallHistory | None, 
                             self._record(rollout_id, request_id, seen, sampling_params)
                     yield item
             except (asyncio.CancelledError, GeneratorExit):
-                if not finished:
+                if not finished and loop.alive:  # the client went away: free the engine of its request
                     loop.abort([request_id])
                 raise
 

@@ -33,5 +33,6 @@ config = gsm8k.with_overrides(
         },
         "explorer.eval_interval": 4,
         "trainer.save_interval": 4,
+        "trainer.micro_batch_size": 4,  # trajectories are long: less activation memory per micro-batch
     }
 )
