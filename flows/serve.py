@@ -25,13 +25,14 @@ from tasks.serve import check_engines, endpoints, latest_checkpoint
 from tasks.setup import prepare_model, release, start_rollout_engines
 
 CHECK_EVERY_S = 30.0
+ROLES = ("explorer",)  # the side of the experiment serve runs: engines, no trainer
 
 
 @flow(name="serve", log_prints=True)
 def serve(config: ExperimentConfig, max_seconds: float | None = None) -> dict[str, Any]:
     """Serve the experiment's latest weights on `explorer.rollout_model.engine_num` endpoints."""
     logger = get_run_logger()
-    with exclusive(config):
+    with exclusive(config, ROLES):
         try:
             base_model = prepare_model(config)
             step = latest_checkpoint(config)
@@ -54,7 +55,7 @@ def serve(config: ExperimentConfig, max_seconds: float | None = None) -> dict[st
                     last_check = time.monotonic()
             return {"endpoints": urls, "model_dir": model_dir, "step": step or 0, "served_s": time.monotonic() - started}
         finally:
-            release(config)  # also on cancellation: the engines never outlive the run
+            release(config, ROLES)  # also on cancellation: the engines never outlive the run
 
 
 def announce(config: ExperimentConfig, urls: list[str], source: str, model_dir: str) -> None:
