@@ -55,11 +55,11 @@ def engine(config):
         eng.shutdown()
 
 
-@pytest.fixture(scope="module")
-def client(engine):
+def client_for(engine, rollout_id: str):
+    """The `openai` client of one rollout: its base URL carries the rollout id."""
     import openai
 
-    return openai.OpenAI(base_url=rollout_base_url(engine.openai_base_url(), "chat-test"), api_key="EMPTY", max_retries=0)
+    return openai.OpenAI(base_url=rollout_base_url(engine.openai_base_url(), rollout_id), api_key="EMPTY", max_retries=0)
 
 
 def test_endpoint_listens_on_localhost(engine) -> None:
@@ -104,7 +104,8 @@ def test_q20_on_vllm_trains_only_the_models_tokens(engine) -> None:
     shutil.rmtree(store_dir, ignore_errors=True)
 
 
-def test_openai_client_chat_streaming_and_tool_calls_are_recorded(engine, client) -> None:
+def test_openai_client_chat_streaming_and_tool_calls_are_recorded(engine) -> None:
+    client = client_for(engine, "chat-test")
     renderer = renderer_for(MODEL_ID, CHATML_TOOLS_TEMPLATE)
     chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."}]
     reply = client.chat.completions.create(model="policy", messages=chat, max_tokens=12, temperature=1.0,
@@ -120,11 +121,13 @@ def test_openai_client_chat_streaming_and_tool_calls_are_recorded(engine, client
     assert call.text == streamed and len(call.logprobs) == len(call.response_token_ids) > 0
 
     tools = [{"role": "user", "content": "What is 12 * 7? Use the calculator."}]
-    forced = client.chat.completions.create(
-        model="policy", messages=tools, tools=[CALCULATOR], max_tokens=40, temperature=1.0,
+    forced = client.chat.completions.create(  # a named tool: vLLM constrains the output to a call of it
+        model="policy", messages=tools, tools=[CALCULATOR], max_tokens=60, temperature=0.0,
         tool_choice={"type": "function", "function": {"name": "calculator"}},
     )
-    (tool_call,) = forced.choices[0].message.tool_calls
+    message = forced.choices[0].message
+    assert message.tool_calls, f"no tool call parsed from {message.content!r}"
+    (tool_call,) = message.tool_calls
     assert tool_call.function.name == "calculator" and "expression" in json.loads(tool_call.function.arguments)
     (call,) = engine.call_history("chat-test")
     assert call.prompt_token_ids == renderer.render(tools, tools=[CALCULATOR])
@@ -165,14 +168,15 @@ def test_tool_agent_runs_through_the_endpoint_and_its_calls_are_trained(config, 
     assert any(abs(a - b) > 1e-4 for x, y in zip(before, after, strict=True) for a, b in zip(x, y, strict=True))
 
 
-def test_recorded_calls_become_trajectories(engine, client) -> None:
+def test_recorded_calls_become_trajectories(engine) -> None:
     """An agent that sends its conversation back: the second call continues the first exactly."""
+    client = client_for(engine, "trajectory-test")
     chat = [{"role": "system", "content": "Answer in one word."}, {"role": "user", "content": "A fruit?"}]
     first = client.chat.completions.create(model="policy", messages=chat, max_tokens=8, temperature=1.0)
     chat += [{"role": "assistant", "content": first.choices[0].message.content},
              {"role": "user", "content": "Another one?"}]
     client.chat.completions.create(model="policy", messages=chat, max_tokens=8, temperature=1.0)
-    calls = engine.call_history("chat-test")
+    calls = engine.call_history("trajectory-test")
     trajectories = build_trajectories(calls)
     assert sum(t.calls for t in trajectories) == 2
     if len(trajectories) == 1:  # the template wrote the first answer back as it was sampled
