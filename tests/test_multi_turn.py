@@ -305,7 +305,7 @@ def _config(**overrides: Any) -> ExperimentConfig:
     ({"explorer.rollout_model.enable_history": True}, "explorer.rollout_model.enable_history", "enable_openai_api"),
     ({"explorer.rollout_model.enable_openai_api": True, "explorer.rollout_model.enable_auto_tool_choice": True},
      "explorer.rollout_model.tool_call_parser", "required"),
-    ({"explorer.auxiliary_models": [{"model_path": "x"}]}, "explorer.auxiliary_models", "not built yet"),
+    ({"explorer.auxiliary_models": [{"model_path": "x"}]}, "explorer.auxiliary_models", "not built"),
     ({"mode": "serve", "explorer.rollout_model.enable_openai_api": False}, "explorer.rollout_model.enable_openai_api",
      "serve"),
 ])
