@@ -42,6 +42,9 @@ class CallRecord:
     model_version: int = 0
     request_id: str = ""
     index: int = 0  # the choice index within the call (n > 1)
+    # sampled under a grammar (structured outputs, a named or required tool choice): its logprobs are
+    # those of the masked distribution, not the policy's, so it is context, not a training target
+    constrained: bool = False
     created: float = field(default_factory=time.time)
 
 

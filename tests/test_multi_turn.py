@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -230,6 +231,11 @@ def test_calls_that_continue_each_other_become_one_trajectory_with_a_mask() -> N
     assert merged.mask == [1, 1, 1, 0, 0, 1, 1]
     assert merged.logprobs == [-0.1, -0.1, -0.1, 0.0, 0.0, -0.1, -0.1]
     assert merged.calls == 2 and alone.calls == 1 and alone.mask == [1, 1]
+    # a call sampled under a grammar (a forced tool call) is context: its logprobs are not the policy's
+    forced = replace(record([1, 2, 3], [4, 5, EOS]), constrained=True)
+    answer = record([1, 2, 3, 4, 5, EOS, 9, 9], [6, EOS])
+    (t,) = build_trajectories([forced, answer])
+    assert t.mask == [0, 0, 0, 0, 0, 1, 1] and t.logprobs == [0.0] * 5 + [-0.1, -0.1] and t.calls == 2
 
 
 def test_call_history_is_bounded_and_read_once() -> None:

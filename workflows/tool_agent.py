@@ -9,7 +9,11 @@ every call for training (`workflows.agent`).
 Reward: math_workflow's (accuracy of the final answer + the \\boxed{} format bonus) plus `tool_score`
 (default 0.05) when the episode made at least one calculator call that evaluated.
 
-workflow_args: max_calls (default 4) model calls per episode, tool_score, episode_timeout_s.
+workflow_args: max_calls (default 4) model calls per episode, tool_score, episode_timeout_s, and
+first_call: "auto" (default: the model decides) or "calculator": the first call is constrained to a
+calculator call in the template's own <tool_call> format (vLLM structured outputs, a regex), for a model
+too small to call tools by itself (SmolLM2-135M never does). That call is recorded as constrained: its
+tokens are context (mask 0, see workflows.trajectory), the answer after the tool result is trained.
 """
 
 from __future__ import annotations
@@ -41,6 +45,10 @@ CALCULATOR = {
 }
 DEFAULT_TOOL_SCORE = 0.05
 DEFAULT_MAX_CALLS = 4
+# A calculator call exactly as CHATML_TOOLS_TEMPLATE writes one back (and the hermes parser reads it), so
+# the next call's prompt continues the sampled tokens.
+CALCULATOR_CALL_REGEX = (r'<tool_call>\n\{"name": "calculator", "arguments": \{"expression": '
+                         r'"[0-9][0-9+\-*/(). ]{0,40}"\}\}\n</tool_call>')
 
 # ChatML (SmolLM2's format) with tools in the Hermes style: the tool list in the system turn, calls as
 # <tool_call>{"name": ..., "arguments": ...}</tool_call>, results as <tool_response> in a user turn.
@@ -102,14 +110,18 @@ def format_number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:.6g}"
 
 
-def solve(client: Any, model: str, question: str, sampling: dict[str, Any], max_calls: int) -> tuple[str, int, int]:
+def solve(client: Any, model: str, question: str, sampling: dict[str, Any], max_calls: int,
+          first_call: str = "auto") -> tuple[str, int, int]:
     """The agent: returns (final answer text, tool calls asked for, tool calls that evaluated)."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]
     asked = worked = 0
     answer = ""
-    for _ in range(max_calls):
+    for turn in range(max_calls):
+        kwargs = dict(sampling)
+        if turn == 0 and first_call == "calculator":
+            kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "structured_outputs": {"regex": CALCULATOR_CALL_REGEX}}
         reply = client.chat.completions.create(model=model, messages=messages, tools=[CALCULATOR], tool_choice="auto",
-                                               **sampling)
+                                               **kwargs)
         message = reply.choices[0].message
         answer = message.content or ""
         if not message.tool_calls:
@@ -139,7 +151,11 @@ class ToolAgentWorkflow(AgentWorkflow):
         args = self.task.workflow_args or {}
         fmt = self.task.format
         question, gold = str(self.task.raw[fmt.prompt_key]), gold_answer(str(self.task.raw[fmt.response_key]))
-        answer, asked, worked = solve(client, model, question, sampling, int(args.get("max_calls", DEFAULT_MAX_CALLS)))
+        first_call = str(args.get("first_call", "auto"))
+        if first_call not in ("auto", "calculator"):
+            raise ValueError(f"workflow_args.first_call: 'auto' or 'calculator', not {first_call!r}")
+        answer, asked, worked = solve(client, model, question, sampling, int(args.get("max_calls", DEFAULT_MAX_CALLS)),
+                                      first_call)
         breakdown = score_math(answer, gold, format_score=float((self.task.reward_fn_args or {}).get("format_score",
                                                                                                    DEFAULT_FORMAT_SCORE)))
         breakdown["tool"] = float(args.get("tool_score", DEFAULT_TOOL_SCORE)) if worked else 0.0

@@ -7,7 +7,9 @@ the calls are one trajectory: the first prompt, then each response (trained, mas
 between (the template's turn ends, tool results, user messages: context, mask 0). A call that does not
 continue any — the agent rewrote its history, or the template re-rendered a turn differently (e.g. a
 tool call written back in the template's own format) — starts a trajectory of its own. Either way
-every sampled token is trained exactly once, with the logprob it was sampled with.
+every sampled token is trained exactly once, with the logprob it was sampled with — but for calls
+sampled under a grammar (`CallRecord.constrained`: structured outputs, a named tool choice), whose
+logprobs are those of the masked distribution: their tokens are context (mask 0).
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ class Trajectory:
     def add_call(self, call: CallRecord) -> None:
         context = call.prompt_token_ids[len(self.tokens):]
         self.response_token_ids += context + call.response_token_ids
-        self.logprobs += [0.0] * len(context) + list(call.logprobs)
-        self.mask += [0] * len(context) + [1] * len(call.response_token_ids)
+        trained = not call.constrained  # a grammar-constrained call's logprobs are not the policy's
+        self.logprobs += [0.0] * len(context) + (list(call.logprobs) if trained else [0.0] * len(call.response_token_ids))
+        self.mask += [0] * len(context) + [1 if trained else 0] * len(call.response_token_ids)
         self.calls += 1
         self.finish_reason = call.finish_reason
         self.text += call.text

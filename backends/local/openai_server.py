@@ -315,6 +315,7 @@ def make_engine_client(llm: Any, loop: EngineLoop, history: CallHistory | None, 
                     model_version=version(),
                     request_id=request_id,
                     index=index,
+                    constrained=getattr(params, "structured_outputs", None) is not None,
                 ))
 
         async def encode(self, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:

@@ -4,7 +4,9 @@ The agent (workflows/tool_agent.py) is plain `openai` client code: chat completi
 tool (`tool_choice="auto"`), tool results sent back as `role: tool` messages. Each engine serves vLLM's
 OpenAI server (`enable_openai_api`), parses the model's <tool_call> blocks (`tool_call_parser: hermes`,
 with a ChatML chat template that shows the tools) and records every call (`enable_history`); the
-calls become the experiences. SmolLM2-135M-Instruct on CPU: 3 steps of 2 problems × 4 episodes.
+calls become the experiences. SmolLM2-135M-Instruct on CPU: 3 steps of 2 problems × 4 episodes. The
+135M model never calls the tool by itself, so each episode's first call is constrained to a calculator
+call (`first_call: calculator`; context, not trained) and the answer after the tool's result trains.
 
 Run it:  rft run gsm8k-tools          (inspect first: rft validate gsm8k-tools)
 """
@@ -12,7 +14,9 @@ Run it:  rft run gsm8k-tools          (inspect first: rft validate gsm8k-tools)
 from deployments.recipes.gsm8k import config as gsm8k
 from workflows.tool_agent import CHATML_TOOLS_TEMPLATE
 
-AGENT_ARGS = {"max_calls": 3, "episode_timeout_s": 300}
+# SmolLM2-135M never calls a tool by itself: its first call is constrained to a calculator call (context,
+# not trained); the answer after the tool's result is what trains.
+AGENT_ARGS = {"max_calls": 3, "episode_timeout_s": 300, "first_call": "calculator"}
 
 
 def agent_taskset(name: str, split: str, **extra: object) -> dict:
