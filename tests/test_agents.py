@@ -113,7 +113,7 @@ def test_openai_client_chat_streaming_and_tool_calls_are_recorded(engine) -> Non
     (call,) = engine.call_history("chat-test")
     assert call.prompt_token_ids == renderer.render(chat)  # the server renders as the workflows do
     assert call.logprobs == pytest.approx([t.logprob for t in reply.choices[0].logprobs.content], abs=1e-4)
-    assert call.text == reply.choices[0].message.content and len(call.response_token_ids) <= 12
+    assert call.text == reply.choices[0].message.content and len(call.response_token_ids) <= 12 and not call.constrained
 
     stream = client.chat.completions.create(model=MODEL_ID, messages=chat, max_tokens=12, stream=True)
     streamed = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
@@ -131,6 +131,7 @@ def test_openai_client_chat_streaming_and_tool_calls_are_recorded(engine) -> Non
     assert tool_call.function.name == "calculator" and "expression" in json.loads(tool_call.function.arguments)
     (call,) = engine.call_history("chat-test")
     assert call.prompt_token_ids == renderer.render(tools, tools=[CALCULATOR])
+    assert call.constrained  # sampled under the tool's JSON grammar: context, not a training target
 
     header = client.with_options(base_url=engine.openai_base_url(), default_headers={"X-Rollout-Id": "by-header"})
     header.chat.completions.create(model="policy", messages=chat, max_tokens=4)
