@@ -112,6 +112,16 @@ def flow_run_process(flow_run_id: str) -> int | None:
     return None
 
 
+def logs_with_subflows(env: dict[str, str], flow_run_id: str) -> str:
+    """The logs of a flow run and of its subflow runs (`prefect flow-run logs` shows one run's only)."""
+    request = urllib.request.Request(
+        f"{env['PREFECT_API_URL']}/flow_runs/filter", headers={"Content-Type": "application/json"},
+        data=json.dumps({"flow_runs": {"parent_flow_run_id": {"any_": [flow_run_id]}}}).encode())
+    with urllib.request.urlopen(request, timeout=10) as response:
+        children = [run["id"] for run in json.load(response)]
+    return "\n".join(prefect(env, "flow-run", "logs", run).stdout for run in [flow_run_id, *children])
+
+
 def state_of(env: dict[str, str], flow_run_id: str) -> str:
     out = prefect(env, "flow-run", "inspect", flow_run_id, "--output", "json").stdout
     return (json.loads(out).get("state") or {}).get("type", "?") if out.strip().startswith("{") else "?"
@@ -295,7 +305,7 @@ def test_serve_deployment_answers_with_the_latest_weights_and_stops_when_cancell
 
     deadline, url = time.time() + 600, None
     while url is None and time.time() < deadline:
-        logs = prefect(prefect_stack, "flow-run", "logs", flow_run_id).stdout
+        logs = logs_with_subflows(prefect_stack, flow_run_id)  # the serve subflow announces the address
         found = [line.split(" at ")[-1].strip() for line in logs.splitlines() if "engine 0 serves" in line]
         if found:
             url = found[0]
