@@ -149,6 +149,8 @@ NO_TOOLS = ("no workflow reads tools from the data: gsm8k_tool_agent's calculato
             "(workflows/tool_agent.py)")
 NO_REPLY_PREFIX = "no workflow forces the start of the reply"
 NO_DPO = "dpo is not built (no preference data is read)"
+NO_TINKER_ENDPOINT = ("the OpenAI endpoint (and its call history) is built on the vLLM engines only; the Tinker "
+                      "sampler's is not built yet")
 NO_AUXILIARY = ("auxiliary models are not built: no engine starts for them and no workflow calls them "
                 "(q20's answerer is its rule-based oracle over data/q20/entities.json)")
 VERL_PENDING = ("the veRL adapter is not built yet (issue 12): a run stops in its check-requirements task "
@@ -281,8 +283,13 @@ SUPPORT: dict[str, Entry] = {
     "explorer.rollout_model[tinker].engine_num": warned("Tinker's sampler is one service (no engines to count)"),
     "explorer.rollout_model[tinker].seed": honoured("backends/tinker/policy.py", note="seeds each request's sampling seed"),
     "explorer.rollout_model[tinker].enable_thinking": honoured("tasks/rollouts.py", note="passed to the chat template"),
-    "explorer.rollout_model[tinker].enable_history": refused(ISSUE_15),
-    "explorer.rollout_model[tinker].enable_openai_api": refused(ISSUE_15),
+    "explorer.rollout_model[tinker].enable_history": refused(NO_TINKER_ENDPOINT),
+    "explorer.rollout_model[tinker].enable_openai_api": refused(NO_TINKER_ENDPOINT),
+    "explorer.rollout_model[tinker].openai_api_host": refused(NO_TINKER_ENDPOINT),
+    "explorer.rollout_model[tinker].openai_api_port": refused(NO_TINKER_ENDPOINT),
+    "explorer.rollout_model[tinker].enable_auto_tool_choice": refused(NO_TINKER_ENDPOINT),
+    "explorer.rollout_model[tinker].tool_call_parser": refused(NO_TINKER_ENDPOINT),
+    "explorer.rollout_model[tinker].reasoning_parser": refused(NO_TINKER_ENDPOINT),
     # --------------------------------------------------------------------- trainer
     "trainer[*].save_interval": honoured("flows/stage.py"),
     "trainer[*].save_hf_checkpoint": honoured("flows/stage.py"),
