@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from backends.history import CallRecord
 from backends.weights import WeightsHandle
 
 TokenIds = list[int]
@@ -59,3 +60,13 @@ class RolloutEngine(ABC):
     @abstractmethod
     def info(self) -> dict[str, Any]:
         """Static facts for logs and metrics: model path, device, dtype, tensor parallel size."""
+
+    # -- the OpenAI-compatible endpoint (explorer.rollout_model.enable_openai_api) -----------------
+
+    def openai_base_url(self) -> str | None:
+        """The engine's OpenAI-compatible endpoint (`http://host:port/v1`), or None when it has none."""
+        return None
+
+    def call_history(self, rollout_id: str) -> list[CallRecord]:
+        """The calls the endpoint recorded under `rollout_id` (enable_history), forgotten once read."""
+        raise NotImplementedError(f"{type(self).__name__} records no OpenAI calls")

@@ -52,6 +52,10 @@ DEPLOYMENTS = (
     # No GPU here: Tinker trains and samples on its server; the worker only needs the key and the address.
     Deployment("gsm8k-tinker", CPU_POOL, "Llama-3.2-3B GRPO trained through the Tinker service."),
     Deployment("gsm8k-verl-lora", GPU_POOL, "Llama-3.2-3B GRPO with LoRA rank 32 on the veRL trainer."),
+    Deployment("q20", CPU_POOL, "Twenty questions: multi-turn GRPO against a rule-based answerer, on CPU."),
+    Deployment("gsm8k-tools", CPU_POOL, "A GSM8K agent with a calculator tool, trained through the OpenAI endpoint."),
+    Deployment("serve", CPU_POOL, "The latest weights of an experiment on an OpenAI-compatible endpoint, until cancelled.",
+               name_per_flow_run=False),
 )
 
 

@@ -4,6 +4,7 @@
     explore  the explorer side alone (flows/explorer.py); a `train` run of the experiment trains
     train    the trainer side alone (flows/trainer.py), or supervised steps with algorithm sft
     bench    evaluate the experiment's saved checkpoints (flows/bench.py)
+    serve    the latest weights on the engines' OpenAI endpoints until cancelled (flows/serve.py)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from prefect.context import FlowRunContext
 from flows.bench import bench
 from flows.explorer import explore_stage
 from flows.rl import rl
+from flows.serve import serve
 from flows.sft_warmup import sft_warmup
 from flows.trainer import train_stage
 from schemas import ExperimentConfig
@@ -25,8 +27,9 @@ from tasks.failures import report_config_errors_briefly
 from tasks.setup import check_requirements, check_secrets, connect, release
 
 # The sides of an experiment each mode runs (what it locks, starts and releases).
-ROLES = {"both": ("explorer", "trainer"), "explore": ("explorer",), "train": ("trainer",), "bench": ("explorer",)}
-MLFLOW_ROLE = {"explore": "explorer", "bench": "bench"}
+ROLES = {"both": ("explorer", "trainer"), "explore": ("explorer",), "train": ("trainer",), "bench": ("explorer",),
+         "serve": ("explorer",)}
+MLFLOW_ROLE = {"explore": "explorer", "bench": "bench", "serve": "serve"}  # serve opens none: nothing to fail
 
 
 def _release(flow: Any, run: Any, state: Any) -> None:
@@ -98,6 +101,8 @@ def run_stage(stage: ExperimentConfig, model_name: str) -> dict[str, Any]:
         return explore_stage(stage)
     if stage.mode == "bench":
         return bench(stage)
+    if stage.mode == "serve":
+        return serve(stage)
     raise NotImplementedError(f"mode {stage.mode!r} has no flow (validation should have refused it)")
 
 

@@ -27,8 +27,23 @@ class InferenceBase(Variant):
     engine_num: int = Field(1, ge=1, description="Number of engines.")
     seed: int = Field(42, description="Sampling seed.")
     enable_thinking: bool = Field(False, description="Chat-template thinking mode (Qwen3).")
-    enable_history: bool = Field(False, description="Record request history (for workflows that need it).")
-    enable_openai_api: bool = Field(False, description="Expose an OpenAI-compatible API to workflows.")
+    enable_openai_api: bool = Field(
+        False,
+        description="Serve an OpenAI-compatible chat endpoint on each engine (vLLM's own server), for agents written "
+        "against the openai client; the address is in each engine's info and the serve mode's artifact.",
+    )
+    enable_history: bool = Field(
+        False,
+        description="Record the prompt/response token ids and logprobs of every endpoint call under its rollout id "
+        "(base URL .../rollouts/<id>/v1 or header X-Rollout-Id), so agent workflows train on them.",
+    )
+    openai_api_host: str = Field("127.0.0.1", description="Address the endpoint binds (0.0.0.0: every interface).")
+    openai_api_port: int = Field(0, ge=0, le=65535, description="Port of engine 0 (engine i: port + i); 0: any free port.")
+    enable_auto_tool_choice: bool = Field(
+        False, description="Let the model decide to call tools (tool_choice 'auto'); needs tool_call_parser."
+    )
+    tool_call_parser: str | None = Field(None, description="vLLM's tool-call parser for the model's format, e.g. 'hermes'.")
+    reasoning_parser: str | None = Field(None, description="vLLM's reasoning parser (e.g. 'qwen3'), or None.")
 
 
 class VllmModelConfig(InferenceBase):

@@ -506,6 +506,7 @@ def _explorer(r: Resolver) -> None:
     for i, aux in enumerate(e.auxiliary_models):
         if not aux.model_path:
             r.error(f"explorer.auxiliary_models.{i}.model_path", "required for an auxiliary model")
+    _openai_api(r)
     gpus, nodes = c.cluster.gpu_per_node, c.cluster.node_num
     if gpus and nodes and e.rollout_model.engine_type == "vllm" and c.mode in EXPLORING_MODES:
         rollout = sum(m.engine_num * m.tensor_parallel_size for m in (e.rollout_model, *e.auxiliary_models)
@@ -518,6 +519,31 @@ def _explorer(r: Resolver) -> None:
         elif rollout > total:
             r.error("explorer.rollout_model.engine_num",
                     f"engines need {rollout} GPUs but the cluster has {total}")
+
+
+def _openai_api(r: Resolver) -> None:
+    """The endpoint on the rollout engines (enable_openai_api) and what depends on it."""
+    c = r.config
+    rollout = c.explorer.rollout_model
+    path = "explorer.rollout_model"
+    if c.mode == "serve" and not rollout.enable_openai_api:
+        if rollout.is_set("enable_openai_api"):
+            r.error(f"{path}.enable_openai_api", "mode 'serve' serves the endpoint: it cannot be false")
+        else:
+            r.derive(rollout, "enable_openai_api", True, f"{path}.enable_openai_api", "mode 'serve' serves the endpoint")
+    if rollout.enable_openai_api and rollout.engine_type != "vllm":
+        r.error(f"{path}.enable_openai_api",
+                f"the endpoint is built for engine_type 'vllm' only (got {rollout.engine_type!r}); the Tinker sampler's "
+                "is not built yet")
+    if rollout.enable_history and not rollout.enable_openai_api:
+        r.error(f"{path}.enable_history", "records the calls of the endpoint: set enable_openai_api: true too")
+    if rollout.enable_auto_tool_choice and not rollout.tool_call_parser:
+        r.error(f"{path}.tool_call_parser", "required by enable_auto_tool_choice (the model's format, e.g. 'hermes')")
+    if not rollout.enable_openai_api:
+        unused = [f for f in ("enable_auto_tool_choice", "tool_call_parser", "reasoning_parser", "openai_api_port")
+                  if rollout.is_set(f) and getattr(rollout, f)]
+        if unused:
+            r.warn(f"{', '.join(f'{path}.{f}' for f in unused)} take effect only with {path}.enable_openai_api: true")
 
 
 def _monitor(r: Resolver) -> None:

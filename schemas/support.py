@@ -131,6 +131,13 @@ def _unknown_reward_fn(value: Any, config: ExperimentConfig) -> bool:
     return value is not None and value not in MATH_REWARD_FNS
 
 
+def _args_of_math_workflow(value: Any, config: ExperimentConfig) -> bool:
+    """These workflow_args belong to a taskset rolled out by math_workflow, which takes none."""
+    ei = config.buffer.explorer_input
+    return any(ts.workflow_args is value and ts.default_workflow_type == "math_workflow" and not ts.format.workflow_key
+               for ts in (ei.taskset, *ei.eval_tasksets) if ts is not None)
+
+
 def _trinity_math_reward(value: Any, config: ExperimentConfig) -> bool:
     return value == "math_reward"
 
@@ -138,10 +145,14 @@ def _trinity_math_reward(value: Any, config: ExperimentConfig) -> bool:
 # ----------------------------------------------------------------------------- reasons used more than once
 NOT_TASKS = "a trainer input is not rolled out as tasks: the setting has no effect"
 ONLY_SFT_DATA = "only SFT data (mode train with algorithm sft) is read through this format"
-NO_TOOLS = "no workflow calls tools; math_workflow renders the prompt_key column"
+NO_TOOLS = ("no workflow reads tools from the data: gsm8k_tool_agent's calculator is in its code "
+            "(workflows/tool_agent.py)")
 NO_REPLY_PREFIX = "no workflow forces the start of the reply"
 NO_DPO = "dpo is not built (no preference data is read)"
-ISSUE_15 = "not built yet (issue 15: serve, OpenAI API, history, auxiliary models); leave it at its default"
+NO_TINKER_ENDPOINT = ("the OpenAI endpoint (and its call history) is built on the vLLM engines only; the Tinker "
+                      "sampler's is not built yet")
+NO_AUXILIARY = ("auxiliary models are not built: no engine starts for them and no workflow calls them "
+                "(q20's answerer is its rule-based oracle over data/q20/entities.json)")
 RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite buffer "
              "(buffer/experiences.db in the experiment folder)")
 NO_CRITIC = "there is no critic (algorithm ppo with GAE is not built)"
@@ -149,7 +160,6 @@ NO_CRITIC = "there is no critic (algorithm ppo with GAE is not built)"
 SUPPORT: dict[str, Entry] = {
     # --------------------------------------------------------------------- experiment
     "mode": honoured("flows/rft.py"),
-    "mode[serve]": refused("'serve' is not built yet (issue 15); modes: both, explore, train, bench"),
     "mode[colocate]": refused("'colocate' is not supported: use mode 'both' with synchronizer.sync_offset 0, where "
                               "the explorer and the trainer take turns on the same devices"),
     "project": honoured("tasks/tracking.py", "flows/rft.py"),
@@ -180,7 +190,7 @@ SUPPORT: dict[str, Entry] = {
     "algorithm.algorithm_type[topr]": refused("'topr' (its loss and the reinforce advantage) is not built; use cispo or grpo"),
     "algorithm.algorithm_type[dpo]": refused("'dpo' (its loss and preference data) is not built; use sft"),
     "algorithm.algorithm_type[on_policy_distill]": refused(
-        "'on_policy_distill' needs a teacher model (auxiliary models, issue 15) and is not built"),
+        "'on_policy_distill' needs a teacher model (auxiliary models) and is not built"),
     # sample strategies
     "algorithm.sample_strategy[mix]": refused("'mix' needs an expert-data buffer, which is not built; "
                                               "use default, warmup or priority"),
@@ -242,14 +252,23 @@ SUPPORT: dict[str, Entry] = {
                                          note="retries of a workflow task, and of the explore/evaluate Prefect tasks"),
     "explorer.eval_interval": honoured("flows/rl.py", "flows/explorer.py"),
     "explorer.eval_on_startup": honoured("flows/rl.py", "flows/explorer.py"),
-    "explorer.auxiliary_models": refused(ISSUE_15),
+    "explorer.auxiliary_models": refused(NO_AUXILIARY),
     "explorer.rollout_model[vllm]": honoured("backends/registry.py"),
     "explorer.rollout_model[vllm].model_path": refused("the rollout model always serves model.model_path"),
     "explorer.rollout_model[vllm].engine_num": honoured("backends/local/policy.py"),
     "explorer.rollout_model[vllm].seed": honoured("backends/local/vllm_engine.py"),
     "explorer.rollout_model[vllm].enable_thinking": honoured("tasks/rollouts.py", note="passed to the chat template"),
-    "explorer.rollout_model[vllm].enable_history": refused(ISSUE_15),
-    "explorer.rollout_model[vllm].enable_openai_api": refused(ISSUE_15),
+    "explorer.rollout_model[vllm].enable_history": honoured("backends/local/vllm_engine.py",
+                                                           note="calls recorded per rollout id for agent workflows"),
+    "explorer.rollout_model[vllm].enable_openai_api": honoured("backends/local/vllm_engine.py", "tasks/serve.py"),
+    "explorer.rollout_model[vllm].openai_api_host": honoured("backends/local/vllm_engine.py"),
+    "explorer.rollout_model[vllm].openai_api_port": honoured("backends/local/vllm_engine.py"),
+    "explorer.rollout_model[vllm].enable_auto_tool_choice": honoured("backends/local/vllm_engine.py",
+                                                                     "backends/local/openai_server.py"),
+    "explorer.rollout_model[vllm].tool_call_parser": honoured("backends/local/vllm_engine.py",
+                                                              "backends/local/openai_server.py", passthrough=True),
+    "explorer.rollout_model[vllm].reasoning_parser": honoured("backends/local/vllm_engine.py",
+                                                              "backends/local/openai_server.py", passthrough=True),
     "explorer.rollout_model[vllm].tensor_parallel_size": honoured("backends/local/vllm_engine.py"),
     "explorer.rollout_model[vllm].gpu_memory_utilization": honoured("backends/local/vllm_engine.py"),
     "explorer.rollout_model[vllm].kv_cache_memory_gb": honoured("backends/local/vllm_engine.py"),
@@ -262,8 +281,13 @@ SUPPORT: dict[str, Entry] = {
     "explorer.rollout_model[tinker].engine_num": warned("Tinker's sampler is one service (no engines to count)"),
     "explorer.rollout_model[tinker].seed": honoured("backends/tinker/policy.py", note="seeds each request's sampling seed"),
     "explorer.rollout_model[tinker].enable_thinking": honoured("tasks/rollouts.py", note="passed to the chat template"),
-    "explorer.rollout_model[tinker].enable_history": refused(ISSUE_15),
-    "explorer.rollout_model[tinker].enable_openai_api": refused(ISSUE_15),
+    "explorer.rollout_model[tinker].enable_history": refused(NO_TINKER_ENDPOINT),
+    "explorer.rollout_model[tinker].enable_openai_api": refused(NO_TINKER_ENDPOINT),
+    "explorer.rollout_model[tinker].openai_api_host": refused(NO_TINKER_ENDPOINT),
+    "explorer.rollout_model[tinker].openai_api_port": refused(NO_TINKER_ENDPOINT),
+    "explorer.rollout_model[tinker].enable_auto_tool_choice": refused(NO_TINKER_ENDPOINT),
+    "explorer.rollout_model[tinker].tool_call_parser": refused(NO_TINKER_ENDPOINT),
+    "explorer.rollout_model[tinker].reasoning_parser": refused(NO_TINKER_ENDPOINT),
     # --------------------------------------------------------------------- trainer
     "trainer[*].save_interval": honoured("flows/stage.py"),
     "trainer[*].save_hf_checkpoint": honoured("flows/stage.py"),
@@ -352,7 +376,7 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
         "asymre": refused("the asymre advantage is not built"),
         "reinforce": refused("the reinforce advantage is not built; use grpo or rloo"),
         "remax": refused("the remax advantage (a greedy baseline rollout) is not built"),
-        "on_policy_distill": refused("on-policy distillation needs a teacher model (issue 15) and is not built"),
+        "on_policy_distill": refused("on-policy distillation needs a teacher model (auxiliary models are not built) and is not built"),
     },
     "kl_loss_fn": {name: honoured("algorithms/kl.py") for name in KL_FNS if name != "none"} | {
         "none": honoured("algorithms/registry.py", note="is_off")},
@@ -411,8 +435,8 @@ for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_taskset
         f"{_ts}.split": honoured("buffer/taskset.py"),
         f"{_ts}.format.prompt_type": refused("math_workflow renders the prompt_key column as a chat; prompt_type applies "
                                              "to SFT data"),
-        f"{_ts}.format.prompt_key": honoured("workflows/math_workflow.py"),
-        f"{_ts}.format.response_key": honoured("workflows/math_workflow.py"),
+        f"{_ts}.format.prompt_key": honoured("workflows/math_workflow.py", "workflows/q20.py", "workflows/tool_agent.py"),
+        f"{_ts}.format.response_key": honoured("workflows/math_workflow.py", "workflows/tool_agent.py"),
         f"{_ts}.format.system_prompt_key": honoured("workflows/math_workflow.py"),
         f"{_ts}.format.system_prompt": honoured("workflows/math_workflow.py"),
         f"{_ts}.format.messages_key": refused(ONLY_SFT_DATA),
@@ -429,7 +453,9 @@ for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_taskset
         f"{_ts}.rollout_args.logprobs": warned("engines record the sampled token's logprob only; top logprobs are not "
                                                "kept", when=lambda v, c: v is not None and v > 0),
         f"{_ts}.rollout_args.max_tokens": honoured("workflows/base.py"),
-        f"{_ts}.workflow_args": refused("math_workflow (the only workflow) takes no workflow_args"),
+        f"{_ts}.workflow_args": honoured("workflows/multi_turn.py", "workflows/agent.py", "workflows/q20.py",
+                                         "workflows/tool_agent.py", note="math_workflow takes none").refuse_if(
+            _args_of_math_workflow, "math_workflow takes no workflow_args (q20 and gsm8k_tool_agent do)"),
         f"{_ts}.reward_fn_args": honoured("buffer/taskset.py", "workflows/math_workflow.py"),
         f"{_ts}.generator_args": honoured("buffer/taskset.py", note="checked in schemas/rules.py, rows from "
                                           "buffer/generators.py"),

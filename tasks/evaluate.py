@@ -26,6 +26,7 @@ from buffer.taskset import load_taskset
 from schemas import ExperimentConfig, TasksetConfig
 from tasks.failures import transient_only
 from tasks.rollouts import run_workflows
+from workflows.multi_turn import episode_stats
 
 # The metrics shown first, in this order (any other metric follows, sorted).
 HEADLINE = ("strict", "lenient", "format", "accuracy", "reward_mean", "response_length", "truncated")
@@ -53,6 +54,7 @@ def eval_metrics(experiences: Sequence[Experience], repeat_times: int = 1, tasks
         "tasks": float(tasks if tasks is not None else len({e.task_id for e in experiences})),
         "tasks_failed": float(failed),
         "prompts_too_long": float(too_long),
+        **episode_stats(list(experiences)),  # turns per episode and success rate of multi-turn workflows
     }
     if repeat_times > 1:
         by_task: dict[str, list[float]] = defaultdict(list)

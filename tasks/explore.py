@@ -14,6 +14,7 @@ from schemas import ExperimentConfig
 from tasks.failures import transient_only
 from tasks.runtime import experiment_dir
 from tasks.rollouts import run_workflows
+from workflows.multi_turn import episode_stats
 
 
 def taskset_reader(config: ExperimentConfig, step: int) -> TasksetReader:
@@ -84,4 +85,5 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         "explore/task_timeouts": stats["task_timeouts"],
         "explore/experiences": stats["experiences"],
         "time/explore_s": stats["seconds"],
+        **{f"explore/{k}": v for k, v in episode_stats(result.experiences).items()},  # multi-turn workflows
     }

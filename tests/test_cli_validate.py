@@ -146,7 +146,7 @@ def test_import_trinity_lists_every_key_mapped_onto_a_refused_or_warned_setting(
     assert result.exit_code == 1
     refused = [line.split(": ")[2] for line in lines if line.startswith("error:")]
     warned = [line.split(": ")[2] for line in lines if line.startswith("warning:")]
-    assert "explorer.rollout_model.enable_openai_api" in refused and "buffer.trainer_input.sft_warmup_steps" in refused
+    assert "explorer.auxiliary_models" in refused and "buffer.trainer_input.sft_warmup_steps" in refused
     assert "model.logprobs" in warned and len(refused) == 8 and len(warned) == 5
     out = tmp_path / "opmd.py"
     result = runner.invoke(app, ["import-trinity", path, "--allow-unsupported", "--output", str(out)])

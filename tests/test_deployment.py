@@ -93,7 +93,8 @@ def test_prefect_yaml_is_generated_from_the_recipes() -> None:
 def test_deployments_and_nightly_schedule(prefect_stack: dict[str, str]) -> None:
     listed = prefect(prefect_stack, "deployment", "ls")
     for name in ("rft/gsm8k", "rft/smoke", "rft/hello", "rft/hello-tinker", "rft/gsm8k-qwen", "rft/gsm8k-tinker",
-                 "rft/gsm8k-verl-lora", "rft/smoke-explore", "rft/smoke-train"):
+                 "rft/gsm8k-verl-lora", "rft/smoke-explore", "rft/smoke-train", "rft/q20", "rft/gsm8k-tools",
+                 "rft/serve"):
         assert name in listed.stdout, listed.stdout
     gsm8k = prefect(prefect_stack, "deployment", "inspect", "rft/gsm8k").stdout
     assert "0 2 * * *" in gsm8k and "'active': True" in gsm8k.replace('"', "'")
@@ -109,6 +110,16 @@ def flow_run_process(flow_run_id: str) -> int | None:
             except OSError:
                 continue
     return None
+
+
+def logs_with_subflows(env: dict[str, str], flow_run_id: str) -> str:
+    """The logs of a flow run and of its subflow runs (`prefect flow-run logs` shows one run's only)."""
+    request = urllib.request.Request(
+        f"{env['PREFECT_API_URL']}/flow_runs/filter", headers={"Content-Type": "application/json"},
+        data=json.dumps({"flow_runs": {"parent_flow_run_id": {"any_": [flow_run_id]}}}).encode())
+    with urllib.request.urlopen(request, timeout=10) as response:
+        children = [run["id"] for run in json.load(response)]
+    return "\n".join(prefect(env, "flow-run", "logs", run).stdout for run in [flow_run_id, *children])
 
 
 def state_of(env: dict[str, str], flow_run_id: str) -> str:
@@ -250,6 +261,84 @@ def test_gpu_deployment_fails_fast_without_gpus(prefect_stack: dict[str, str], t
     assert "needs GPUs" in logs and "cluster.gpu_per_node=2" in logs, logs[-3000:]
     assert not (tmp_path / "checkpoints" / "rft").exists()  # nothing started, nothing written
     print(f"GPU deployment refused after {time.time() - started:.0f} s")
+
+
+def uniform_checkpoint(experiment: Path, step: int) -> None:
+    """A converted checkpoint of SmolLM2 whose final norm is zero: its logits are all 0, so every token
+    it samples has logprob -log(vocab size). Served weights that are not the base model's show."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from backends.models import resolve_model_path
+    from checkpointing.loaders import TORCH_FORMAT
+
+    base = resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct")
+    actor = experiment / f"global_step_{step}" / "actor"
+    hf = actor / "huggingface"
+    hf.mkdir(parents=True)
+    for item in base.iterdir():
+        if item.is_file() and item.suffix != ".safetensors":
+            (hf / item.name).symlink_to(item.resolve())
+    weights = load_file(str(base / "model.safetensors"))
+    weights["model.norm.weight"] = torch.zeros_like(weights["model.norm.weight"])
+    save_file(weights, str(hf / "model.safetensors"), metadata={"format": "pt"})
+    (actor / "trainer_state.json").write_text(json.dumps({"format": TORCH_FORMAT, "global_step": step, "lora": None}))
+    (experiment / "latest_checkpointed_iteration.txt").write_text(str(step))
+
+
+def test_serve_deployment_answers_with_the_latest_weights_and_stops_when_cancelled(
+    prefect_stack: dict[str, str], tmp_path: Path
+) -> None:
+    """`prefect deployment run rft/serve`: the endpoint's address is in the run's logs and artifact, the
+    `openai` client gets answers from the experiment's latest checkpoint, and cancelling the run stops
+    the engine (its port closes) and the run's process."""
+    import math
+
+    import openai
+
+    root = tmp_path / "checkpoints"
+    uniform_checkpoint(root / "rft" / "served", step=3)
+    overrides = {"checkpoint_root_dir": str(root), "name": "served", "cluster.ray_address": "local"}
+    started = prefect(prefect_stack, "deployment", "run", "rft/serve", "--param", f"overrides={json.dumps(overrides)}")
+    assert started.returncode == 0, started.stdout + started.stderr
+    flow_run_id = next(line.split()[-1] for line in started.stdout.splitlines() if "UUID" in line)
+
+    deadline, url = time.time() + 600, None
+    while url is None and time.time() < deadline:
+        logs = logs_with_subflows(prefect_stack, flow_run_id)  # the serve subflow announces the address
+        found = [line.split(" at ")[-1].strip() for line in logs.splitlines() if "engine 0 serves" in line]
+        if found:
+            url = found[0]
+        elif state_of(prefect_stack, flow_run_id) in TERMINAL:
+            pytest.fail(f"the serve run ended: {state_of(prefect_stack, flow_run_id)}\n{logs[-4000:]}")
+        else:
+            time.sleep(3)
+    assert url and url.startswith("http://127.0.0.1:"), "no endpoint address in the logs"
+    assert "rft/served step 3" in logs
+
+    client = openai.OpenAI(base_url=url, api_key="EMPTY", max_retries=0)
+    reply = client.chat.completions.create(model="policy", messages=[{"role": "user", "content": "Hi"}], max_tokens=8,
+                                           temperature=1.0, logprobs=True)
+    logprobs = [t.logprob for t in reply.choices[0].logprobs.content]
+    assert logprobs and all(abs(lp + math.log(49152)) < 1e-3 for lp in logprobs)  # the checkpoint's weights
+    assert client.models.list().data[0].id == "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+    pid = flow_run_process(flow_run_id)
+    cancelled = prefect(prefect_stack, "flow-run", "cancel", flow_run_id)
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    assert wait_for_state(prefect_stack, flow_run_id, {"CANCELLED", "CRASHED", "FAILED", "COMPLETED"}, 180) == "CANCELLED"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            client.models.list()
+        except openai.APIConnectionError:
+            break
+        time.sleep(2)
+    else:
+        pytest.fail(f"{url} still answers after the run was cancelled")
+    while pid is not None and Path(f"/proc/{pid}").exists() and time.time() < deadline:
+        time.sleep(1)
+    assert pid is None or not Path(f"/proc/{pid}").exists(), "the serve run's process outlived its cancellation"
 
 
 def files_holding(root: Path, secret: str, skip: Path | None = None) -> list[str]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from workflows import hello_workflow as _hello_workflow  # noqa: F401  (registers hello_workflow)
 from workflows import math_workflow as _math_workflow  # noqa: F401  (registers math_workflow)
+from workflows import q20 as _q20  # noqa: F401  (registers q20)
+from workflows import tool_agent as _tool_agent  # noqa: F401  (registers gsm8k_tool_agent)
 from workflows.base import WORKFLOWS, Workflow, register_workflow
 
 

@@ -121,7 +121,7 @@ class Workflow(ABC):
     def make_experience(
         self,
         sample: Sample,
-        index: int,
+        index: int | str,
         reward: float,
         breakdown: dict[str, float] | None = None,
         prompt_text: str = "",

@@ -16,6 +16,7 @@ from backends.rollout import TokenIds
 Messages = list[dict[str, Any]]  # an OpenAI-style chat: [{"role": ..., "content": ...}, ...]
 # Runner threads share one tokenizer; a fast tokenizer's state is not safe to touch from two at once.
 _LOCK = threading.Lock()
+_PROBE = "\u2063probe\u2063"  # content of a probe turn: text no real turn contains
 
 
 class ChatRenderer:
@@ -43,6 +44,34 @@ class ChatRenderer:
                 tokenize=False,
                 enable_thinking=self.enable_thinking,
             )
+
+    def continuation(self, messages: Messages, after: TokenIds, *, tools: list[dict] | None = None) -> TokenIds:
+        """Token ids that follow a sampled assistant turn (`after`, its ids) to add `messages` (what an
+        environment or a tool says) and open the next assistant turn.
+
+        Token-exact continuation: the next prompt is the previous prompt + `after` + these ids; nothing
+        already sampled is rendered again. The template decides the text: it is rendered around a probe
+        assistant turn, and what it writes after the probe's content is what closes the turn. When the
+        sampled turn ended with (the start of) that closing text, e.g. SmolLM2's <|im_end|>, only the
+        rest is added; a turn cut off by max_tokens is closed here.
+        """
+        probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                 {"role": "assistant", "content": _PROBE}]
+        base = self.text(probe, add_generation_prompt=False, tools=tools)
+        full = self.text([*probe, *messages], add_generation_prompt=True, tools=tools)
+        if not full.startswith(base) or _PROBE not in base:
+            raise ValueError("the chat template renders earlier turns differently once more messages follow: "
+                             "token-exact continuation needs a template that only appends")
+        closing = base[base.rindex(_PROBE) + len(_PROBE):]  # e.g. "<|im_end|>\n"
+        ended = self.decode_raw(after[-1:]) if after else ""
+        if ended and closing.startswith(ended):
+            closing = closing[len(ended):]
+        return self.encode(closing + full[len(base):])
+
+    def decode_raw(self, ids: TokenIds) -> str:
+        """The text of `ids` with special tokens written out (as the template writes them)."""
+        with _LOCK:
+            return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     def encode(self, text: str) -> TokenIds:
         with _LOCK:

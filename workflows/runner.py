@@ -23,6 +23,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from backends.history import CallRecord
 from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
@@ -169,6 +170,12 @@ class CoalescingEngine(RolloutEngine):
 
     def info(self) -> dict[str, Any]:
         return self.engine.info()
+
+    def openai_base_url(self) -> str | None:
+        return self.engine.openai_base_url()
+
+    def call_history(self, rollout_id: str) -> list[CallRecord]:
+        return self.engine.call_history(rollout_id)
 
 
 class AllTasksFailedError(RuntimeError):

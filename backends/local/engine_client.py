@@ -6,6 +6,7 @@ from typing import Any
 
 import ray
 
+from backends.history import CallRecord
 from backends.local import ray_cluster
 from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
 from backends.weights import WeightsHandle
@@ -27,6 +28,12 @@ class EngineClient(RolloutEngine):
 
     def info(self) -> dict[str, Any]:
         return ray.get(self.actor.info.remote())
+
+    def openai_base_url(self) -> str | None:
+        return ray.get(self.actor.openai_base_url.remote())
+
+    def call_history(self, rollout_id: str) -> list[CallRecord]:
+        return ray.get(self.actor.call_history.remote(rollout_id))
 
     def alive(self, timeout_s: float = 60.0) -> bool:
         """Whether the actor answers (a dead engine raises RayActorError, a stuck one times out)."""

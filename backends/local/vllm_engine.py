@@ -20,7 +20,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from backends.history import CallRecord
 from backends.local import ray_cluster
+from backends.local.openai_server import OpenAIServer, ServerSettings, generate_on_loop
 from backends.local.weight_sync import SHM_ROOT, WeightTransport, make_transport
 from backends.models import resolve_model_path
 from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
@@ -51,6 +53,16 @@ class EngineSettings:
     enable_prefix_caching: bool = False
     enable_chunked_prefill: bool = True
     sync_method: str = "checkpoint"
+    # The OpenAI-compatible endpoint (backends.local.openai_server), when enable_openai_api.
+    enable_openai_api: bool = False
+    enable_history: bool = False
+    openai_api_host: str = "127.0.0.1"
+    openai_api_port: int = 0  # 0: any free port; else engine i listens on port + i
+    served_model_names: tuple[str, ...] = ("policy",)
+    chat_template: str | None = None
+    enable_auto_tool_choice: bool = False
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
 
     @classmethod
     def from_config(cls, config: Any, model_dir: str | None = None) -> EngineSettings:
@@ -69,6 +81,15 @@ class EngineSettings:
             enable_prefix_caching=rollout.enable_prefix_caching,
             enable_chunked_prefill=rollout.enable_chunked_prefill,
             sync_method=config.synchronizer.sync_method,
+            enable_openai_api=rollout.enable_openai_api,
+            enable_history=rollout.enable_history,
+            openai_api_host=rollout.openai_api_host,
+            openai_api_port=rollout.openai_api_port,
+            served_model_names=(model.model_path, "policy"),
+            chat_template=model.custom_chat_template,
+            enable_auto_tool_choice=rollout.enable_auto_tool_choice,
+            tool_call_parser=rollout.tool_call_parser,
+            reasoning_parser=rollout.reasoning_parser,
         )
 
 
@@ -127,6 +148,9 @@ class VLLMEngine(RolloutEngine):
         )
         self.start_seconds = time.perf_counter() - start
         self._version = 0
+        self.server: OpenAIServer | None = None
+        if self.settings.enable_openai_api:
+            self.server = self._start_server()
 
     # --- RolloutEngine -------------------------------------------------------------------------
 
@@ -144,7 +168,10 @@ class VLLMEngine(RolloutEngine):
             stop_token_ids=list(sampling.stop_token_ids) or None,
             logprobs=0,  # the sampled token's own logprob only
         )
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for ids in prompts], params, use_tqdm=False)
+        if self.server is None:
+            outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for ids in prompts], params, use_tqdm=False)
+        else:  # the engine loop owns the engine: batch calls and HTTP requests are scheduled together
+            outputs = generate_on_loop(self.server.loop, self.llm, [list(ids) for ids in prompts], params)
         results: list[list[Sample]] = []
         for ids, request in zip(prompts, outputs, strict=True):
             samples = []
@@ -160,9 +187,9 @@ class VLLMEngine(RolloutEngine):
     def load_weights(self, weights: WeightsHandle) -> float:
         start = time.perf_counter()
         if weights.kind == "folder":
-            self.transport.apply(self.llm, self.serve_dir, Path(weights.location))
+            self._on_engine(lambda: self.transport.apply(self.llm, self.serve_dir, Path(weights.location)))
         elif weights.kind == "pushed":  # the trainer streamed the tensors in already (GPU)
-            self.llm.update_weight_version(str(weights.version))
+            self._on_engine(lambda: self.llm.update_weight_version(str(weights.version)))
         else:
             raise ValueError(f"{self.name}: a vLLM engine cannot load {weights.kind!r} weights ({weights.location})")
         self._version = weights.version
@@ -183,12 +210,43 @@ class VLLMEngine(RolloutEngine):
             "start_seconds": round(self.start_seconds, 2),
             "omp_threads": os.environ.get("OMP_NUM_THREADS"),
             "omp_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND"),
+            "openai_base_url": self.openai_base_url(),
         }
+
+    def openai_base_url(self) -> str | None:
+        return self.server.base_url if self.server is not None else None
+
+    def call_history(self, rollout_id: str, pop: bool = True) -> list[CallRecord]:
+        if self.server is None or self.server.history is None:
+            raise RuntimeError(
+                f"{self.name} records no calls: set explorer.rollout_model.enable_openai_api and enable_history"
+            )
+        return self.server.history.get(rollout_id, pop=pop)
 
     # --- helpers -------------------------------------------------------------------------------
 
     def ready(self) -> dict[str, Any]:
         return self.info()
+
+    def _start_server(self) -> OpenAIServer:
+        """vLLM's OpenAI server on this engine (see backends.local.openai_server)."""
+        s = self.settings
+        server = OpenAIServer(
+            self.llm,
+            ServerSettings(
+                host=s.openai_api_host, port=s.openai_api_port, served_model_names=tuple(s.served_model_names),
+                chat_template=s.chat_template, enable_auto_tool_choice=s.enable_auto_tool_choice,
+                tool_call_parser=s.tool_call_parser, reasoning_parser=s.reasoning_parser,
+            ),
+            record=s.enable_history,
+            version=self.model_version,
+        )
+        logger.info("%s: OpenAI-compatible endpoint at %s", self.name, server.start())
+        return server
+
+    def _on_engine(self, fn: Any) -> Any:
+        """Run engine work where it is safe: here, or on the engine loop's thread once the server runs."""
+        return fn() if self.server is None else self.server.loop.call(fn)
 
     def _executor_kwargs(self) -> dict[str, Any]:
         """On CPU with one rank, the worker runs inside this process (with
@@ -203,23 +261,25 @@ class VLLMEngine(RolloutEngine):
 
         Without this the engine core (a child process) outlives `ray.kill` for a while, still busy.
         """
+        if self.server is not None:
+            self.server.stop()
         self.llm.llm_engine.engine_core.shutdown(timeout=10)
         shutil.rmtree(self.serve_dir, ignore_errors=True)
 
     # --- vLLM weight-transfer API, driven by vLLM's RayVLLMWeightSyncClient on GPU -------------
 
     def init_weight_transfer_engine(self, request: Any) -> None:
-        self.llm.init_weight_transfer_engine(request)
+        self._on_engine(lambda: self.llm.init_weight_transfer_engine(request))
 
     def start_weight_update(self) -> None:
-        self.llm.start_weight_update()
+        self._on_engine(self.llm.start_weight_update)
 
     def update_weights(self, request: Any) -> None:
-        self.llm.update_weights(request)
+        self._on_engine(lambda: self.llm.update_weights(request))
 
     def finish_weight_update(self) -> None:
-        self.llm.finish_weight_update()
-        self.llm.reset_prefix_cache()
+        self._on_engine(self.llm.finish_weight_update)
+        self._on_engine(self.llm.reset_prefix_cache)
 
 
 # --- lifecycle ---------------------------------------------------------------------------------
@@ -243,6 +303,10 @@ def start_engine_actors(
         options["num_gpus"] = gpus
     else:
         env.update(_cpu_engine_env(threads))
+    if settings.enable_openai_api:
+        # Every use of the engine goes through its engine loop then, so calls may overlap: a workflow
+        # collects an episode's recorded calls while another's batch is sampling.
+        options["max_concurrency"] = 16
     actor_cls = ray.remote(VLLMEngine)
     handles = [
         actor_cls.options(
@@ -252,8 +316,8 @@ def start_engine_actors(
             get_if_exists=True,  # a retried flow reuses the running engine
             runtime_env={"env_vars": env},
             **options,
-        ).remote(name, asdict(settings))
-        for name in names
+        ).remote(name, {**asdict(settings), "openai_api_port": settings.openai_api_port + i if settings.openai_api_port else 0})
+        for i, name in enumerate(names)
     ]
     ray.get([h.ready.remote() for h in handles])
 

@@ -1,0 +1,491 @@
+"""vLLM's own OpenAI-compatible server on a rollout engine's in-process `vllm.LLM`.
+
+vLLM's server (`vllm.entrypoints.launchers`: `build_app` + `init_app_state`, the chat, completion and
+responses serving classes, the tool-call parsers) talks to an `EngineClient`, which vLLM implements as
+`AsyncLLM` — always with its engine core in a separate, busy-polling process. On a few CPU cores that
+process costs ~30 s of start-up and sampling speed (see `vllm_engine._executor_kwargs`), so the engine
+stays the in-process `LLM` and this module gives vLLM's server an `EngineClient` over it:
+
+    EngineLoop        one thread owns the engine: it adds requests, steps while any are unfinished,
+                      hands each output to whoever asked for it, and runs other engine work (a weight
+                      load) between steps. Batch `generate` calls from Ray and HTTP requests share it,
+                      so they are scheduled together, as in `AsyncLLM`.
+    InprocEngineClient  vLLM's `EngineClient` on the loop: `generate` is an async generator fed from
+                      the loop thread; every finished call is recorded (prompt and response token ids,
+                      logprobs) in a `backends.history.CallHistory` under the request's rollout id.
+    OpenAIServer      the FastAPI app vLLM builds, with `RolloutIdMiddleware` in front, served by
+                      uvicorn on a thread of the actor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import queue
+import socket
+import threading
+import time
+from argparse import Namespace
+from collections.abc import AsyncGenerator, Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from backends.history import CallHistory, CallRecord, RolloutIdMiddleware, current_rollout_id
+
+logger = logging.getLogger(__name__)
+
+Sink = Callable[[Any], None]  # receives RequestOutputs of one request, or the exception that ended it
+
+
+class EngineLoop:
+    """The only thread that touches the engine once the server is up."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+        self.engine = llm.llm_engine
+        self._commands: queue.SimpleQueue[tuple[Callable[[], Any], Sink | None, Future] | None] = queue.SimpleQueue()
+        self._sinks: dict[str, Sink] = {}
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="vllm-engine-loop", daemon=True)
+        self._thread.start()
+
+    # -- from any thread -------------------------------------------------------------------------
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the loop thread between two engine steps; blocks until it returned."""
+        return self.submit(fn).result()
+
+    def submit(self, fn: Callable[[], Any], sink: Sink | None = None) -> Future:
+        """Run `fn` on the loop thread; when `sink` is given, `fn` adds requests and returns their ids,
+        and every output of those requests goes to `sink` (registered before the next step)."""
+        if self._error is not None:
+            raise RuntimeError("the vLLM engine loop has stopped") from self._error
+        done: Future = Future()
+        self._commands.put((fn, sink, done))
+        return done
+
+    def abort(self, request_ids: list[str]) -> None:
+        def drop() -> None:
+            for rid in request_ids:
+                self._sinks.pop(rid, None)
+            self.engine.abort_request(request_ids)
+
+        self.submit(drop)
+
+    def stop(self, timeout: float = 30) -> None:
+        self._commands.put(None)
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() and self._error is None
+
+    # -- the loop thread -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while True:
+                if not self._take_commands(block=not self.engine.has_unfinished_requests()):
+                    return
+                if self.engine.has_unfinished_requests():
+                    self._step()
+        except BaseException as err:  # the engine is unusable: fail everything waiting on it
+            logger.exception("vLLM engine loop failed")
+            self._error = err
+            self._fail_all(err)
+
+    def _take_commands(self, block: bool) -> bool:
+        """Run queued commands (waiting for one when the engine is idle); False when asked to stop."""
+        while True:
+            try:
+                command = self._commands.get() if block else self._commands.get_nowait()
+            except queue.Empty:
+                return True
+            if command is None:
+                self._fail_all(RuntimeError("the vLLM engine loop was stopped"))
+                return False
+            fn, sink, done = command
+            try:
+                result = fn()
+                if sink is not None:
+                    for rid in result:
+                        self._sinks[rid] = sink
+                done.set_result(result)
+            except BaseException as err:
+                done.set_exception(err)
+            block = False
+
+    def _step(self) -> None:
+        for output in self.engine.step():
+            sink = self._sinks.pop(output.request_id, None) if output.finished else self._sinks.get(output.request_id)
+            if sink is not None:
+                sink(output)
+
+    def _fail_all(self, err: BaseException) -> None:
+        sinks, self._sinks = self._sinks, {}
+        for sink in set(sinks.values()):
+            sink(err)
+        while True:
+            try:
+                command = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if command is not None:
+                command[2].set_exception(err)
+
+
+_BATCH_IDS = itertools.count()
+
+
+def generate_on_loop(loop: EngineLoop, llm: Any, prompts: list[list[int]], params: Any) -> list[Any]:
+    """What `LLM.generate` does, through the loop: each token prompt rendered the way vLLM's docs show
+    (`render_cmpl`), added with FINAL_ONLY outputs; finished outputs in prompt order."""
+    from vllm.renderers.inputs.preprocess import parse_model_prompt
+    from vllm.sampling_params import RequestOutputKind
+
+    params.output_kind = RequestOutputKind.FINAL_ONLY
+    ids = [f"batch-{next(_BATCH_IDS)}" for _ in prompts]
+    finished: dict[str, Any] = {}
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def sink(item: Any) -> None:  # on the loop thread
+        if isinstance(item, BaseException):
+            failure.append(item)
+            done.set()
+            return
+        finished[item.request_id] = item
+        if len(finished) == len(ids):
+            done.set()
+
+    def add() -> list[str]:
+        engine = llm.llm_engine
+        renderer, tok_params = engine.renderer, engine.renderer.default_cmpl_tok_params
+        added: list[str] = []
+        try:
+            for rid, token_ids in zip(ids, prompts, strict=True):
+                parsed = parse_model_prompt(engine.model_config, {"prompt_token_ids": list(token_ids)})
+                (engine_input,) = renderer.render_cmpl([parsed], tok_params)
+                engine.add_request(rid, engine_input, params)
+                added.append(rid)
+        except BaseException:
+            if added:
+                engine.abort_request(added)
+            raise
+        return added
+
+    loop.submit(add, sink).result()
+    done.wait()
+    if failure:
+        raise failure[0]
+    return [finished[rid] for rid in ids]
+
+
+class _Accumulator:
+    """Token ids and logprobs of each choice of one request, whatever the output kind (delta or not)."""
+
+    def __init__(self, delta: bool) -> None:
+        self.delta = delta
+        self.tokens: dict[int, list[int]] = {}
+        self.logprobs: dict[int, list[float]] = {}
+        self.finish: dict[int, str] = {}
+        self.text: dict[int, str] = {}
+        self.prompt_token_ids: list[int] = []
+
+    def add(self, output: Any) -> None:
+        if output.prompt_token_ids:
+            self.prompt_token_ids = list(output.prompt_token_ids)
+        for choice in output.outputs:
+            tokens = list(choice.token_ids)
+            logprobs = [step[t].logprob for t, step in zip(tokens, choice.logprobs or [])]
+            if self.delta:
+                self.tokens.setdefault(choice.index, []).extend(tokens)
+                self.logprobs.setdefault(choice.index, []).extend(logprobs)
+                self.text[choice.index] = self.text.get(choice.index, "") + (choice.text or "")
+            else:
+                self.tokens[choice.index], self.logprobs[choice.index] = tokens, logprobs
+                self.text[choice.index] = choice.text or ""
+            if choice.finish_reason is not None:
+                self.finish[choice.index] = str(choice.finish_reason)
+
+
+def _engine_client_base() -> type:
+    from vllm.engine.protocol import EngineClient
+
+    return EngineClient
+
+
+def make_engine_client(llm: Any, loop: EngineLoop, history: CallHistory | None, version: Callable[[], int]) -> Any:
+    """vLLM's `EngineClient` over the loop (built lazily: vLLM is imported inside the actor only)."""
+
+    class InprocEngineClient(_engine_client_base()):  # type: ignore[misc]
+        def __init__(self) -> None:
+            engine = llm.llm_engine
+            self.vllm_config = engine.vllm_config
+            self.model_config = engine.model_config
+            self.renderer = engine.renderer
+            self.input_processor = engine.input_processor
+            self.io_processor = getattr(engine, "io_processor", None)
+
+        # -- state ------------------------------------------------------------------------------
+        @property
+        def is_running(self) -> bool:
+            return loop.alive
+
+        @property
+        def is_stopped(self) -> bool:
+            return not loop.alive
+
+        @property
+        def errored(self) -> bool:
+            return not loop.alive
+
+        @property
+        def dead_error(self) -> BaseException:
+            return RuntimeError("the vLLM engine loop of this rollout engine has stopped")
+
+        # -- generation -------------------------------------------------------------------------
+        async def generate(
+            self,
+            prompt: Any,
+            sampling_params: Any,
+            request_id: str,
+            *,
+            prompt_text: str | None = None,
+            lora_request: Any = None,
+            tokenization_kwargs: dict[str, Any] | None = None,
+            trace_headers: Any = None,
+            priority: int = 0,
+            data_parallel_rank: int | None = None,
+            session_id: str | None = None,
+            reasoning_ended: bool | None = None,
+            reasoning_parser_kwargs: dict[str, Any] | None = None,
+        ) -> AsyncGenerator[Any, None]:
+            from vllm.sampling_params import RequestOutputKind
+
+            rollout_id = current_rollout_id.get()
+            if history is not None and sampling_params.logprobs is None:
+                sampling_params.logprobs = 0  # the sampled token's own logprob; the response shows none unless asked
+            aio = asyncio.get_running_loop()
+            outputs: asyncio.Queue = asyncio.Queue()
+
+            def sink(item: Any) -> None:
+                aio.call_soon_threadsafe(outputs.put_nowait, item)
+
+            def add() -> list[str]:
+                engine = llm.llm_engine
+                engine.add_request(
+                    request_id, prompt, sampling_params, lora_request=lora_request,
+                    tokenization_kwargs=tokenization_kwargs, trace_headers=trace_headers, priority=priority,
+                    session_id=session_id, prompt_text=prompt_text,
+                )
+                return [request_id]
+
+            await asyncio.wrap_future(loop.submit(add, sink))
+            seen = _Accumulator(delta=sampling_params.output_kind == RequestOutputKind.DELTA)
+            finished = False
+            try:
+                while not finished:
+                    item = await outputs.get()
+                    if isinstance(item, BaseException):
+                        raise item
+                    finished = item.finished
+                    if history is not None:
+                        seen.add(item)
+                        if finished:
+                            self._record(rollout_id, request_id, seen, sampling_params)
+                    yield item
+            except (asyncio.CancelledError, GeneratorExit):
+                if not finished and loop.alive:  # the client went away: free the engine of its request
+                    loop.abort([request_id])
+                raise
+
+        def _record(self, rollout_id: str, request_id: str, seen: _Accumulator, params: Any) -> None:
+            for index in sorted(seen.tokens):
+                history.record(CallRecord(  # type: ignore[union-attr]
+                    rollout_id=rollout_id,
+                    prompt_token_ids=seen.prompt_token_ids,
+                    response_token_ids=seen.tokens[index],
+                    logprobs=seen.logprobs.get(index, []),
+                    finish_reason=seen.finish.get(index, "stop"),
+                    text=seen.text.get(index, ""),
+                    temperature=float(params.temperature),
+                    model_version=version(),
+                    request_id=request_id,
+                    index=index,
+                    constrained=getattr(params, "structured_outputs", None) is not None,
+                ))
+
+        async def encode(self, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+            raise NotImplementedError("rollout engines serve generation only")
+            yield  # pragma: no cover
+
+        async def abort(self, request_id: str | Iterable[str]) -> None:
+            loop.abort([request_id] if isinstance(request_id, str) else list(request_id))
+
+        async def notify_kv_transfer_request_rejected(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+        async def get_supported_tasks(self) -> tuple[str, ...]:
+            return tuple(llm.llm_engine.get_supported_tasks())
+
+        # -- what the server's housekeeping calls ------------------------------------------------
+        async def is_tracing_enabled(self) -> bool:
+            return False
+
+        async def do_log_stats(self) -> None:
+            return None
+
+        async def check_health(self) -> None:
+            if not loop.alive:
+                raise self.dead_error
+
+        async def reset_prefix_cache(self, reset_running_requests: bool = False, reset_connector: bool = False) -> bool:
+            return bool(await asyncio.wrap_future(loop.submit(lambda: llm.reset_prefix_cache())))
+
+        async def reset_mm_cache(self) -> None:
+            return None
+
+        async def reset_encoder_cache(self) -> None:
+            return None
+
+        async def start_profile(self) -> None:
+            raise NotImplementedError
+
+        async def stop_profile(self) -> None:
+            raise NotImplementedError
+
+        async def sleep(self, level: int = 1, mode: Any = "abort") -> None:
+            raise NotImplementedError("a rollout engine's memory is managed by the pipeline")
+
+        async def wake_up(self, tags: list[str] | None = None) -> None:
+            raise NotImplementedError("a rollout engine's memory is managed by the pipeline")
+
+        async def is_sleeping(self) -> bool:
+            return False
+
+        async def add_lora(self, lora_request: Any) -> bool:
+            return bool(await asyncio.wrap_future(loop.submit(lambda: llm.llm_engine.add_lora(lora_request))))
+
+        async def pause_generation(self, **kwargs: Any) -> None:
+            raise NotImplementedError("weights are synchronised by the pipeline, not through the endpoint")
+
+        async def resume_generation(self) -> None:
+            return None
+
+        async def is_paused(self) -> bool:
+            return False
+
+        def shutdown(self, timeout: float | None = None) -> None:
+            return None  # the engine actor owns the engine and stops it
+
+    return InprocEngineClient()
+
+
+@dataclass
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: any free port
+    served_model_names: tuple[str, ...] = ("policy",)  # the first is the name responses carry
+    chat_template: str | None = None  # a Jinja template (the config's model.custom_chat_template)
+    enable_auto_tool_choice: bool = False
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+
+
+def server_args(model: str, settings: ServerSettings) -> Namespace:
+    """vLLM's own server arguments (its CLI parser's defaults), with ours set."""
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    argv = ["--model", model, "--served-model-name", *settings.served_model_names, "--disable-uvicorn-access-log",
+            "--disable-log-stats"]
+    if settings.chat_template:
+        argv += ["--chat-template", settings.chat_template]
+    if settings.enable_auto_tool_choice:
+        argv += ["--enable-auto-tool-choice"]
+    if settings.tool_call_parser:
+        argv += ["--tool-call-parser", settings.tool_call_parser]
+    if settings.reasoning_parser:
+        argv += ["--reasoning-parser", settings.reasoning_parser]
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
+    validate_parsed_serve_args(args)
+    return args
+
+
+class OpenAIServer:
+    """vLLM's OpenAI app on a uvicorn thread of the engine actor; `base_url` once started."""
+
+    def __init__(self, llm: Any, settings: ServerSettings, *, record: bool, version: Callable[[], int]) -> None:
+        self.llm = llm
+        self.settings = settings
+        self.history: CallHistory | None = CallHistory() if record else None
+        self.loop = EngineLoop(llm)
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._version = version
+        self.base_url = ""
+
+    def start(self, timeout_s: float = 120) -> str:
+        """Bind, build vLLM's app and serve it on a thread with its own event loop; returns the base URL."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.settings.host, self.settings.port))
+        host, port = sock.getsockname()[:2]
+        built: Future = Future()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve(sock, built)), name="openai-server",
+                                        daemon=True)
+        self._thread.start()
+        built.result(timeout=timeout_s)  # vLLM's app state failed to build: raise its error here
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the OpenAI server on {host}:{port} did not start")
+            time.sleep(0.05)
+        self.base_url = f"http://{_reachable(host)}:{port}/v1"
+        return self.base_url
+
+    async def _serve(self, sock: socket.socket, built: Future) -> None:
+        import uvicorn
+        from vllm.entrypoints.launchers.api_server.app_state import init_app_state
+        from vllm.entrypoints.launchers.app import build_app
+
+        try:
+            client = make_engine_client(self.llm, self.loop, self.history, self._version)
+            args = server_args(self.llm.llm_engine.model_config.model, self.settings)
+            tasks = await client.get_supported_tasks()
+            app = build_app(args, tasks, client.model_config)
+            await init_app_state(client, app.state, args, tasks)
+            config = uvicorn.Config(RolloutIdMiddleware(app), log_level="warning", access_log=False,
+                                    timeout_keep_alive=30)
+            self._server = uvicorn.Server(config)
+        except BaseException as err:
+            built.set_exception(err)
+            sock.close()
+            return
+        built.set_result(True)
+        try:
+            await self._server.serve(sockets=[sock])
+        finally:
+            sock.close()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.loop.stop()
+
+
+def _reachable(host: str) -> str:
+    """The address clients use: a wildcard bind is reached through this node's own address."""
+    if host in ("0.0.0.0", "::", ""):
+        try:
+            import ray
+
+            return ray.util.get_node_ip_address()
+        except Exception:
+            return socket.gethostbyname(socket.gethostname())
+    return host
