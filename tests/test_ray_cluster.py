@@ -22,12 +22,9 @@ from pathlib import Path
 
 import pytest
 
-# Opt-in (RFT_TEST_RAY_CLUSTER=1): two Ray nodes and two smoke runs on 2 cores take minutes beyond the
+# In `scripts/test.sh --full` only: two Ray nodes and two smoke runs on 2 cores take minutes beyond the
 # default suite's budget.
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.environ.get("RFT_TEST_RAY_CLUSTER"), reason="set RFT_TEST_RAY_CLUSTER=1 (a two-node Ray cluster, minutes)"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.full]
 ROOT = Path(__file__).resolve().parent.parent
 RAY = str(Path(sys.executable).parent / "ray")
 

@@ -10,7 +10,7 @@ the `tinker_server` fixture of conftest.py, which enforces a key as the hosted s
 
 Shapes stay fixed (one prompt bucket, 8 samples, batches padded) so the server compiles each program
 once. Measured on 2 shared cores: ~45 s to start the server, then ~6 min (contract ~95 s, hello's two runs
-~250 s); RFT_TEST_TINKER_FULL=1 adds ~2.5 min.
+~250 s); `scripts/test.sh --full` adds ~2.5 min.
 """
 
 from __future__ import annotations
@@ -145,9 +145,8 @@ def rft_run(root: Path, log: str, *settings: str, env: dict[str, str]) -> subpro
 
 
 # The default run keeps to the contract, failing fast and hello's kill-and-resume (the suite's time
-# budget); RFT_TEST_TINKER_FULL=1 adds `rft convert` of the final adapter (~30 s) and SFT → GRPO stages (~80 s).
-full = pytest.mark.skipif(not os.environ.get("RFT_TEST_TINKER_FULL"),
-                          reason="extended Tinker test (~30-80 s): set RFT_TEST_TINKER_FULL=1")
+# budget); `scripts/test.sh --full` adds `rft convert` of the final adapter (~30 s) and SFT → GRPO stages (~80 s).
+full = pytest.mark.full
 
 HELLO_STEPS = 3  # a checkpoint every step: the first run is killed after step 1's, the second does 2 and 3
 HELLO_LR = "5e-3"  # three steps must show the reward rising (the recipe's 1e-3 needs more; 1e-2 overshoots)
