@@ -63,12 +63,11 @@ def plan_resources(config, cluster: dict[str, float], cores: int | None = None, 
     cores = cores or os.cpu_count() or 1
     gpus = int(cluster.get("GPU", 0))
     overlap = config.synchronizer.sync_offset > 0  # explore of step N+1 runs while step N trains
-    if overlap:  # neither side may claim every core
-        trainer_threads = max(cores // 2, 1)
-        engine_threads = max((cores - trainer_threads) // rollout.engine_num, 1)
-    else:
-        trainer_threads = cores
-        engine_threads = max(cores // rollout.engine_num, 1)
+    engine_threads = max(cores // rollout.engine_num, 1)
+    # Overlapped, sampling is the long side (~12 s of a step on 2 cores against ~3 s of training): the
+    # engines keep every core and the trainer's half-share is oversubscribed for its few seconds
+    # (measured: 13.2 s per step, against 15.3 s with the cores split between the two).
+    trainer_threads = max(cores // 2, 1) if overlap else cores
     in_workers = config.trainer.trainer_type == "verl"
     if not gpus:
         trainer_gpus = 0
