@@ -10,6 +10,10 @@ The rollout id travels with the request, whichever is easier for the agent:
   - a per-episode base URL:  http://127.0.0.1:PORT/rollouts/<rollout id>/v1   (nothing to change in the agent)
   - a header:                X-Rollout-Id: <rollout id>
 Calls without one are recorded under "" (the serve mode's plain clients).
+
+Within a rollout, a call whose chat writes an earlier call's answer back continues that answer's exact
+sampled tokens (`continue_sampled`): a chat template re-renders a turn — a tool call above all — with
+other tokens than the model sampled, which would split the episode and train on tokens nobody sampled.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +51,40 @@ class CallRecord:
     # those of the masked distribution, not the policy's, so it is context, not a training target
     constrained: bool = False
     created: float = field(default_factory=time.time)
+    # what the chat template rendered, where the endpoint replaced written-back turns by their sampled
+    # tokens (`continue_sampled`); None: the prompt is the template's
+    rendered_prompt_token_ids: list[int] | None = None
+
+    @property
+    def rendered(self) -> list[int]:
+        return self.prompt_token_ids if self.rendered_prompt_token_ids is None else self.rendered_prompt_token_ids
+
+
+def continue_sampled(prompt: list[int], earlier: list[CallRecord], decode: Callable[[list[int]], str]) -> list[int] | None:
+    """The prompt to sample from when `prompt` (a chat template's rendering) writes an earlier call's
+    answer back: that call's prompt + its sampled tokens + what the template put after the turn.
+
+    The latest earlier call whose rendered prompt starts `prompt` is the one answered; its answer ended
+    with a stop token (finish "stop", the token kept in the ids), and the template's turn ends at the
+    first such token after the earlier prompt. The two versions of the turn must say the same thing up
+    to whitespace (a tool call's JSON re-serialised, say; `decode` keeps special tokens); otherwise — or if the answer was cut off, or
+    the agent rewrote its history — None: the template's prompt stands (a trajectory of its own).
+    """
+    for call in sorted(earlier, key=lambda c: c.created, reverse=True):
+        head = call.rendered
+        if len(prompt) <= len(head) or prompt[:len(head)] != head:
+            continue
+        sampled = call.response_token_ids
+        if call.finish_reason != "stop" or not sampled:
+            return None
+        rest, stop = prompt[len(head):], sampled[-1]
+        if stop not in rest:
+            return None
+        end = rest.index(stop)
+        if "".join(decode(rest[:end]).split()) != "".join(decode(sampled[:-1]).split()):
+            return None
+        return call.prompt_token_ids + sampled + rest[end + 1:]
+    return None
 
 
 class CallHistory:

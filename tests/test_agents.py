@@ -144,15 +144,23 @@ def test_tool_agent_runs_through_the_endpoint_and_its_calls_are_trained(config, 
     tasks = load_taskset(TasksetConfig(name="gsm8k", path="data/gsm8k", split="train[:2]",
                                        default_workflow_type="gsm8k_tool_agent",
                                        format={"prompt_key": "question", "response_key": "answer"},
-                                       rollout_args={"temperature": 1.0, "max_tokens": 48},
-                                       workflow_args={"max_calls": 2, "episode_timeout_s": 240}))
+                                       rollout_args={"temperature": 1.0, "max_tokens": 80},
+                                       workflow_args={"max_calls": 2, "episode_timeout_s": 240,
+                                                      "first_call": "calculator"}))
     renderer = renderer_for(MODEL_ID, CHATML_TOOLS_TEMPLATE)
     result = WorkflowRunner([engine], renderer, runner_per_model=2).run(tasks, explore_step=1, repeat_times=2)
-    assert not result.failures and len(result.experiences) >= 4
+    assert not result.failures and len(result.experiences) == 4
     for exp in result.experiences:
         assert exp.info["rollout_id"].startswith(exp.group_id) and exp.info["calls_skipped"] == 0
         assert len(exp.response_mask) == len(exp.response_token_ids) and exp.response_mask[-1] == 1
-        assert set(exp.reward_breakdown) == {"accuracy", "format", "tool"}
+        assert {"accuracy", "format", "tool"} <= set(exp.reward_breakdown)
+        # one trajectory per episode: the forced call as sampled and the tool result (context, mask 0),
+        # then the model's own answer (mask 1), continuing the exact tokens the engine sampled
+        assert exp.info["trajectories"] == 1 and exp.info["calls"] == 2 and exp.info["tool_calls"] >= 1
+        context = exp.response_mask.index(1)
+        assert set(exp.response_mask[:context]) == {0} and set(exp.response_mask[context:]) == {1}
+        masked = renderer.decode_raw(exp.response_token_ids[:context])
+        assert masked.startswith("<tool_call>") and "<tool_response>" in masked and masked.endswith("assistant\n")
 
     # train on what the endpoint recorded: the trainer sees the same tokens and (nearly) the same logprobs
     trainer = TorchTrainer(config, resolve_model_path(MODEL_ID), total_steps=1)

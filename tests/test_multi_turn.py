@@ -18,7 +18,14 @@ import torch
 
 import algorithms
 from backends.batch import collate
-from backends.history import CallHistory, CallRecord, RolloutIdMiddleware, current_rollout_id, rollout_base_url
+from backends.history import (
+    CallHistory,
+    CallRecord,
+    RolloutIdMiddleware,
+    continue_sampled,
+    current_rollout_id,
+    rollout_base_url,
+)
 from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
@@ -30,7 +37,7 @@ from workflows.multi_turn import Env, EnvStep, EpisodeFailure, MultiTurnWorkflow
 from workflows.q20 import Oracle, load_entities
 from workflows.render import renderer_for
 from workflows.runner import CoalescingEngine, WorkflowRunner
-from workflows.tool_agent import CHATML_TOOLS_TEMPLATE, calculate
+from workflows.tool_agent import CALCULATOR, CHATML_TOOLS_TEMPLATE, calculate
 from workflows.trajectory import build_trajectories
 
 RENDERER = renderer_for("HuggingFaceTB/SmolLM2-135M-Instruct")
@@ -236,6 +243,48 @@ def test_calls_that_continue_each_other_become_one_trajectory_with_a_mask() -> N
     answer = record([1, 2, 3, 4, 5, EOS, 9, 9], [6, EOS])
     (t,) = build_trajectories([forced, answer])
     assert t.mask == [0, 0, 0, 0, 0, 1, 1] and t.logprobs == [0.0] * 5 + [-0.1, -0.1] and t.calls == 2
+
+
+def test_a_tool_call_written_back_continues_its_sampled_tokens() -> None:
+    """What the endpoint does when the agent sends its tool call back: the template re-renders the call
+    (other JSON spacing, other token boundaries), the next prompt continues the exact sampled tokens."""
+    renderer = renderer_for("HuggingFaceTB/SmolLM2-135M-Instruct", CHATML_TOOLS_TEMPLATE)
+    chat = [{"role": "system", "content": "Solve it."}, {"role": "user", "content": "What is 12 * 7?"}]
+    first_prompt = renderer.render(chat, tools=[CALCULATOR])
+    # sampled as the model did: compact JSON, split where the tokenizer would not split
+    sampled = [*renderer.encode('<tool_call>\n{"name": "calcu'), *renderer.encode('lator", "arguments": '),
+               *renderer.encode('{"expression":"12*7"}}\n</tool_call>'), EOS]
+    first = replace(record(first_prompt, sampled), constrained=True)  # a forced call
+    call = {"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "12*7"}'}}
+    tool = {"role": "tool", "tool_call_id": "c1", "content": "84"}
+    chat2 = [*chat, {"role": "assistant", "content": "", "tool_calls": [call]}, tool]
+    rendered = renderer.render(chat2, tools=[CALCULATOR])
+    assert rendered[:len(first_prompt)] == first_prompt and rendered[:len(first_prompt + sampled)] != first_prompt + sampled
+
+    spliced = continue_sampled(rendered, [first], renderer.decode_raw)
+    assert spliced == first_prompt + sampled + renderer.continuation([tool], sampled, tools=[CALCULATOR])
+    answer = [*renderer.encode("\\boxed{84}"), EOS]
+    second = replace(record(spliced, answer), rendered_prompt_token_ids=rendered)
+    # the next turn continues the second call's prompt as sampled (matched on what the template rendered)
+    chat3 = [*chat2, {"role": "assistant", "content": "\\boxed{84}"}, {"role": "user", "content": "Sure?"}]
+    third_prompt = continue_sampled(renderer.render(chat3, tools=[CALCULATOR]), [first, second], renderer.decode_raw)
+    assert third_prompt is not None and third_prompt[:len(spliced + answer)] == spliced + answer
+    third = replace(record(third_prompt, [EOS]), rendered_prompt_token_ids=renderer.render(chat3, tools=[CALCULATOR]))
+
+    (t,) = build_trajectories([first, second, third])  # one episode, not split
+    context = len(spliced) - len(first_prompt + sampled)
+    assert t.prompt_token_ids == first_prompt and t.calls == 3
+    assert t.response_token_ids[:len(sampled)] == sampled  # the forced call as sampled, as context
+    assert t.mask[:len(sampled) + context + len(answer)] == [0] * (len(sampled) + context) + [1] * len(answer)
+    assert [m for i, m in enumerate(t.mask) if i == 0 or t.mask[i - 1] != m] == [0, 1, 0, 1]
+
+    # no splice where the agent wrote back something else, or the sampled call was cut off
+    other = {**call, "function": {**call["function"], "arguments": '{"expression": "12*8"}'}}
+    rewritten = renderer.render([*chat, {"role": "assistant", "content": "", "tool_calls": [other]}, tool],
+                                tools=[CALCULATOR])
+    assert continue_sampled(rewritten, [first], renderer.decode_raw) is None
+    assert continue_sampled(rendered, [replace(first, finish_reason="length")], renderer.decode_raw) is None
+    assert continue_sampled(first_prompt, [first], renderer.decode_raw) is None  # the same call again
 
 
 def test_call_history_is_bounded_and_read_once() -> None:

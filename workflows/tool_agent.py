@@ -13,7 +13,9 @@ workflow_args: max_calls (default 4) model calls per episode, tool_score, episod
 first_call: "auto" (default: the model decides) or "calculator": the first call is constrained to a
 calculator call in the template's own <tool_call> format (vLLM structured outputs, a regex), for a model
 too small to call tools by itself (SmolLM2-135M never does). That call is recorded as constrained: its
-tokens are context (mask 0, see workflows.trajectory), the answer after the tool result is trained.
+tokens are context (mask 0, see workflows.trajectory), the answer after the tool result is trained. The
+call written back continues its sampled tokens (the endpoint's `continue_sampled`), so the episode is one
+experience: forced call and tool result (mask 0), then the model's own answer (mask 1).
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ CALCULATOR = {
 }
 DEFAULT_TOOL_SCORE = 0.05
 DEFAULT_MAX_CALLS = 4
-# A calculator call exactly as CHATML_TOOLS_TEMPLATE writes one back (and the hermes parser reads it), so
-# the next call's prompt continues the sampled tokens.
+# A calculator call in CHATML_TOOLS_TEMPLATE's format (the hermes parser reads it); the endpoint continues
+# its sampled tokens when it is written back, however the template re-tokenizes it.
 CALCULATOR_CALL_REGEX = (r'<tool_call>\n\{"name": "calculator", "arguments": \{"expression": '
                          r'"[0-9][0-9+\-*/(). ]{0,40}"\}\}\n</tool_call>')
 

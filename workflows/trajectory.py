@@ -4,9 +4,11 @@ An agent's calls through the OpenAI endpoint are recorded one by one (`backends.
 Where a call's prompt continues an earlier call exactly (it starts with that call's prompt + response
 tokens, which is what a chat template gives when the agent sends the conversation back unchanged),
 the calls are one trajectory: the first prompt, then each response (trained, mask 1) and the tokens in
-between (the template's turn ends, tool results, user messages: context, mask 0). A call that does not
-continue any — the agent rewrote its history, or the template re-rendered a turn differently (e.g. a
-tool call written back in the template's own format) — starts a trajectory of its own. Either way
+between (the template's turn ends, tool results, user messages: context, mask 0). The endpoint makes
+a chat that writes an answer back continue that answer's sampled tokens even where the template would
+re-render it otherwise (a tool call: `backends.history.continue_sampled`), so an agent's episode is one
+trajectory. A call that continues none — the agent rewrote its history — starts a trajectory of its
+own. Either way
 every sampled token is trained exactly once, with the logprob it was sampled with — but for calls
 sampled under a grammar (`CallRecord.constrained`: structured outputs, a named tool choice), whose
 logprobs are those of the masked distribution: their tokens are context (mask 0).

@@ -12,7 +12,9 @@ stays the in-process `LLM` and this module gives vLLM's server an `EngineClient`
                       so they are scheduled together, as in `AsyncLLM`.
     InprocEngineClient  vLLM's `EngineClient` on the loop: `generate` is an async generator fed from
                       the loop thread; every finished call is recorded (prompt and response token ids,
-                      logprobs) in a `backends.history.CallHistory` under the request's rollout id.
+                      logprobs) in a `backends.history.CallHistory` under the request's rollout id;
+                      a chat that writes an earlier answer of its rollout back continues from that
+                      answer's sampled tokens, not the template's re-rendering (`continue_sampled`).
     OpenAIServer      the FastAPI app vLLM builds, with `RolloutIdMiddleware` in front, served by
                       uvicorn on a thread of the actor.
 """
@@ -32,7 +34,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from backends.history import CallHistory, CallRecord, RolloutIdMiddleware, current_rollout_id
+from backends.history import CallHistory, CallRecord, RolloutIdMiddleware, continue_sampled, current_rollout_id
 
 logger = logging.getLogger(__name__)
 
@@ -268,6 +270,9 @@ def make_engine_client(llm: Any, loop: EngineLoop, history: CallHistory | None, 
             rollout_id = current_rollout_id.get()
             if history is not None and sampling_params.logprobs is None:
                 sampling_params.logprobs = 0  # the sampled token's own logprob; the response shows none unless asked
+            rendered = None
+            if history is not None and rollout_id:
+                prompt, rendered = self._continue_sampled(rollout_id, prompt, sampling_params)
             aio = asyncio.get_running_loop()
             outputs: asyncio.Queue = asyncio.Queue()
 
@@ -295,14 +300,36 @@ def make_engine_client(llm: Any, loop: EngineLoop, history: CallHistory | None, 
                     if history is not None:
                         seen.add(item)
                         if finished:
-                            self._record(rollout_id, request_id, seen, sampling_params)
+                            self._record(rollout_id, request_id, seen, sampling_params, rendered)
                     yield item
             except (asyncio.CancelledError, GeneratorExit):
                 if not finished and loop.alive:  # the client went away: free the engine of its request
                     loop.abort([request_id])
                 raise
 
-        def _record(self, rollout_id: str, request_id: str, seen: _Accumulator, params: Any) -> None:
+        def _continue_sampled(self, rollout_id: str, prompt: Any, params: Any) -> tuple[Any, list[int] | None]:
+            """The engine input continuing the rollout's sampled tokens, and the template's ids it
+            replaces (None when it stands as rendered)."""
+            ids = prompt.get("prompt_token_ids") if isinstance(prompt, dict) else None
+            if not ids or prompt.get("prompt_embeds") is not None:
+                return prompt, None
+            ids = list(ids)
+            tokenizer = llm.get_tokenizer()
+            spliced = continue_sampled(ids, history.get(rollout_id, pop=False),  # type: ignore[union-attr]
+                                       lambda t: tokenizer.decode(t, skip_special_tokens=False))
+            if spliced is None or spliced == ids:
+                return prompt, None
+            room = self.model_config.max_model_len - len(spliced)
+            if room <= 0:
+                return prompt, None
+            if params.max_tokens is not None and params.max_tokens > room:
+                params.max_tokens = room  # the server sized it for the rendered prompt
+            # the template's text and offsets describe the rendered ids: dropped with them
+            kept = {k: v for k, v in prompt.items() if k not in ("prompt", "prompt_token_offsets")}
+            return {**kept, "prompt_token_ids": spliced}, ids
+
+        def _record(self, rollout_id: str, request_id: str, seen: _Accumulator, params: Any,
+                    rendered: list[int] | None) -> None:
             for index in sorted(seen.tokens):
                 history.record(CallRecord(  # type: ignore[union-attr]
                     rollout_id=rollout_id,
@@ -316,6 +343,7 @@ def make_engine_client(llm: Any, loop: EngineLoop, history: CallHistory | None, 
                     request_id=request_id,
                     index=index,
                     constrained=getattr(params, "structured_outputs", None) is not None,
+                    rendered_prompt_token_ids=rendered,
                 ))
 
         async def encode(self, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:

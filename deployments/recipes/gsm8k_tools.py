@@ -4,8 +4,8 @@ The agent (workflows/tool_agent.py) is plain `openai` client code: chat completi
 tool (`tool_choice="auto"`), tool results sent back as `role: tool` messages. Each engine serves vLLM's
 OpenAI server (`enable_openai_api`), parses the model's <tool_call> blocks (`tool_call_parser: hermes`,
 with a ChatML chat template that shows the tools) and records every call (`enable_history`); the
-calls become the experiences. SmolLM2-135M-Instruct on CPU: 3 steps of 2 problems × 4 episodes.  The
-135M model never calls the tool by itself: its episodes are single calls (see AGENT_ARGS).
+calls become the experiences. SmolLM2-135M-Instruct on CPU: 3 steps of 2 problems × 4 episodes. The
+135M model never calls the tool by itself, so the first call is a forced calculator call (see AGENT_ARGS).
 
 Run it:  rft run gsm8k-tools          (inspect first: rft validate gsm8k-tools)
 """
@@ -13,10 +13,10 @@ Run it:  rft run gsm8k-tools          (inspect first: rft validate gsm8k-tools)
 from deployments.recipes.gsm8k import config as gsm8k
 from workflows.tool_agent import CHATML_TOOLS_TEMPLATE
 
-# SmolLM2-135M never calls the tool by itself, so episodes are single calls. `first_call: calculator`
-# forces a first calculator call, but its write-back re-tokenizes differently in most episodes (3 of 4
-# in tests/test_agents.py's run), which then split into a constrained-only trajectory: not on by default.
-AGENT_ARGS = {"max_calls": 3, "episode_timeout_s": 300}
+# SmolLM2-135M never calls the tool by itself: `first_call: calculator` forces a first calculator call
+# (context, mask 0: sampled under a grammar), the endpoint continues its sampled tokens when the agent
+# writes it back, and the model's own answer after the tool result is trained: one experience per episode.
+AGENT_ARGS = {"max_calls": 3, "episode_timeout_s": 300, "first_call": "calculator"}
 
 
 def agent_taskset(name: str, split: str, **extra: object) -> dict:
