@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -94,10 +95,11 @@ def run_variant(name: str, sync: dict[str, int], steps: int, extra: list[str]) -
         return statistics.mean(values) if values else 0.0
 
     wall = series("time/step_wall_s")
+    staleness, tok_s = mean("train/staleness_mean"), mean("explore/rollout_tokens_per_s")
     step_s = statistics.mean(wall[1:] or wall)
     samples = mean("explore/experiences")
     trained = samples - mean("train/skipped_zero_advantage")
-    return {
+    result = {
         "sync_offset": config.synchronizer.sync_offset,
         "sync_interval": config.synchronizer.sync_interval,
         "steps_measured": len(wall[1:] or wall),
@@ -108,11 +110,13 @@ def run_variant(name: str, sync: dict[str, int], steps: int, extra: list[str]) -
         "samples_per_s": samples / step_s,
         "trained_samples_per_step": trained,
         "trained_samples_per_s": trained / step_s,
-        "staleness_mean": mean("train/staleness_mean"),
-        "rollout_tokens_per_s": mean("explore/rollout_tokens_per_s"),
+        "staleness_mean": staleness,
+        "rollout_tokens_per_s": tok_s,
         "first_step_s": wall[0],
         "run_wall_s_including_startup": total_wall,
     }
+    shutil.rmtree(root, ignore_errors=True)  # the run's checkpoints, exports and MLflow store: ~2 GB a variant
+    return result
 
 
 def run_trl(steps: int) -> dict:
