@@ -106,6 +106,7 @@ def rft_cli(root: Path, name: str, *settings: str) -> subprocess.Popen:
 
 
 @pytest.mark.slow
+@pytest.mark.full  # ~1.7 min: scripts/test.sh --full
 def test_bench_mode_logs_an_eval_curve_of_the_saved_checkpoints(
     overlapped: tuple[ExperimentConfig, dict], tmp_path: Path
 ) -> None:

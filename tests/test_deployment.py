@@ -204,6 +204,7 @@ def kill_and_retry(env: dict[str, str], flow_run_id: str) -> None:
     assert retried.returncode == 0, retried.stdout + retried.stderr
 
 
+@pytest.mark.full  # two deployments killed and retried, ~3 min: scripts/test.sh --full
 def test_explore_and_train_deployments_killed_and_retried_finish_together(prefect_stack: dict[str, str], tmp_path: Path) -> None:
     """rft/smoke-explore and rft/smoke-train share one experiment (smoke-split, 3 steps). The trainer is
     killed while it trains step 2 and the explorer while it explores step 3; both are retried and the two

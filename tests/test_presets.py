@@ -99,6 +99,7 @@ def test_rft_validate_refuses_a_preset_without_a_runtime():
 
 # ----------------------------------------------------------------------------- a whole run (slow)
 @pytest.mark.slow
+@pytest.mark.full  # a whole run, ~1.7 min: scripts/test.sh --full (every preset still trains a step above)
 def test_opmd_smoke_run_with_priority_sampling_tensorboard_and_every_hf_checkpoint(tmp_path: Path) -> None:
     """The smoke recipe as opmd, through the real stack, with settings this project now honours:
     sample_strategy priority, monitor tensorboard (no MLflow at all), save_hf_checkpoint always,

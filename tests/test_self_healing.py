@@ -28,7 +28,7 @@ from mlflow.tracking import MlflowClient
 from buffer.experience_store import ExperienceStore
 from deployments import load_recipe
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.full]  # ~3.5 min on 2 cores: scripts/test.sh --full
 MLFLOW = str(Path(sys.executable).parent / "mlflow")
 ENGINE, TRAINER = "ray::VLLMEngine", "ray::TrainerActor"
 STEPS = 2

@@ -178,6 +178,7 @@ def hello_run(tinker_server: dict[str, str], tmp_path_factory: pytest.TempPathFa
 
 @pytest.mark.slow
 @pytest.mark.tinker
+@pytest.mark.full  # two hello runs, ~4 min: scripts/test.sh --full (the contract's checkpoint round trip stays)
 def test_hello_resumes_after_sigkill_and_its_reward_rises(hello_run: dict) -> None:
     assert "resuming after step 1" in hello_run["second"]
     assert "no vLLM engine, no GPU" in hello_run["first"] + hello_run["second"]
