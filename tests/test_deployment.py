@@ -78,8 +78,12 @@ def prefect_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
         yield env
     finally:
         for proc in [*workers, server]:
-            os.killpg(proc.pid, 15)
-            proc.wait(timeout=60)
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # a worker still waiting on a flow run it started: stop it all
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
 
 
 def prefect(env: dict[str, str], *args: str, timeout: int = 60) -> subprocess.CompletedProcess:
