@@ -210,13 +210,12 @@ def worker_configs(tree: DictConfig, sft: bool = False) -> WorkerConfigs:
     model_config = omega_conf_to_dataclass(arr.model)
     actor = omega_conf_to_dataclass(arr.actor)
     actor.model_config = model_config
-    actor_worker = TrainingWorkerConfig(
-        model_type="language_model",
-        model_config=model_config,
-        engine_config=actor.engine,
-        optimizer_config=actor.optim,
-        checkpoint_config=actor.checkpoint,
-    )
+    def worker(role: Any) -> TrainingWorkerConfig:  # the actor and the reference: same model, own engine
+        return TrainingWorkerConfig(model_type="language_model", model_config=model_config,
+                                    engine_config=role.engine, optimizer_config=role.optim,
+                                    checkpoint_config=role.checkpoint)
+
+    actor_worker = worker(actor)
     engine = actor_worker.engine_config
     engine.use_dynamic_bsz = actor.use_dynamic_bsz
     engine.max_token_len_per_gpu = actor.ppo_max_token_len_per_gpu
@@ -239,13 +238,7 @@ def worker_configs(tree: DictConfig, sft: bool = False) -> WorkerConfigs:
             ref_tree.ppo_max_token_len_per_gpu = ref_tree.pop("log_prob_max_token_len_per_gpu", None)
         ref = omega_conf_to_dataclass(ref_tree)
         ref.model_config = model_config
-        ref_worker = TrainingWorkerConfig(
-            model_type="language_model",
-            model_config=model_config,
-            engine_config=ref.engine,
-            optimizer_config=ref.optim,
-            checkpoint_config=ref.checkpoint,
-        )
+        ref_worker = worker(ref)
         ref_engine = ref_worker.engine_config
         ref_engine.use_dynamic_bsz = ref.use_dynamic_bsz
         ref_engine.infer_max_token_len_per_gpu = ref.ppo_max_token_len_per_gpu
