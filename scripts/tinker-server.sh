@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A self-hosted Tinker-compatible server for development and tests: PyPI `skyrl` (skyrl.tinker.api,
 # JAX on CPU) serving the embedded default model on 127.0.0.1, in its own venv under the state folder.
-#   scripts/tinker-server.sh start    install once, start, wait until it answers, print `export TINKER_BASE_URL=...`
+#   scripts/tinker-server.sh start    install once, start, wait until it answers, print the `export` lines (URL; key tml-local unless TINKER_SERVER_API_KEY is set)
 #   scripts/tinker-server.sh stop     stop everything `start` started
 #   scripts/tinker-server.sh status   say whether it runs (and its URL)
 # Settings (environment): RFT_STATE (default ./.rft), TINKER_SERVER_VENV (default
@@ -73,6 +73,12 @@ model_snapshot() {  # a Hugging Face cache entry for MODEL_ID pointing at its lo
   ln -sfn "$(cd "$folder" && pwd)" "$repo/snapshots/local"
 }
 
+# What a client needs: the URL, and a key when the server takes any (the SDK refuses to start without one).
+exports() {
+  echo "export TINKER_BASE_URL=$(base_url)"
+  if [[ -z "${TINKER_SERVER_API_KEY:-}" ]]; then echo "export TINKER_API_KEY=tml-local"; fi
+}
+
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -80,7 +86,7 @@ free_port() {
 start() {
   if running; then
     echo "the tinker server already runs (pid $(cat "$PIDFILE"))"
-    echo "export TINKER_BASE_URL=$(base_url)"
+    exports
     return 0
   fi
   mkdir -p "$DIR/checkpoints"
@@ -124,7 +130,7 @@ print(json.dumps(config))' "${TINKER_SERVER_MAX_ADAPTERS:-4}" "${TINKER_SERVER_M
     sleep 1
   done
   echo "==> the tinker server answers after $((SECONDS - t0))s"
-  echo "export TINKER_BASE_URL=$(base_url)"
+  exports
 }
 
 stop() {
@@ -144,7 +150,7 @@ stop() {
 status() {
   if running; then
     echo "the tinker server runs (pid $(cat "$PIDFILE")) at $(base_url)"
-    echo "export TINKER_BASE_URL=$(base_url)"
+    exports
   else
     echo "the tinker server is not running"
     return 1
