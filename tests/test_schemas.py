@@ -304,7 +304,7 @@ MALFORMED = [
     ("nccl-with-lora", _set(cluster__gpu_per_node=4, synchronizer__sync_method="nccl", model__lora_configs=[{}]), "synchronizer.sync_method"),
     ("memory-sync-multi-node", _set(cluster__node_num=2), "synchronizer.sync_method"),
     ("sync-interval-beyond-run", _set(synchronizer__sync_interval=50), "synchronizer.sync_interval"),
-    ("sync-offset-beyond-run", _set(synchronizer__sync_offset=20), "synchronizer.sync_offset"),
+    ("sync-offset-beyond-run", _set(synchronizer__sync_offset=40), "synchronizer.sync_offset"),
     ("sync-offset-dynamic-style", _set(synchronizer__sync_offset=1, synchronizer__sync_style="explorer_driven"), "synchronizer.sync_offset"),
     ("eval-interval-off-sync", _set(synchronizer__sync_interval=3), "explorer.eval_interval"),
     ("eval-taskset-without-workflow", _drop("buffer.explorer_input.eval_tasksets.0.default_workflow_type"), "buffer.explorer_input.eval_tasksets.0.default_workflow_type"),
@@ -492,7 +492,7 @@ def test_with_overrides_sets_nested_values_and_revalidates():
     assert o.algorithm.optimizer.lr == 2e-6 and o.buffer.total_steps == 3
     assert o.buffer.explorer_input.eval_tasksets[0].split == "test[:8]"
     assert o.algorithm.policy_loss_fn_args["clip_range_low"] == 0.1  # re-derived from the new clip_range
-    assert c.algorithm.optimizer.lr == 1e-5  # the original is untouched
+    assert c.algorithm.optimizer.lr == 3e-5  # the original is untouched
     derived_over = c.with_overrides({"buffer.train_batch_size": 8})
     assert derived_over.buffer.train_batch_size == 8 and "buffer.train_batch_size" not in derived_over.derived
 
@@ -541,16 +541,16 @@ def test_gsm8k_recipe_values():
     c = load_recipe("gsm8k")
     assert c.model.model_path == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert (c.model.max_prompt_tokens, c.model.max_response_tokens) == (256, 128)
-    assert (c.algorithm.algorithm_type, c.algorithm.repeat_times, c.algorithm.optimizer.lr) == ("grpo", 8, 1e-5)
+    assert (c.algorithm.algorithm_type, c.algorithm.repeat_times, c.algorithm.optimizer.lr) == ("grpo", 8, 3e-5)
     assert c.algorithm.kl_loss_fn == "none" and c.algorithm.kl_loss_fn_args["kl_coef"] == 0
-    assert (c.buffer.batch_size, c.buffer.total_steps) == (2, 20)
+    assert (c.buffer.batch_size, c.buffer.total_steps) == (2, 40)
     ts, (ev,) = c.buffer.explorer_input.taskset, c.buffer.explorer_input.eval_tasksets
-    assert (ts.path, ts.split, ev.split, ev.rollout_args.temperature, ev.repeat_times) == ("data/gsm8k", "train", "test[:64]", 0.0, 1)
+    assert (ts.path, ts.split, ev.split, ev.rollout_args.temperature, ev.repeat_times) == ("data/gsm8k", "train", "test[:200]", 0.0, 1)
     rm = c.explorer.rollout_model
-    assert (c.explorer.eval_interval, rm.engine_num, rm.enforce_eager, rm.kv_cache_memory_gb) == (10, 1, True, 2.0)
+    assert (c.explorer.eval_interval, rm.engine_num, rm.enforce_eager, rm.kv_cache_memory_gb) == (20, 1, True, 2.0)
     assert (rm.dtype, rm.enable_prefix_caching) == ("float32", True)
     assert (c.trainer.trainer_type, c.trainer.dtype, c.trainer.device) == ("torch", "float32", "auto")
-    assert (c.trainer.micro_batch_size, c.trainer.save_interval) == (8, 10)
+    assert (c.trainer.micro_batch_size, c.trainer.save_interval) == (8, 20)
     s = c.synchronizer
     assert (s.sync_method, s.sync_interval, s.sync_offset) == ("memory", 1, 0)
     assert (c.monitor.monitor_type, c.cluster.gpu_per_node, c.checkpoint_root_dir, c.project) == ("mlflow", 0, "./checkpoints", "rft")

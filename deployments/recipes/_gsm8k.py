@@ -6,6 +6,8 @@ The embedded default reads the bundled copy (`data/gsm8k`); GPU and service reci
 
 from __future__ import annotations
 
+from typing import Any
+
 from schemas import ExplorerInput, FormatConfig, GenerationConfig, TasksetConfig
 
 GSM8K_FORMAT = FormatConfig(prompt_key="question", response_key="answer")
@@ -14,18 +16,19 @@ BUNDLED = {"path": "data/gsm8k"}
 
 
 def gsm8k_input(source: dict[str, str], eval_split: str = "test", eval_temperature: float | None = 0.0,
-                eval_repeat_times: int | None = None) -> ExplorerInput:
+                eval_repeat_times: int | None = None, reward_fn_args: dict[str, Any] | None = None) -> ExplorerInput:
     """The train split sampled at temperature 1 (math_workflow), and `eval_split` for evaluation."""
     eval_args = {"rollout_args": GenerationConfig(temperature=eval_temperature)} if eval_temperature is not None else {}
+    reward = {"reward_fn_args": reward_fn_args} if reward_fn_args else {}
     return ExplorerInput(
         taskset=TasksetConfig(
             name="gsm8k", **source, split="train", format=GSM8K_FORMAT,
-            rollout_args=GenerationConfig(temperature=1.0), default_workflow_type="math_workflow",
+            rollout_args=GenerationConfig(temperature=1.0), default_workflow_type="math_workflow", **reward,
         ),
         eval_tasksets=[
             TasksetConfig(
                 name="gsm8k-eval", **source, split=eval_split, format=GSM8K_FORMAT, **eval_args,
-                default_workflow_type="math_workflow",
+                default_workflow_type="math_workflow", **reward,
                 **({"repeat_times": eval_repeat_times} if eval_repeat_times is not None else {}),
             )
         ],

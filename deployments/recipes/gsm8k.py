@@ -26,7 +26,8 @@ config = ExperimentConfig(
     algorithm=AlgorithmConfig(
         algorithm_type="grpo",
         repeat_times=8,
-        optimizer=OptimizerConfig(lr=1e-5, lr_scheduler_type="constant"),
+        # 3e-5: the \\boxed{} form is learned within the run (1e-5 for 20 steps: 57 % of greedy answers boxed).
+        optimizer=OptimizerConfig(lr=3e-5, lr_scheduler_type="constant"),
         kl_loss_fn="none",
         kl_loss_fn_args={"kl_coef": 0.0},
     ),
@@ -41,11 +42,14 @@ config = ExperimentConfig(
     cluster=ClusterConfig(node_num=1, gpu_per_node=0, ray_address="local"),
     buffer=BufferConfig(
         batch_size=2,
-        total_steps=20,
-        explorer_input=gsm8k_input(BUNDLED, eval_split="test[:64]", eval_repeat_times=1),
+        total_steps=40,
+        # 200 held-out problems, greedy: one standard error is ±1.5 points at a 95 % format rate. Only a
+        # boxed answer counts as correct (the form the prompt asks for), plus the 0.1 format bonus.
+        explorer_input=gsm8k_input(BUNDLED, eval_split="test[:200]", eval_repeat_times=1,
+                                   reward_fn_args={"require_boxed": True, "format_score": 0.1}),
     ),
     explorer=ExplorerConfig(
-        eval_interval=10,
+        eval_interval=20,
         rollout_model=VllmModelConfig(
             engine_num=1,
             enforce_eager=True,
@@ -56,7 +60,7 @@ config = ExperimentConfig(
             enable_prefix_caching=True,
         ),
     ),
-    trainer=TorchTrainerConfig(dtype="float32", device="auto", micro_batch_size=8, save_interval=10),
+    trainer=TorchTrainerConfig(dtype="float32", device="auto", micro_batch_size=8, save_interval=20),
     synchronizer=SynchronizerConfig(sync_method="memory", sync_interval=1, sync_offset=0),
     monitor=MonitorConfig(monitor_type="mlflow"),
 )
