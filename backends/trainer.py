@@ -19,6 +19,7 @@ class TrainerDevices:
     gpus: int = 0  # GPUs the trainer trains on (0: CPU)
     threads: int = 1  # CPU threads of its computation, in all
     cpus: float = 0.0  # Ray CPUs it reserves, in all (0 while it takes turns with the engines)
+    nice: int = 0  # CPU priority below the engines' (Unix nice): sampling is the long side of an overlapped step
 
 
 class TrainerBackend(ABC):

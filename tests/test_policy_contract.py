@@ -24,13 +24,17 @@ def test_the_policy_plans_resources_from_the_config() -> None:
     config = load_recipe("smoke")
     taking_turns = plan_resources(config, {"GPU": 0.0}, cores=8)
     assert (taking_turns.engine_threads, taking_turns.trainer_threads, taking_turns.trainer_cpus) == (8, 8, 0.0)
+    assert taking_turns.trainer_nice == 0
     overlapping = plan_resources(config.with_overrides({"synchronizer.sync_offset": 1}), {"GPU": 0.0}, cores=8)
     # overlapped, the engines keep every core and the trainer takes half (benchmarks/grpo_step.py)
     assert (overlapping.engine_threads, overlapping.trainer_threads, overlapping.trainer_cpus) == (8, 4, 1.0)
+    assert overlapping.trainer_nice == 10  # ... at a lower CPU priority than sampling
     two_engines = plan_resources(config.with_overrides({"explorer.rollout_model.engine_num": 2}), {"GPU": 0.0}, cores=8)
     assert two_engines.engine_threads == 4
     on_gpus = plan_resources(config, {"GPU": 2.0}, cores=8)
     assert (on_gpus.engine_gpus, on_gpus.trainer_gpus) == (1, 1)
+    overlapping_on_gpus = plan_resources(config.with_overrides({"synchronizer.sync_offset": 1}), {"GPU": 2.0}, cores=8)
+    assert overlapping_on_gpus.trainer_nice == 0  # each side has its own device
     assert isinstance(policy_for(config), LocalPolicy)
 
 

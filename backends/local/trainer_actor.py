@@ -31,6 +31,8 @@ class TrainerActor:
         # Ray pins actors to OMP_NUM_THREADS=1; the policy decides how many threads training gets.
         os.environ["OMP_NUM_THREADS"] = str(devices.threads)
         torch.set_num_threads(devices.threads)
+        if devices.nice:
+            os.nice(devices.nice)
         config = ExperimentConfig.model_validate_json(config_json)
         self.backend: TrainerBackend = registry.trainer_class(config.trainer.trainer_type)(
             config, Path(model_dir), total_steps, devices
@@ -118,7 +120,7 @@ def start_trainer_actor(name: str, config_json: str, model_dir: str, total_steps
         num_gpus=plan.trainer_actor_gpus,
     ).remote(
         config_json, model_dir, total_steps,
-        TrainerDevices(gpus=plan.trainer_gpus, threads=plan.trainer_threads, cpus=plan.trainer_cpus),
+        TrainerDevices(gpus=plan.trainer_gpus, threads=plan.trainer_threads, cpus=plan.trainer_cpus, nice=plan.trainer_nice),
     )
     TrainerClient(name).ping()  # surface a failed start here, not at the first step
 
