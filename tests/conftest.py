@@ -46,10 +46,11 @@ def pytest_unconfigure(config: object) -> None:
 TINKER_TEST_KEY = "tml-rft-tests"  # the server refuses any other key, as the hosted service would
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def tinker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """scripts/tinker-server.sh started once for the session (installing its venv first when it is
-    missing: a clean clone, CI) under a temporary RFT_STATE; stopped at the end. $RFT_TEST_TINKER_URL
+    """scripts/tinker-server.sh started once for the module that uses it, tests/test_tinker.py
+    (installing its venv first when it is missing: a clean clone, CI) under a temporary RFT_STATE;
+    stopped when that module ends, so its ~5 GB are free for the modules after it. $RFT_TEST_TINKER_URL
     names a running one instead (development: one server for many test runs)."""
     import subprocess
 

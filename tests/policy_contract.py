@@ -61,12 +61,13 @@ def check_published_weights_change_samples(policy: Policy, renderer: ChatRendere
     before = [engine.generate([prompt], greedy)[0][0] for engine in policy.engines()]
     assert all(renderer.decode(s.response_token_ids).strip() != TARGET for s in before)
     exp = target_experience(renderer)
-    for _ in range(max_steps):  # on-policy steps until the trainer itself answers TARGET greedily
+    for steps in range(max_steps):  # on-policy steps until the trainer itself answers TARGET greedily
         exp = on_policy(policy, exp)
         if min(exp.logprobs) > math.log(0.9):
             break
         policy.trainer.train_step([exp])
     assert min(exp.logprobs) > math.log(0.9), f"the trainer did not learn the target in {max_steps} steps"
+    print(f"the trainer learned the target in {steps} steps")
     version = policy.trainer.global_step
     metrics = policy.sync(version)
     assert metrics["sync/model_version"] == version

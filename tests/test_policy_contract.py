@@ -1,5 +1,6 @@
-"""The backend contract against the local policy (vLLM CPU engines + the torch trainer on Ray), and
-two stage flows of one experiment running at once under a parent flow."""
+"""The backend contract against the local policy (vLLM CPU engines + the torch trainer on Ray), two
+stage flows of one experiment running at once under a parent flow, and a crashed engine revived with
+the weights it served. One module-scoped policy serves every test (each engine and trainer start costs)."""
 
 from __future__ import annotations
 
@@ -128,3 +129,36 @@ def test_two_stage_flows_run_at_once_under_one_parent(local: tuple[ExperimentCon
     kids = asyncio.run(children())
     assert sorted(k.name for k in kids) == sorted([*met, next(k.name for k in kids if k.name not in met)])
     assert len(kids) == 3 and all(k.state.is_completed() for k in kids)
+
+
+@pytest.mark.slow
+def test_dead_engine_is_revived_with_the_current_weights(local: tuple[ExperimentConfig, Policy], renderer: ChatRenderer) -> None:
+    """A crashed rollout engine is started again, serving the weights the engines served (the last loaded
+    version), so a retried explore task finds a working engine instead of repeating the crash. (Runs
+    last: it restarts the module's engine; it trains and syncs a step of its own first.)"""
+    import ray
+
+    from backends.local.engine_client import EngineClient
+    from backends.rollout import SamplingSettings
+    from tasks.setup import revive_engines
+
+    config, policy = local
+    policy.trainer.train_step([policy_contract.on_policy(policy, policy_contract.target_experience(renderer, eid="revival"))])
+    version = policy.trainer.global_step
+    policy.sync(version)
+    greedy, prompt = SamplingSettings(n=1, temperature=0.0, max_tokens=16), renderer.render(policy_contract.QUESTION)
+    (first,) = policy.engines()
+    [[served]] = first.generate([prompt], greedy)
+    ray.kill(first.actor, no_restart=True)
+    assert not first.alive()
+
+    @flow
+    def scenario() -> tuple[list[str], list[str]]:  # revive_engines logs and counts restarts in a run
+        return revive_engines(config), revive_engines(config)  # the second: all alive, nothing to do
+
+    revived, again = scenario()
+    assert revived == [first.name] and again == []
+    engine = EngineClient(first.name)
+    assert engine.alive() and engine.model_version() == version  # the version served before the crash
+    [[after]] = engine.generate([prompt], greedy)
+    assert after.response_token_ids == served.response_token_ids  # the same weights: the same greedy answer

@@ -43,6 +43,9 @@ def staged_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Experimen
     config = load_recipe("smoke").with_overrides({
         "checkpoint_root_dir": str(root / "checkpoints"),
         "cluster.ray_address": "local",
+        # Generation on 2 CPU cores is most of the run's time: 16-token answers (and evaluations) halve it.
+        # (The SFT rows are cut to 16 tokens too: their end-of-turn token goes.)
+        "model.max_response_tokens": 16,
         "stages": [
             {"stage_name": "sft_warmup", "mode": "train", "algorithm": {"algorithm_type": "sft"},
              "buffer": {"batch_size": 4, "train_batch_size": 4, "total_steps": 2, "trainer_input": {

@@ -1,7 +1,7 @@
 """A run heals itself: the trainer is SIGKILLed while it trains, the vLLM engine while it loads the
 new weights (sync), and the MLflow server is stopped for most of a step, and the run still ends with
 its 2 steps, every experience trained exactly once, every step's metrics in MLflow once, and the
-restarts counted. (An engine that dies while exploring: tests/test_engine_revival.py.)
+restarts counted. (An engine that dies while exploring: tests/test_policy_contract.py.)
 
 One run does it all (each revival costs an engine or trainer start). A killer thread watches the
 processes of the run's Ray actors: Ray titles a worker `ray::Class.method` while it runs that method,
