@@ -571,7 +571,7 @@ def log_reward_curve(config: ExperimentConfig, run_id: str, file_name: str = "re
         if key == "explore/reward_mean":
             train_ax.plot(steps, values, color=color, alpha=0.3, marker=".", label=f"{label} (each step)")
         train_ax.plot(steps, smooth, color=color, label=f"{label}" + (f" (mean of {window} steps)" if window > 1 else ""))
-    train_ax.set_ylabel("SFT rows" if config.algorithm.algorithm_type == "sft" else "training samples")
+    train_ax.set_ylabel("SFT rows: loss" if config.algorithm.algorithm_type == "sft" else "training samples")
     train_ax.set_title(f"{config.project}/{config.name}")
     train_ax.grid(alpha=0.3)
     if train_ax.get_lines():
