@@ -79,11 +79,12 @@ print(f"Prefect UI : {os.environ['PREFECT_UI_URL']}")
 print(f"MLflow UI  : {summary['mlflow_url']}")
 print(f"model      : {summary['final_model']}")
 print(f"curve      : {summary['reward_curve']}")
-for stage, stage_summary in summaries:
+for i, (stage, stage_summary) in enumerate(summaries):
+    before = "before training" if i == 0 else "before this stage"  # a later stage starts from the one before
     for name, metrics in stage_summary["eval"].items():
         print(f"\n{(stage + ': ') if stage else ''}{name}: {int(metrics['tasks'])} held-out tasks (strict: right and in the "
               "asked form; lenient: right anywhere; format: in the asked form)")
-        print(comparison_text(stage_summary.get("eval_at_start", {}).get(name), metrics, "after training"))
+        print(comparison_text(stage_summary.get("eval_at_start", {}).get(name), metrics, "after training", before))
 print()
 print(f"Evaluate any model the same way: .venv/bin/rft eval {summary['final_model']} --recipe {sys.argv[1]}")
 print(f"To use the Prefect CLI against this server: export PREFECT_API_URL={os.environ['PREFECT_API_URL']}")
