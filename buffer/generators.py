@@ -45,8 +45,25 @@ def _test_shares(args: ArithArgs) -> dict[str, int]:
     return {op: shares[op] for op in args.operations}
 
 
+def _solution(a: int, op: str, b: int) -> str:
+    """A worked answer in small steps (tens, then ones), ending in \\boxed{}: the SFT warm-up's target.
+    Each step is one a small model already gets right more often than the whole sum."""
+    result = _answer(a, op, b)
+    tens, ones = b - b % 10, b % 10
+    if op == "*" or b < 10 or ones == 0:
+        steps = f"{a} {op} {b} = {result}."
+    elif op == "+":
+        steps = f"{a} + {tens} = {a + tens}, {a + tens} + {ones} = {result}."
+    else:
+        steps = f"{a} - {tens} = {a - tens}, {a - tens} - {ones} = {result}."
+    return f"{steps} \\boxed{{{result}}}"
+
+
 def _row(a: int, op: str, b: int) -> dict[str, Any]:
-    return {"question": f"What is {a} {op} {b}?", "answer": str(_answer(a, op, b)), "operation": op}
+    return {
+        "question": f"What is {a} {op} {b}?", "answer": str(_answer(a, op, b)), "operation": op,
+        "solution": _solution(a, op, b),
+    }
 
 
 @lru_cache(maxsize=8)

@@ -46,11 +46,12 @@ def run(target: Target, set_: SetOption = None, allow_unsupported: AllowUnsuppor
     console.print_json(json.dumps(outcome, default=str))
     from tasks.evaluate import comparison_text
 
-    for name, summary in outcome.items():  # what changed, per eval taskset: before training beside after
+    for i, (name, summary) in enumerate(outcome.items()):  # what changed, per eval taskset: before beside after
+        before = "before training" if i == 0 else "before this stage"  # a later stage starts from the one before
         for taskset, metrics in (summary.get("eval", {}) if isinstance(summary, dict) else {}).items():
             console.rule(f"{name}: {taskset}, {int(metrics.get('tasks', 0))} held-out tasks")
-            console.print(comparison_text(summary.get("eval_at_start", {}).get(taskset), metrics, "after training"),
-                          highlight=False)
+            console.print(comparison_text(summary.get("eval_at_start", {}).get(taskset), metrics, "after training",
+                                          before), highlight=False)
 
 
 def cause(error: BaseException) -> str:

@@ -1,4 +1,8 @@
-"""SFT warm-up stage: supervised steps on (prompt, response) rows before RL (Trinity's sft_warmup)."""
+"""SFT warm-up stage: supervised steps on (prompt, response) rows before RL (Trinity's sft_warmup).
+
+With eval tasksets (`buffer.explorer_input.eval_tasksets` of the stage) it evaluates the model before its
+first step and after its last, as an RL stage does: the run's "before training" is then the base model,
+and what the warm-up taught is a number of its own, apart from what RL adds after it."""
 
 from __future__ import annotations
 
@@ -8,13 +12,23 @@ from typing import Any
 from prefect import flow
 
 from buffer.taskset import load_taskset
-from flows.stage import checkpoint_if_due, close_stage, exclusive, finished_summary, open_mlflow_run
+from flows.stage import (
+    checkpoint_if_due,
+    close_stage,
+    evaluate_and_log,
+    evaluate_baseline,
+    exclusive,
+    finished_summary,
+    open_mlflow_run,
+    stage_flows_without_heartbeats,
+)
+from flows.sync import sync
 from schemas import ExperimentConfig
 from tasks import tracking
 from tasks.checkpoint import restore_checkpoint
 from tasks.progress import StepProgress
 from tasks.runtime import train_batch_size
-from tasks.setup import prepare_model, start_trainer
+from tasks.setup import prepare_model, start_rollout_engines, start_trainer
 from tasks.sft import sft_dataset, sft_step
 
 
@@ -27,15 +41,25 @@ def sft_warmup(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
     )
     if summary := finished_summary(config, total_steps):
         return summary
-    with exclusive(config):
+    evaluates = bool(config.buffer.explorer_input.eval_tasksets)
+    with exclusive(config), stage_flows_without_heartbeats():
         model_dir = prepare_model(config)
         run = open_mlflow_run(config)
+        if evaluates:
+            start_rollout_engines(config, model_dir)
         start_trainer(config, model_dir, total_steps)
         done = restore_checkpoint(config)
+        if evaluates and not done and config.explorer.eval_on_startup:
+            evaluate_baseline(config, run["run_id"])
         progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
         for step in range(done + 1, total_steps + 1):
             metrics = sft_step(config, step, model_dir)
             tracking.log_metrics(config, run["run_id"], metrics, step)
             checkpoint_if_due(config, run, step, total_steps, model_dir)
             progress.update(step, metrics)
-        return close_stage(config, run, total_steps, model_dir, model_name, evals=[])
+        evals: list[dict] = []
+        if evaluates:  # the engines get the trained weights once, for the evaluation after the warm-up
+            sync(config, total_steps)
+            evals, metrics = evaluate_and_log(config, run["run_id"], total_steps)
+            tracking.log_metrics(config, run["run_id"], metrics, total_steps)
+        return close_stage(config, run, total_steps, model_dir, model_name, evals=evals)

@@ -374,6 +374,7 @@ def _buffer(r: Resolver) -> None:
                 f"batches must hold whole groups for advantage_fn {alg.advantage_fn!r}")
     _explorer_input(r)
     _trainer_input(r)
+    _held_out_kept_apart(r)
 
 
 def _explorer_input(r: Resolver) -> None:
@@ -388,11 +389,6 @@ def _explorer_input(r: Resolver) -> None:
         _taskset(r, ei.taskset, "buffer.explorer_input.taskset", is_eval=False, index=0)
     for i, ts in enumerate(ei.eval_tasksets):
         _taskset(r, ts, f"buffer.explorer_input.eval_tasksets.{i}", is_eval=True, index=i)
-    for i, ts in enumerate(ei.eval_tasksets):
-        train = ei.taskset
-        if train is not None and generator_name(ts.path) and ts.path == train.path and ts.generator_args != train.generator_args:
-            r.warn(f"buffer.explorer_input.eval_tasksets.{i}.generator_args differ from the training taskset's: "
-                   "its held-out problems may be trained on (give both the same arguments)")
 
 
 def _taskset(r: Resolver, ts: TasksetConfig, path: str, *, is_eval: bool, index: int) -> None:
@@ -468,6 +464,17 @@ def _generator_args(r: Resolver, ts: TasksetConfig, path: str) -> None:
     set_unmarked(ts, "generator_args", resolved)
 
 
+def _held_out_kept_apart(r: Resolver) -> None:
+    """A generated eval taskset holds out problems of the training data only when both have the same arguments."""
+    c = r.config
+    ei = c.buffer.explorer_input
+    train = ei.taskset or c.buffer.trainer_input.experience_buffer  # an SFT stage trains on the rows of its buffer
+    for i, ts in enumerate(ei.eval_tasksets):
+        if train is not None and generator_name(ts.path) and ts.path == train.path and ts.generator_args != train.generator_args:
+            r.warn(f"buffer.explorer_input.eval_tasksets.{i}.generator_args differ from the training data's: "
+                   "its held-out problems may be trained on (give both the same arguments)")
+
+
 def _trainer_input(r: Resolver) -> None:
     c = r.config
     ti = c.buffer.trainer_input
@@ -494,6 +501,8 @@ def _trainer_input(r: Resolver) -> None:
                     "(Trinity would switch it to queue silently)")
     if eb is not None and not eb.name:
         r.derive(eb, "name", "experience_buffer", f"{path}.name", "default name")
+    if eb is not None and generator_name(eb.path):  # SFT rows made by a generator
+        _generator_args(r, eb, path)
     if ti.sft_warmup_steps and ti.sft_warmup_dataset is None:
         r.error("buffer.trainer_input.sft_warmup_dataset",
                 f"required when buffer.trainer_input.sft_warmup_steps is {ti.sft_warmup_steps}")

@@ -518,23 +518,28 @@ def log_eval_table(config: ExperimentConfig, run_id: str, name: str, rows: list[
 
 TRAIN_CURVES = (("explore/reward_mean", "train reward", "tab:blue"), ("explore/strict", "train strict", "tab:green"),
                 ("explore/format", "train format", "tab:orange"))
+SFT_CURVES = (("train/loss", "SFT loss (response tokens)", "tab:red"),)  # a warm-up stage has no rewards
 EVAL_CURVES = (("strict", "tab:green"), ("lenient", "tab:purple"), ("format", "tab:orange"))
 TASKSET_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
 
 
+def _train_curves(config: ExperimentConfig) -> tuple[tuple[str, str, str], ...]:
+    return SFT_CURVES if config.algorithm.algorithm_type == "sft" else TRAIN_CURVES
+
+
 def curve_rows(config: ExperimentConfig, run_id: str) -> list[dict[str, Any]]:
-    """The curve's points as table rows, one per step: the training samples' reward / strict / format and,
-    at evaluation steps, each eval taskset's strict / lenient / format (MLflow only; else no rows)."""
+    """The curve's points as table rows, one per step: the training samples' reward / strict / format (an SFT
+    stage: its loss) and, at evaluation steps, each eval taskset's strict / lenient / format (MLflow only)."""
     if config.monitor.monitor_type != "mlflow":
         return []
     client = client_for(config)
     metrics = client.get_run(run_id).data.metrics
     eval_keys = sorted(k for k in metrics if k.startswith("eval/") and k.rsplit("/", 1)[-1] in dict(EVAL_CURVES))
     rows: dict[int, dict[str, Any]] = {}
-    for key in [k for k, _, _ in TRAIN_CURVES] + eval_keys:
+    for key in [k for k, _, _ in _train_curves(config)] + eval_keys:
         for point in client.get_metric_history(run_id, key):
             rows.setdefault(point.step, {"step": point.step})[key] = round(point.value, 4)
-    columns = ["step", *(k for k, _, _ in TRAIN_CURVES if k in metrics), *eval_keys]
+    columns = ["step", *(k for k, _, _ in _train_curves(config) if k in metrics), *eval_keys]
     return [{c: rows[step].get(c, "") for c in columns} for step in sorted(rows)]
 
 
@@ -557,7 +562,7 @@ def log_reward_curve(config: ExperimentConfig, run_id: str, file_name: str = "re
         return [m.step for m in points], [m.value for m in points]
 
     fig, (train_ax, eval_ax) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True)
-    for key, label, color in TRAIN_CURVES:
+    for key, label, color in _train_curves(config):
         steps, values = history(key)
         if not steps:
             continue
@@ -566,7 +571,7 @@ def log_reward_curve(config: ExperimentConfig, run_id: str, file_name: str = "re
         if key == "explore/reward_mean":
             train_ax.plot(steps, values, color=color, alpha=0.3, marker=".", label=f"{label} (each step)")
         train_ax.plot(steps, smooth, color=color, label=f"{label}" + (f" (mean of {window} steps)" if window > 1 else ""))
-    train_ax.set_ylabel("training samples")
+    train_ax.set_ylabel("SFT rows: loss" if config.algorithm.algorithm_type == "sft" else "training samples")
     train_ax.set_title(f"{config.project}/{config.name}")
     train_ax.grid(alpha=0.3)
     if train_ax.get_lines():

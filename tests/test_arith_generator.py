@@ -79,3 +79,26 @@ def test_recipe_defaults_are_filled_in_and_different_arguments_warn():
     assert any("may be trained on" in w for w in changed.warnings)
     with pytest.raises(ValidationError, match="only a generated taskset"):
         load_recipe("gsm8k").with_overrides({"buffer.explorer_input.taskset.generator_args": {"seed": 1}})
+
+
+def test_worked_solutions_are_right_step_by_step():
+    import re
+
+    for row in arith(ArithArgs(), "train")[:500] + arith(ArithArgs(), "test"):
+        steps, boxed = row["solution"].rsplit("\\boxed{", 1)
+        assert boxed == row["answer"] + "}", row
+        for a, op, b, result in re.findall(r"(\d+) ([-+*]) (\d+) = (-?\d+)", steps):
+            assert {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}[op] == int(result), row
+
+
+def test_the_warm_up_trains_on_the_train_split_of_the_same_arguments():
+    sft, _ = load_recipe("arith").resolve_stages()
+    rows = sft.buffer.trainer_input.experience_buffer
+    assert rows.generator_args == sft.buffer.explorer_input.eval_tasksets[0].generator_args == ArithArgs().model_dump(mode="json")
+    assert not sft.warnings
+    held_out = questions(arith(ArithArgs(), "test"))
+    assert not {t.raw["question"] for t in load_taskset(rows)} & held_out
+    seed1 = load_recipe("arith").with_overrides({"stages.0.buffer.trainer_input.experience_buffer.generator_args.seed": 1})
+    assert load_taskset(seed1.resolve_stages()[0].buffer.trainer_input.experience_buffer)[0].raw == arith(
+        ArithArgs(seed=1), "train")[0]  # the rows follow generator_args
+    assert any("may be trained on" in w for w in seed1.resolve_stages()[0].warnings)

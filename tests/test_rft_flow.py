@@ -40,7 +40,8 @@ def staged_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Experimen
         json.dumps({"prompt": f"What is {i} + 3?", "response": f"{i} + 3 = {i + 3}. \\boxed{{{i + 3}}}"}) + "\n"
         for i in range(8)
     ))
-    config = load_recipe("smoke").with_overrides({
+    smoke = load_recipe("smoke")
+    config = smoke.with_overrides({
         "checkpoint_root_dir": str(root / "checkpoints"),
         "cluster.ray_address": "local",
         # Generation on 2 CPU cores is most of the run's time: 16-token answers (and evaluations) halve it.
@@ -50,7 +51,10 @@ def staged_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Experimen
             {"stage_name": "sft_warmup", "mode": "train", "algorithm": {"algorithm_type": "sft"},
              "buffer": {"batch_size": 4, "train_batch_size": 4, "total_steps": 2, "trainer_input": {
                  "experience_buffer": {"name": "sft", "path": str(rows), "split": "train", "format": {
-                     "prompt_type": "plaintext", "prompt_key": "prompt", "response_key": "response"}}}}},
+                     "prompt_type": "plaintext", "prompt_key": "prompt", "response_key": "response"}}},
+                 # evaluated before and after the warm-up, as the arith recipe does
+                 "explorer_input": {"eval_tasksets": [
+                     ts.model_dump(mode="json", exclude_unset=True) for ts in smoke.buffer.explorer_input.eval_tasksets]}}},
             {"stage_name": "rft"},
         ],
     })
@@ -142,6 +146,9 @@ def test_mlflow_runs_have_params_metrics_and_artifacts(staged_run: tuple[list[Ex
     assert version.run_id == run.info.run_id and version.source.endswith("global_step_2/actor/huggingface")
     sft_run = client.get_run(outcome[sft.name]["mlflow_run_id"])
     assert [m.step for m in client.get_metric_history(sft_run.info.run_id, "train/loss")] == [1, 2]
+    # the warm-up stage with eval tasksets: the base model at step 0, the warmed-up one after its last step
+    assert [m.step for m in client.get_metric_history(sft_run.info.run_id, "eval/gsm8k-eval/strict")] == [0, 2]
+    assert set(outcome[sft.name]["eval_at_start"]) == set(outcome[sft.name]["eval"]) == {"gsm8k-eval"}
 
 
 def test_stages_are_runs_nested_under_one_experiment_run(staged_run: tuple[list[ExperimentConfig], dict]) -> None:
