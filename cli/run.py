@@ -44,14 +44,13 @@ def run(target: Target, set_: SetOption = None, allow_unsupported: AllowUnsuppor
         step_progress.LISTENERS.remove(on_step)
     console.rule("result")
     console.print_json(json.dumps(outcome, default=str))
-    from tasks.evaluate import comparison_text
+    from tasks.evaluate import before_label, comparison_text
 
     for i, (name, summary) in enumerate(outcome.items()):  # what changed, per eval taskset: before beside after
-        before = "before training" if i == 0 else "before this stage"  # a later stage starts from the one before
         for taskset, metrics in (summary.get("eval", {}) if isinstance(summary, dict) else {}).items():
             console.rule(f"{name}: {taskset}, {int(metrics.get('tasks', 0))} held-out tasks")
             console.print(comparison_text(summary.get("eval_at_start", {}).get(taskset), metrics, "after training",
-                                          before), highlight=False)
+                                          before_label(i)), highlight=False)
 
 
 def cause(error: BaseException) -> str:

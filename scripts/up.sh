@@ -65,13 +65,15 @@ echo "==> running rft/$DEPLOYMENT (watch it at $PREFECT_UI_URL/runs)"
 "$BIN/python" - "$DEPLOYMENT" <<'PY'
 import json, os, sys
 from deployments import load_recipe
-from tasks.evaluate import comparison_text
+from pathlib import Path
+from tasks.evaluate import before_label, comparison_text
 # Each flow run of a deployment is its own experiment, {name}-{flow run name}: take the newest. A recipe with
 # stages keeps a summary per stage ({experiment}/{stage}/summary.json), each with its own before -> after.
 recipe = load_recipe(sys.argv[1])
 stage_dirs = [s.name.rsplit("/", 1)[-1] for s in recipe.resolve_stages()] if recipe.stages else [""]
-found = [p for d in stage_dirs for p in recipe.experiment_dir.resolve().parent.glob(f"{recipe.name}-*/{d}/summary.json".replace("//", "/"))]
-run_dir = max(found, key=os.path.getmtime).parent.parent if recipe.stages else max(found, key=os.path.getmtime).parent
+found = [p for d in stage_dirs for p in recipe.experiment_dir.resolve().parent.glob(f"{recipe.name}-*/{Path(d, 'summary.json')}")]
+newest = max(found, key=os.path.getmtime)
+run_dir = newest.parent.parent if recipe.stages else newest.parent
 summaries = [(d, json.loads((run_dir / d / "summary.json").read_text())) for d in stage_dirs if (run_dir / d / "summary.json").exists()]
 summary = summaries[-1][1]
 print()
@@ -80,11 +82,10 @@ print(f"MLflow UI  : {summary['mlflow_url']}")
 print(f"model      : {summary['final_model']}")
 print(f"curve      : {summary['reward_curve']}")
 for i, (stage, stage_summary) in enumerate(summaries):
-    before = "before training" if i == 0 else "before this stage"  # a later stage starts from the one before
     for name, metrics in stage_summary["eval"].items():
         print(f"\n{(stage + ': ') if stage else ''}{name}: {int(metrics['tasks'])} held-out tasks (strict: right and in the "
               "asked form; lenient: right anywhere; format: in the asked form)")
-        print(comparison_text(stage_summary.get("eval_at_start", {}).get(name), metrics, "after training", before))
+        print(comparison_text(stage_summary.get("eval_at_start", {}).get(name), metrics, "after training", before_label(i)))
 print()
 print(f"Evaluate any model the same way: .venv/bin/rft eval {summary['final_model']} --recipe {sys.argv[1]}")
 print(f"To use the Prefect CLI against this server: export PREFECT_API_URL={os.environ['PREFECT_API_URL']}")

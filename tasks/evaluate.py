@@ -135,6 +135,12 @@ def _change(before: dict[str, float] | None, after: dict[str, float] | None, key
     return f"{delta:+.1f}" if key == "response_length" else f"{delta:+.3f}"
 
 
+def before_label(stage_index: int) -> str:
+    """The column of a stage's metrics at its start: the first stage starts from the base model, a later one
+    from the stage before it."""
+    return "before training" if stage_index == 0 else "before this stage"
+
+
 def comparison_rows(before: dict[str, float] | None, after: dict[str, float] | None, after_label: str = "after",
                     before_label: str = "before training") -> list[dict[str, str]]:
     """Rows {metric, <before_label>, <after_label>, change} of one taskset's metrics."""
