@@ -72,11 +72,11 @@ grpo_only = ExperimentConfig(
     monitor=MonitorConfig(monitor_type="mlflow"),
 )
 
-# The default: the warm-up, then GRPO at a small lr (after the warm-up every answer is boxed, and in arith 2e-5
-# after its warm-up cost 9 points) on 400 held-out problems (one standard error ±0.8 points at 3 % strict).
+# The default: the warm-up, then 20 steps of grpo_only's GRPO, judged on 400 held-out problems (one standard error
+# ±0.9 points at 3 % strict). The warm-up leaves 40 % of answers cut at 128 tokens, unboxed; GRPO at 3e-5 teaches
+# them to end (at 5e-6 the format rate stayed at 0.66 after 20 steps).
 EVAL_400 = "test[:400]"
 config = grpo_only.with_overrides({
-    "algorithm.optimizer.lr": 5e-6,
     "buffer.total_steps": 20,
     "buffer.explorer_input.eval_tasksets.0.split": EVAL_400,
     "stages": [
