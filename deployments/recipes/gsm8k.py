@@ -74,7 +74,7 @@ grpo_only = ExperimentConfig(
 
 # The default: the warm-up, then 20 steps of grpo_only's GRPO, judged on 400 held-out problems (one standard error
 # ±0.9 points at 3 % strict). The warm-up leaves 40 % of answers cut at 128 tokens, unboxed; GRPO at 3e-5 teaches
-# them to end (at 5e-6 the format rate stayed at 0.66 after 20 steps).
+# them to end: format 0.66 -> 0.985 in 20 steps, strict 0.033 kept (at 5e-6: format 0.66 -> 0.89).
 EVAL_400 = "test[:400]"
 config = grpo_only.with_overrides({
     "buffer.total_steps": 20,
