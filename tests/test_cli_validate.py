@@ -53,8 +53,9 @@ def test_validate_recipe_prints_the_resolved_config():
 def test_validate_with_set_overrides():
     result = runner.invoke(app, ["validate", "gsm8k", "--set", "algorithm.optimizer.lr=2e-6", "--set", "buffer.total_steps=4"])
     assert result.exit_code == 0, result.output
-    (doc,) = _stage_jsons(result.output)
-    assert doc["algorithm"]["optimizer"]["lr"] == 2e-6 and doc["buffer"]["total_steps"] == 4
+    sft, grpo = _stage_jsons(result.output)  # the base settings are the GRPO stage's; the warm-up has its own
+    assert grpo["algorithm"]["optimizer"]["lr"] == 2e-6 and grpo["buffer"]["total_steps"] == 4
+    assert sft["algorithm"]["optimizer"]["lr"] == 1e-4 and sft["buffer"]["total_steps"] == 80
 
 
 @pytest.mark.parametrize(
@@ -97,7 +98,7 @@ def test_validate_json_and_py_files(tmp_path):
     dumped.write_text(load_recipe("gsm8k").model_dump_json())
     result = runner.invoke(app, ["validate", str(dumped)])
     assert result.exit_code == 0, result.output
-    assert _stage_jsons(result.output)[0]["name"] == "gsm8k"
+    assert [doc["name"] for doc in _stage_jsons(result.output)] == ["gsm8k/sft_warmup", "gsm8k/grpo"]
 
     recipe = tmp_path / "my_recipe.py"
     recipe.write_text("from deployments import load_recipe\nconfig = load_recipe('smoke').with_overrides({'name': 'mine'})\n")

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ValidationError
 
 import schemas
 from deployments import RECIPES, UnknownRecipeError, load_recipe
+from deployments.recipes.gsm8k import grpo_only
+from workflows.math_workflow import DEFAULT_SYSTEM_PROMPT
 from schemas import (
     ConfigRuleError,
     ExperimentConfig,
@@ -429,7 +431,7 @@ def test_tinker_stage_after_a_torch_stage_is_refused() -> None:
 
 # ----------------------------------------------------------------------------- stages
 def test_no_stages_resolves_to_the_config_itself():
-    c = load_recipe("gsm8k")
+    c = load_recipe("smoke")
     (only,) = c.resolve_stages()
     assert only == c and only is not c
 
@@ -543,9 +545,9 @@ def test_gsm8k_recipe_values():
     assert (c.model.max_prompt_tokens, c.model.max_response_tokens) == (256, 128)
     assert (c.algorithm.algorithm_type, c.algorithm.repeat_times, c.algorithm.optimizer.lr) == ("grpo", 8, 3e-5)
     assert c.algorithm.kl_loss_fn == "none" and c.algorithm.kl_loss_fn_args["kl_coef"] == 0
-    assert (c.buffer.batch_size, c.buffer.total_steps) == (2, 40)
+    assert (c.buffer.batch_size, c.buffer.total_steps) == (2, 20)
     ts, (ev,) = c.buffer.explorer_input.taskset, c.buffer.explorer_input.eval_tasksets
-    assert (ts.path, ts.split, ev.split, ev.rollout_args.temperature, ev.repeat_times) == ("data/gsm8k", "train", "test[:200]", 0.0, 1)
+    assert (ts.path, ts.split, ev.split, ev.rollout_args.temperature, ev.repeat_times) == ("data/gsm8k", "train", "test[:400]", 0.0, 1)
     rm = c.explorer.rollout_model
     assert (c.explorer.eval_interval, rm.engine_num, rm.enforce_eager, rm.kv_cache_memory_gb) == (20, 1, True, 2.0)
     assert (rm.dtype, rm.enable_prefix_caching) == ("float32", True)
@@ -554,6 +556,16 @@ def test_gsm8k_recipe_values():
     s = c.synchronizer
     assert (s.sync_method, s.sync_interval, s.sync_offset) == ("memory", 1, 0)
     assert (c.monitor.monitor_type, c.cluster.gpu_per_node, c.checkpoint_root_dir, c.project) == ("mlflow", 0, "./checkpoints", "rft")
+    # The warm-up: the worked solutions under the RL prompt's system prompt, judged on the same held-out problems.
+    sft, grpo = c.resolve_stages()
+    rows = sft.buffer.trainer_input.experience_buffer
+    assert (sft.mode, sft.algorithm.algorithm_type, sft.buffer.total_steps, sft.buffer.train_batch_size) == ("train", "sft", 80, 8)
+    assert (rows.path, rows.format.response_key) == ("data/gsm8k-worked", "solution")
+    assert rows.format.system_prompt == DEFAULT_SYSTEM_PROMPT and ts.format.system_prompt is None
+    assert sft.buffer.explorer_input.eval_tasksets == c.buffer.explorer_input.eval_tasksets
+    assert grpo.model.model_path == str(sft.final_model_dir)
+    # smoke, q20 and gsm8k-tools start from GRPO alone (the recipe before its warm-up).
+    assert load_recipe("smoke").stages == [] and grpo_only.algorithm.optimizer.lr == 3e-5
 
 
 def test_smoke_recipe_values():

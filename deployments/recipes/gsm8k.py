@@ -1,24 +1,31 @@
-"""gsm8k — the embedded default: GRPO on SmolLM2-135M-Instruct with the bundled GSM8K, on CPU, in minutes.
+"""gsm8k — the embedded default: SmolLM2-135M-Instruct on the bundled GSM8K, on CPU, in about half an hour.
+
+GRPO alone (`grpo_only` below, the base of smoke, q20 and gsm8k-tools) teaches the \\boxed{} form within 20
+steps but not the reasoning: the answers get short and strict accuracy stays near the base model's 1 %. So the
+recipe starts the way arith does, with a short SFT warm-up on GSM8K's worked solutions ending in \\boxed{}
+(data/gsm8k-worked), evaluated before and after, then GRPO. Numbers and minutes: README, "What a run reaches".
 
 Run it:  rft run gsm8k          (inspect first: rft validate gsm8k)
 """
 
-from deployments.recipes._gsm8k import BUNDLED, gsm8k_input
+from deployments.recipes._gsm8k import BUNDLED, WORKED_SFT, gsm8k_input
 from schemas import (
     AlgorithmConfig,
     BufferConfig,
     ClusterConfig,
     ExperimentConfig,
     ExplorerConfig,
+    ExplorerInput,
     ModelConfig,
     MonitorConfig,
     OptimizerConfig,
+    StageConfig,
     SynchronizerConfig,
     TorchTrainerConfig,
     VllmModelConfig,
 )
 
-config = ExperimentConfig(
+grpo_only = ExperimentConfig(
     mode="both",
     project="rft",
     name="gsm8k",
@@ -64,3 +71,27 @@ config = ExperimentConfig(
     synchronizer=SynchronizerConfig(sync_method="memory", sync_interval=1, sync_offset=0),
     monitor=MonitorConfig(monitor_type="mlflow"),
 )
+
+# The default: the warm-up, then 20 steps of grpo_only's GRPO, judged on 400 held-out problems (one standard error
+# ±0.9 points at 3 % strict). The warm-up leaves 40 % of answers cut at 128 tokens, unboxed; GRPO at 3e-5 teaches
+# them to end: format 0.66 -> 0.985 in 20 steps, strict 0.033 kept (at 5e-6: format 0.66 -> 0.89).
+EVAL_400 = "test[:400]"
+config = grpo_only.with_overrides({
+    "buffer.total_steps": 20,
+    "buffer.explorer_input.eval_tasksets.0.split": EVAL_400,
+    "stages": [
+        StageConfig(
+            stage_name="sft_warmup",
+            mode="train",
+            # 80 steps of 8 worked solutions (640 of the 6000), lr 1e-4 decayed to 0.
+            algorithm=AlgorithmConfig(algorithm_type="sft", optimizer=OptimizerConfig(lr=1e-4, lr_scheduler_type="cosine")),
+            buffer=BufferConfig(
+                batch_size=8, train_batch_size=8, total_steps=80, trainer_input={"experience_buffer": WORKED_SFT},
+                explorer_input=ExplorerInput(eval_tasksets=[
+                    grpo_only.buffer.explorer_input.eval_tasksets[0].model_copy(update={"split": EVAL_400})]),
+            ),
+            trainer=TorchTrainerConfig(dtype="float32", device="auto", micro_batch_size=8, save_interval=40),
+        ).model_dump(exclude_unset=True),
+        {"stage_name": "grpo"},
+    ],
+})

@@ -10,7 +10,7 @@ calls become the experiences. SmolLM2-135M-Instruct on CPU: 3 steps of 2 problem
 Run it:  rft run gsm8k-tools          (inspect first: rft validate gsm8k-tools)
 """
 
-from deployments.recipes.gsm8k import config as gsm8k
+from deployments.recipes.gsm8k import grpo_only as gsm8k
 from workflows.tool_agent import CHATML_TOOLS_TEMPLATE
 
 # SmolLM2-135M never calls the tool by itself: `first_call: calculator` forces a first calculator call

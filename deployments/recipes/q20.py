@@ -7,7 +7,7 @@ only the model's turns. 4 steps of 2 secrets × 4 episodes, at most 6 turns of 2
 Run it:  rft run q20          (inspect first: rft validate q20)
 """
 
-from deployments.recipes.gsm8k import config as gsm8k
+from deployments.recipes.gsm8k import grpo_only as gsm8k
 
 Q20_ARGS = {"max_turns": 6, "max_tokens_per_turn": 24, "episode_timeout_s": 300}
 

@@ -3,7 +3,7 @@
 Run it:  rft run smoke          (inspect first: rft validate smoke)
 """
 
-from deployments.recipes.gsm8k import config as gsm8k
+from deployments.recipes.gsm8k import grpo_only as gsm8k
 
 config = gsm8k.with_overrides(
     {
