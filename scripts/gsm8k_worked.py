@@ -13,6 +13,8 @@ import json
 import re
 from pathlib import Path
 
+from workflows.math_workflow import gold_answer
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "data" / "gsm8k" / "train.jsonl"
 TARGET = ROOT / "data" / "gsm8k-worked" / "train.jsonl"
@@ -21,8 +23,8 @@ MAX_CHARS = 360
 
 def worked(row: dict[str, str]) -> dict[str, str]:
     """{"question", "answer", "solution"} of one GSM8K row."""
-    steps, final = re.sub(r"<<[^>]*>>", "", row["answer"]).rsplit("####", 1)
-    number = final.strip().replace(",", "")
+    steps = re.sub(r"<<[^>]*>>", "", row["answer"]).rsplit("####", 1)[0]
+    number = gold_answer(row["answer"])  # the answer the RL reward checks against
     return {"question": row["question"], "answer": number,
             "solution": f"{steps.strip()} The answer is \\boxed{{{number}}}."}
 

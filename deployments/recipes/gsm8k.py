@@ -75,10 +75,8 @@ grpo_only = ExperimentConfig(
 # The default: the warm-up, then 20 steps of grpo_only's GRPO, judged on 400 held-out problems (one standard error
 # ±0.9 points at 3 % strict). The warm-up leaves 40 % of answers cut at 128 tokens, unboxed; GRPO at 3e-5 teaches
 # them to end: format 0.66 -> 0.985 in 20 steps, strict 0.033 kept (at 5e-6: format 0.66 -> 0.89).
-EVAL_400 = "test[:400]"
-config = grpo_only.with_overrides({
-    "buffer.total_steps": 20,
-    "buffer.explorer_input.eval_tasksets.0.split": EVAL_400,
+grpo = grpo_only.with_overrides({"buffer.total_steps": 20, "buffer.explorer_input.eval_tasksets.0.split": "test[:400]"})
+config = grpo.with_overrides({
     "stages": [
         StageConfig(
             stage_name="sft_warmup",
@@ -87,8 +85,7 @@ config = grpo_only.with_overrides({
             algorithm=AlgorithmConfig(algorithm_type="sft", optimizer=OptimizerConfig(lr=1e-4, lr_scheduler_type="cosine")),
             buffer=BufferConfig(
                 batch_size=8, train_batch_size=8, total_steps=80, trainer_input={"experience_buffer": WORKED_SFT},
-                explorer_input=ExplorerInput(eval_tasksets=[
-                    grpo_only.buffer.explorer_input.eval_tasksets[0].model_copy(update={"split": EVAL_400})]),
+                explorer_input=ExplorerInput(eval_tasksets=grpo.buffer.explorer_input.eval_tasksets),
             ),
             trainer=TorchTrainerConfig(dtype="float32", device="auto", micro_batch_size=8, save_interval=40),
         ).model_dump(exclude_unset=True),
