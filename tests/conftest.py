@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +41,17 @@ def pytest_unconfigure(config: object) -> None:
     import logging
 
     logging.raiseExceptions = False
+
+
+@pytest.fixture(scope="module")
+def module_tmp_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A folder for a module's fixtures (whole runs, GBs of checkpoints), removed when the module ends with
+    no failed test: what pyproject's retention policy "failed" does for tmp_path, at the module's scope."""
+    path = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
+    failed = request.session.testsfailed
+    yield path
+    if request.session.testsfailed == failed:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- the local Tinker server

@@ -68,14 +68,14 @@ def staleness_of(config: ExperimentConfig) -> dict[int, set[int]]:
 
 
 @pytest.fixture(scope="module")
-def overlapped(tmp_path_factory: pytest.TempPathFactory) -> tuple[ExperimentConfig, dict]:
+def overlapped(module_tmp_path: Path) -> tuple[ExperimentConfig, dict]:
     """smoke, 3 steps, the explorer one step ahead of the trainer (explore of step k+1 ‖ train of step k).
     16-token answers and no evaluation before training (test_rft_flow.py checks that one, made by the
     same code before the sides split): generation on 2 CPU cores is most of the run's time."""
     from flows.rft import rft
 
     config = load_recipe("smoke").with_overrides({
-        "name": "overlap", "checkpoint_root_dir": str(tmp_path_factory.mktemp("overlap")),
+        "name": "overlap", "checkpoint_root_dir": str(module_tmp_path),
         "cluster.ray_address": "local", "buffer.total_steps": 3, "synchronizer.sync_offset": 1,
         "model.max_response_tokens": 16, "explorer.eval_on_startup": False,
     })

@@ -40,12 +40,12 @@ def test_the_policy_plans_resources_from_the_config() -> None:
 
 
 @pytest.fixture(scope="module")
-def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExperimentConfig, Policy]]:
+def local(module_tmp_path: Path) -> Iterator[tuple[ExperimentConfig, Policy]]:
     import ray
 
     config = load_recipe("smoke").with_overrides({
         "name": "contract",
-        "checkpoint_root_dir": str(tmp_path_factory.mktemp("contract")),
+        "checkpoint_root_dir": str(module_tmp_path),
         "cluster.ray_address": "local",
         "algorithm.optimizer.lr": 1e-4,  # the contract trains toward a target answer in a few steps
         "algorithm.optimizer.weight_decay": 0.0,

@@ -59,9 +59,9 @@ def renderer() -> ChatRenderer:
 
 
 @pytest.fixture(scope="module")
-def checkpoint(verl: tuple[ExperimentConfig, Policy, str], renderer: ChatRenderer, tmp_path_factory) -> Path:
+def checkpoint(verl: tuple[ExperimentConfig, Policy, str], renderer: ChatRenderer, module_tmp_path: Path) -> Path:
     """The contract's round trip; its checkpoint is what the later tests resume and convert."""
-    step_dir = tmp_path_factory.mktemp("ckpt") / "global_step_1"
+    step_dir = module_tmp_path / "ckpt" / "global_step_1"
     policy_contract.check_checkpoint_round_trip(verl[1], renderer, step_dir / "actor")
     return step_dir
 
