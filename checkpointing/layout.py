@@ -42,6 +42,11 @@ def partial_step_dir(experiment_dir: Path, step: int) -> Path:
     return experiment_dir / f".global_step_{step}.partial"
 
 
+def deleting_step_dir(experiment_dir: Path, step: int) -> Path:
+    """Where a pruned checkpoint is moved before it is deleted (never matches STEP_DIR)."""
+    return experiment_dir / f".global_step_{step}.deleting"
+
+
 def sync_dir(experiment_dir: Path) -> Path:
     return experiment_dir / "sync"
 

@@ -291,6 +291,7 @@ SUPPORT: dict[str, Entry] = {
     # --------------------------------------------------------------------- trainer
     "trainer[*].save_interval": honoured("flows/stage.py"),
     "trainer[*].save_hf_checkpoint": honoured("flows/stage.py"),
+    "trainer[*].max_checkpoints_to_keep": honoured("tasks/checkpoint.py", "tasks/preflight.py"),
     "trainer[torch]": honoured("backends/registry.py"),
     "trainer[torch].grad_clip": honoured("backends/torch_trainer.py"),
     "trainer[torch].micro_batch_size": honoured("backends/torch_trainer.py"),

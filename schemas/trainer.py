@@ -24,6 +24,10 @@ class TrainerBase(Variant):
     TAG: ClassVar[str] = "trainer_type"
 
     save_interval: int = Field(0, ge=0, description="Checkpoint every this many train steps (0: only at the end).")
+    max_checkpoints_to_keep: int | None = Field(
+        None, ge=1, description="Keep the newest this many global_step_N checkpoints; an older one is deleted once a "
+        "newer one is whole (veRL's max_actor_ckpt_to_keep). None: keep all.",
+    )
     save_hf_checkpoint: Literal["last", "always", "never"] = Field(
         "last", description="When to also write a Hugging Face folder (the next stage starts from the last one)."
     )

@@ -47,7 +47,25 @@ def save_checkpoint(config: ExperimentConfig, step: int, base_model_dir: str) ->
     write_text_atomic(exp / layout.LATEST_CHECKPOINT, str(step))
     write_text_atomic(exp / layout.LATEST_STATE_DICT, str(step))
     get_run_logger().info("checkpoint of step %d saved to %s", step, final)
+    if deleted := prune_checkpoints(exp, config.trainer.max_checkpoints_to_keep, step):
+        get_run_logger().info("deleted the checkpoint(s) of step %s (trainer.max_checkpoints_to_keep=%d)",
+                              ", ".join(map(str, deleted)), config.trainer.max_checkpoints_to_keep)
     return str(final)
+
+
+def prune_checkpoints(exp: Path, keep: int | None, current: int) -> list[int]:
+    """Delete all but the newest `keep` whole checkpoints, never `current` (None: keep all); returns the deleted
+    steps. Called only after `current` is whole and the markers name it, so there is always one to resume from.
+    Each is renamed first: a deletion cut short leaves no half folder named global_step_N."""
+    if keep is None:
+        return []
+    old = [step for step in layout.complete_steps(exp)[:-keep] if step != current]
+    for step in old:
+        doomed = layout.deleting_step_dir(exp, step)
+        shutil.rmtree(doomed, ignore_errors=True)  # what an earlier deletion left
+        layout.step_dir(exp, step).rename(doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+    return old
 
 
 @task(name="restore-checkpoint", cache_policy=NO_CACHE)

@@ -289,10 +289,14 @@ def _checkpoint_bytes(config: ExperimentConfig) -> tuple[int, str]:
     steps = steps or 1
     interval = config.trainer.save_interval or steps
     saved = len({s for s in range(interval, steps + 1, interval)} | {steps})
+    if (keep := config.trainer.max_checkpoints_to_keep) is not None:
+        saved = min(saved, keep + 1)  # the older ones are deleted once the next one is whole
     lora = bool(config.model.lora_configs)
     per = weights // 20 if lora else weights * 3  # weights and Adam's two moments (or a LoRA adapter's)
     need = int((saved * per + weights) * 1.1)  # + the converted final model, + 10 %
-    return need, f"{saved} checkpoint(s) of ~{per / 1e9:.1f} GB (trainer.save_interval={config.trainer.save_interval}, {steps} steps) and the final model"
+    kept = "" if keep is None else f", trainer.max_checkpoints_to_keep={keep}"
+    return need, (f"{saved} checkpoint(s) of ~{per / 1e9:.1f} GB (trainer.save_interval={config.trainer.save_interval}, "
+                  f"{steps} steps{kept}) and the final model")
 
 
 def _model_bytes(config: ExperimentConfig) -> int:

@@ -81,6 +81,9 @@ def test_checkpoint_root_must_be_writable_and_roomy(smoke, tmp_path: Path) -> No
     # a checkpoint every step of 100k steps: ~160 TB, more than any disk here
     with pytest.raises(ConfigError, match=r"checkpoint_root_dir: .* GB free on .* but the run writes about"):
         check_checkpoint_root_dir(smoke.with_overrides({"buffer.total_steps": 100_000}))
+    # ... unless only the newest two are kept: three at most on disk at once (the third until it is whole)
+    (line,) = check_checkpoint_root_dir(smoke.with_overrides({"buffer.total_steps": 100_000, "trainer.max_checkpoints_to_keep": 2}))
+    assert "3 checkpoint(s) of" in line and "trainer.max_checkpoints_to_keep=2" in line, line
 
 
 def test_mlflow_down_is_named_by_its_variable_within_seconds(smoke, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 from safetensors.torch import load_file
 
 from buffer.experience_store import ExperienceStore
+from checkpointing.layout import complete_steps
 from deployments import load_recipe
 from schemas import ExperimentConfig
 from tasks.tracking import EXPERIMENT_TAG, PARENT_TAG, ROLE_TAG, tracking_uri
@@ -30,11 +31,11 @@ def changed(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> list[str]
 
 
 @pytest.fixture(scope="module")
-def staged_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[ExperimentConfig], dict]:
+def staged_run(module_tmp_path: Path) -> tuple[list[ExperimentConfig], dict]:
     from flows.rft import rft
     from tasks import progress
 
-    root = tmp_path_factory.mktemp("smoke")
+    root = module_tmp_path
     rows = root / "sft.jsonl"
     rows.write_text("".join(
         json.dumps({"prompt": f"What is {i} + 3?", "response": f"{i} + 3 = {i + 3}. \\boxed{{{i + 3}}}"}) + "\n"
@@ -44,6 +45,7 @@ def staged_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Experimen
     config = smoke.with_overrides({
         "checkpoint_root_dir": str(root / "checkpoints"),
         "cluster.ray_address": "local",
+        "trainer.max_checkpoints_to_keep": 1,  # smoke checkpoints every step: each stage keeps its last only
         # Generation on 2 CPU cores is most of the run's time: 16-token answers (and evaluations) halve it.
         # (The SFT rows are cut to 16 tokens too: their end-of-turn token goes.)
         "model.max_response_tokens": 16,
@@ -107,6 +109,12 @@ def test_nothing_is_left_in_shared_memory(staged_run: tuple[list[ExperimentConfi
 
     for stage in staged_run[0]:  # staging and serve folders take RAM the size of the model each
         assert not list(SHM_ROOT.glob(f"{experiment_id(stage)}*")), sorted(SHM_ROOT.iterdir())
+
+
+def test_only_the_newest_checkpoint_is_kept(staged_run: tuple[list[ExperimentConfig], dict]) -> None:
+    for stage in staged_run[0]:
+        assert complete_steps(stage.experiment_dir) == [2], stage.name
+        assert not list(stage.experiment_dir.glob(".global_step_*")), stage.name  # no partial or half-deleted one
 
 
 def test_final_model_is_the_converted_last_checkpoint(staged_run: tuple[list[ExperimentConfig], dict]) -> None:
