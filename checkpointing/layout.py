@@ -17,8 +17,8 @@
         eval_at_start.json              the evaluation before training (kept for a resumed run)
         summary.json                    written when the stage is complete
 
-A checkpoint is written under a temporary name and renamed when complete, so a folder named
-global_step_N is always whole.
+A checkpoint is written under a temporary name and renamed when complete, and renamed away before it is
+deleted (trainer.max_checkpoints_to_keep), so a folder named global_step_N is always whole.
 """
 
 from __future__ import annotations
