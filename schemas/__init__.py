@@ -14,7 +14,7 @@ from schemas.buffer import (
 )
 from schemas.cluster import ClusterConfig
 from schemas.experiment import ExperimentConfig, StageConfig
-from schemas.aliases import TrinityTinkerConfig
+from schemas.trinity.aliases import TrinityTinkerConfig
 from schemas.explorer import ExplorerConfig, InferenceModelConfig, TinkerSamplerConfig, VllmModelConfig
 from schemas.model import LoRAConfig, ModelConfig
 from schemas.monitor import MonitorConfig
@@ -56,6 +56,6 @@ __all__ = [
 ]
 
 from schemas.errors import describe_errors, error_items  # noqa: E402
-from schemas.trinity import TrinityImportError, import_trinity  # noqa: E402
+from schemas.trinity.importer import TrinityImportError, import_trinity  # noqa: E402
 
 __all__ += ["TrinityImportError", "describe_errors", "error_items", "import_trinity"]

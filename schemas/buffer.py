@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from schemas.base import Section
+from schemas.trinity.names import STORAGE_TYPE_ALIASES
 
 StorageType = Literal["file", "queue", "sqlite"]
 
@@ -16,7 +17,7 @@ def _storage_alias(data: Any) -> Any:
     if isinstance(data, dict):
         data = dict(data)
         if isinstance(data.get("storage_type"), str):
-            data["storage_type"] = {"sql": "sqlite"}.get(data["storage_type"].lower(), data["storage_type"].lower())
+            data["storage_type"] = STORAGE_TYPE_ALIASES.get(data["storage_type"].lower(), data["storage_type"].lower())
         if "data_selector" in data:
             if "task_selector" in data:
                 raise ValueError("data_selector is Trinity's old name of task_selector; set only one of them")

@@ -2,7 +2,7 @@
 
 Resolution (what validation does beyond field types), in order:
 1. Trinity aliases are normalised (warmup_style, online/offline, dynamic_by_*, tasksets, data_selector, sql;
-   `model.tinker` onto the trainer and rollout choice, see `schemas.aliases`).
+   `model.tinker` onto the trainer and rollout choice, see `schemas.trinity.aliases`).
 2. `schemas.rules.apply_rules` fills what the user left unset — algorithm presets, function-argument
    defaults, token budgets, batch sizes, per-taskset defaults — and records each such value in
    `derived` as `{dotted.path: reason}`; contradictions raise one error listing every offending path;
@@ -24,7 +24,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from schemas import support
 from schemas.algorithm import AlgorithmConfig
-from schemas.aliases import ALIAS, apply_aliases, expand_override
+from schemas.trinity.aliases import ALIAS, apply_aliases, expand_override
 from schemas.base import ConfigRuleError, Section
 from schemas.buffer import BufferConfig
 from schemas.errors import error_items

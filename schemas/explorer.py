@@ -11,6 +11,7 @@ from typing import Annotated, ClassVar, Literal, Union
 from pydantic import Field, model_validator
 
 from schemas.base import Section, Variant
+from schemas.trinity.names import ENGINE_TYPE_ALIASES
 
 ENGINE_TYPES = ("vllm", "tinker")
 DEFAULT_ENGINE_TYPE = "vllm"
@@ -76,9 +77,6 @@ class TinkerSamplerConfig(InferenceBase):
 InferenceModelConfig = Annotated[Union[VllmModelConfig, TinkerSamplerConfig], Field(discriminator="engine_type")]
 ENGINE_VARIANTS: dict[str, type[InferenceBase]] = {"vllm": VllmModelConfig, "tinker": TinkerSamplerConfig}
 
-
-# Trinity's names of the vLLM engine (its sync and async wrappers): ours is one engine.
-ENGINE_TYPE_ALIASES = {"vllm_async": "vllm"}
 
 
 def _default_engine_type(data: object) -> object:

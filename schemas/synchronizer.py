@@ -7,9 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from schemas.base import Section
-
-SYNC_METHOD_ALIASES = {"online": "nccl", "offline": "checkpoint"}
-SYNC_STYLE_ALIASES = {"dynamic_by_explorer": "explorer_driven", "dynamic_by_trainer": "trainer_driven"}
+from schemas.trinity.names import SYNC_METHOD_ALIASES, SYNC_STYLE_ALIASES
 
 
 class SynchronizerConfig(Section):

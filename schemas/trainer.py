@@ -3,7 +3,7 @@
 The section is a discriminated union on `trainer_type` (Trinity's name): each variant holds the
 settings shared by every trainer plus its own, so a setting of another backend is an error naming
 it, never silently ignored. Trinity's `model.tinker.enable` maps onto `trainer_type: tinker` (see
-`schemas.aliases`).
+`schemas.trinity.aliases`).
 """
 
 from __future__ import annotations

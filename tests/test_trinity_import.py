@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from deployments import load_recipe
 from schemas import ExperimentConfig, TrinityImportError, import_trinity
-from schemas.trinity import recipe_source, trinity_data
+from schemas.trinity.importer import recipe_source, trinity_data
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trinity"
 QUICKSTART = FIXTURES / "quickstart.yaml"

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from backends.rollout import RolloutEngine
 from backends.weights import WeightsHandle
 from checkpointing import layout
+from schemas.trinity.names import SYNC_METHOD_ALIASES
 
 if TYPE_CHECKING:
     import torch
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 SHM_ROOT = Path("/dev/shm/rft") if Path("/dev/shm").is_dir() else Path("/tmp/rft")
 
-SYNC_METHOD_ALIASES = {"online": "nccl", "offline": "checkpoint"}
 
 
 def memory_staging_dir(experiment_id: str) -> Path:

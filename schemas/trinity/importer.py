@@ -4,7 +4,7 @@
 - Trinity's aliases are accepted: taskset/tasksets, task_selector/data_selector, warmup_style/
   lr_scheduler_type, sync_method online/offline, sync_style dynamic_by_explorer/dynamic_by_trainer,
   storage_type sql, train_batch_size 0 (= derive it); `algorithm.loss_agg_mode` moves into
-  `policy_loss_fn_args`; `model.tinker` becomes the Tinker trainer and sampler (`schemas.aliases`).
+  `policy_loss_fn_args`; `model.tinker` becomes the Tinker trainer and sampler (`schemas.trinity.aliases`).
 - Sections that are one choice of backend (`trainer`, `explorer.rollout_model`) are read as the chosen
   variant: a setting the chosen backend does not have is reported like an unknown key.
 - Every key we do not support is returned by its dotted path (never dropped silently), and so is every
@@ -29,7 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
 from schemas import support
-from schemas.aliases import apply_aliases
+from schemas.trinity.aliases import apply_aliases
 from schemas.base import ConfigRuleError
 from schemas.errors import error_items
 from schemas.experiment import ExperimentConfig
