@@ -34,8 +34,8 @@ def main() -> None:
     import openai
 
     from backends.local.vllm_engine import EngineSettings, VLLMEngine
-    from backends.models import resolve_model_path
     from backends.rollout import SamplingSettings
+    from checkpointing.models import resolve_model_path
     from deployments import load_recipe
     from workflows.render import renderer_for
 

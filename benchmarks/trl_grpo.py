@@ -30,8 +30,8 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from backends.models import resolve_model_path
     from buffer.taskset import load_taskset
+    from checkpointing.models import resolve_model_path
     from deployments import load_recipe
     from workflows.math_workflow import DEFAULT_SYSTEM_PROMPT, gold_answer, score_math
 

@@ -114,8 +114,8 @@ def load_tinker_checkpoint(actor: Path, base_model_dir: Path | None, where: str)
     as model.model_path is)."""
     from peft import PeftModel
 
-    from backends.models import resolve_model_path
     from checkpointing import tinker_state
+    from checkpointing.models import resolve_model_path
 
     state = tinker_state.read(actor)
     assert state is not None

@@ -131,8 +131,8 @@ def eval_config(config: ExperimentConfig, model: str, index: int | None, split: 
 
 def evaluate_model(config: ExperimentConfig) -> list[dict[str, Any]]:
     """Start the policy's engines on the config's model, evaluate every eval taskset, stop them."""
-    from backends.models import resolve_model_path
     from backends.policy import policy_for
+    from checkpointing.models import resolve_model_path
     from tasks.evaluate import evaluate_tasks
 
     policy = policy_for(config)

@@ -62,7 +62,7 @@ model_snapshot() {  # a Hugging Face cache entry for MODEL_ID pointing at its lo
   local folder="${RFT_CACHE_DIR:-$HOME/.cache/rft/models}/$MODEL_ID"
   if [[ ! -f "$folder/config.json" ]]; then
     folder="$("${RFT_VENV:-.venv}/bin/python" -c \
-      'import sys; from backends.models import resolve_model_path; print(resolve_model_path(sys.argv[1]))' "$MODEL_ID")"
+      'import sys; from checkpointing.models import resolve_model_path; print(resolve_model_path(sys.argv[1]))' "$MODEL_ID")"
   fi
   [[ -f "$folder/config.json" ]] || { echo "no local model folder for $MODEL_ID ($folder)" >&2; exit 1; }
   # skyrl resolves the model name through huggingface_hub.snapshot_download, which (offline) returns

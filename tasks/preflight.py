@@ -27,9 +27,9 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from backends.errors import ConfigError
-from backends.models import OFFLINE_GGUF_MODELS, gguf_file, model_cache_dir
 from backends.policy import policy_for
 from buffer.taskset import TasksetError, compute_total_steps, load_taskset, resolve_local_path
+from checkpointing.models import OFFLINE_GGUF_MODELS, gguf_file, model_cache_dir
 from schemas import ExperimentConfig, TasksetConfig
 from schemas.experiment import STAGE_CHAIN
 from tasks import tracking

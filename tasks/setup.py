@@ -7,10 +7,10 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from backends.errors import ConfigError
-from backends.models import resolve_model_path
 from backends.policy import policy_for
 from backends.secrets import tinker_api_key_with_source
 from checkpointing import layout
+from checkpointing.models import resolve_model_path
 from schemas import ExperimentConfig
 from tasks import tracking
 from tasks.failures import transient_only

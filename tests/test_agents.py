@@ -20,10 +20,10 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 from backends.history import rollout_base_url  # noqa: E402
-from backends.models import resolve_model_path  # noqa: E402
 from buffer.experience import Experience  # noqa: E402
 from buffer.experience_store import ExperienceStore  # noqa: E402
 from buffer.taskset import load_taskset  # noqa: E402
+from checkpointing.models import resolve_model_path  # noqa: E402
 from deployments import load_recipe  # noqa: E402
 from schemas import TasksetConfig  # noqa: E402
 from workflows.q20 import Oracle, load_entities  # noqa: E402

@@ -111,7 +111,7 @@ def _verl_worker(rank: int, port: int, root: str, tokenizer_dir: str) -> None:
 
 @pytest.fixture(scope="module")
 def tokenizer_dir() -> Path:
-    from backends.models import resolve_model_path
+    from checkpointing.models import resolve_model_path
 
     return resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct")
 

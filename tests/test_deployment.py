@@ -293,8 +293,8 @@ def uniform_checkpoint(experiment: Path, step: int) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
-    from backends.models import resolve_model_path
     from checkpointing.loaders import TORCH_FORMAT
+    from checkpointing.models import resolve_model_path
 
     base = resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct")
     actor = experiment / f"global_step_{step}" / "actor"

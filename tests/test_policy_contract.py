@@ -13,8 +13,8 @@ from prefect.client.orchestration import get_client
 from prefect.context import FlowRunContext
 
 from backends.local.policy import LocalPolicy, plan_resources
-from backends.models import resolve_model_path
 from backends.policy import Policy, policy_for
+from checkpointing.models import resolve_model_path
 from deployments import load_recipe
 from schemas import ExperimentConfig
 from tests import policy_contract

@@ -18,9 +18,9 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from backends.models import resolve_model_path
 from backends.torch_trainer import TorchTrainer
 from buffer.experience import Experience
+from checkpointing.models import resolve_model_path
 from cli.main import app
 from deployments import load_recipe
 from schemas import ExperimentConfig, describe_errors, support

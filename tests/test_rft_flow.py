@@ -79,7 +79,7 @@ def test_stages_run_in_order_and_report_progress(staged_run: tuple[list[Experime
 
 
 def test_rl_stage_starts_from_the_sft_model(staged_run: tuple[list[ExperimentConfig], dict]) -> None:
-    from backends.models import resolve_model_path
+    from checkpointing.models import resolve_model_path
 
     (sft, rl), outcome = staged_run
     assert Path(rl.model.model_path) == sft.final_model_dir

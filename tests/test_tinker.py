@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from backends.models import resolve_model_path
 from backends.policy import Policy, policy_for
+from checkpointing.models import resolve_model_path
 from deployments import load_recipe
 from schemas import ExperimentConfig
 from tests import policy_contract

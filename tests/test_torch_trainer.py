@@ -9,10 +9,10 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
-from backends.models import resolve_model_path
 from backends.batch import collate, micro_batches
 from backends.torch_trainer import TorchTrainer
 from buffer.experience import Experience
+from checkpointing.models import resolve_model_path
 from deployments import load_recipe
 from schemas import ExperimentConfig
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from backends.models import resolve_model_path
 from backends.verl.config import verl_overrides, verl_tree, worker_configs
+from checkpointing.models import resolve_model_path
 from deployments import load_recipe
 from schemas import ExperimentConfig
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from backends.models import resolve_model_path
 from backends.policy import Policy, policy_for
 from buffer.experience import Experience
+from checkpointing.models import resolve_model_path
 from deployments import load_recipe
 from schemas import ExperimentConfig
 from tests import policy_contract

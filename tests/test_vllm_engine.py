@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from backends.local.weight_sync import install_safetensors, make_transport
-from backends.models import resolve_model_path
 from backends.rollout import SamplingSettings
 from backends.weights import WeightsHandle
+from checkpointing.models import resolve_model_path
 from workflows.render import renderer_for
 
 MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"

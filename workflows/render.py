@@ -10,8 +10,8 @@ import functools
 import threading
 from typing import Any
 
-from backends.models import resolve_model_path
 from backends.rollout import TokenIds
+from checkpointing.models import resolve_model_path
 
 Messages = list[dict[str, Any]]  # an OpenAI-style chat: [{"role": ..., "content": ...}, ...]
 # Runner threads share one tokenizer; a fast tokenizer's state is not safe to touch from two at once.

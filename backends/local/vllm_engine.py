@@ -24,9 +24,9 @@ from backends.history import CallRecord
 from backends.local import ray_cluster
 from backends.local.openai_server import OpenAIServer, ServerSettings, generate_on_loop
 from backends.local.weight_sync import SHM_ROOT, WeightTransport, make_transport
-from backends.models import resolve_model_path
 from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
 from backends.weights import WeightsHandle
+from checkpointing.models import resolve_model_path
 
 logger = logging.getLogger(__name__)
 
