@@ -1,9 +1,12 @@
 """RL algorithm pieces shared by the trainer backends, built on veRL's ``core_algos``.
 
-Registries (a new piece is one decorated function in one small module):
+Registries (a new piece is one module: its function, registered with the model of its arguments):
 ``ADVANTAGE_FNS`` (algorithms/advantage/), ``POLICY_LOSS_FNS`` (algorithms/policy_loss/),
-``KL_LOSS_FNS`` (algorithms/kl.py), ``ENTROPY_LOSS_FNS`` (algorithms/entropy.py).
-veRL is imported lazily, on first use, so ``import algorithms`` stays cheap for config validation.
+``KL_LOSS_FNS`` (algorithms/kl.py), ``ENTROPY_LOSS_FNS`` (algorithms/entropy.py). The schema derives
+its function registries (names, arguments, defaults) from these: see docs/adding-a-loss.md.
+
+The bottom layer of the project: it imports nothing of it, and neither torch nor veRL at import time
+(`import schemas` imports it to validate configs), only inside the functions that compute.
 """
 
 from algorithms.advantage import ADVANTAGE_FNS, compute_advantages, register_advantage_fn

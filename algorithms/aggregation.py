@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-from algorithms.inputs import LossInputs
+if TYPE_CHECKING:
+    import torch
+
+    from algorithms.inputs import LossInputs
 
 # The modes veRL 0.9.1's agg_loss implements.
 LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")

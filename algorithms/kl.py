@@ -9,13 +9,30 @@ keeps the value and takes k2's gradient (veRL's straight-through variant).
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-from algorithms.registry import Registry
+from pydantic import Field
+
+from algorithms.registry import Args, Registry
+
+if TYPE_CHECKING:
+    import torch
 
 KL_LOSS_FNS = Registry("algorithm.kl_loss_fn")
 register_kl_loss_fn = KL_LOSS_FNS.register
-KL_DEFAULTS = {"kl_coef": 0.001, "adaptive": False}
+
+
+class KLArgs(Args):
+    """KL term against the reference model (as a loss, or as a reward penalty)."""
+
+    kl_coef: float = Field(0.001, ge=0, description="Coefficient of the KL term.")
+    adaptive: bool = Field(False, description="Adapt kl_coef towards target_kl (needs target_kl and horizon).")
+    target_kl: float | None = Field(None, gt=0, description="Target KL of the adaptive controller.")
+    horizon: float | None = Field(None, gt=0, description="Horizon of the adaptive controller.")
+
+
+# veRL's own estimators (verl.trainer.ppo.core_algos.kl_penalty), under veRL's names.
+VERL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "abs", "mse", "k1+", "k3+", "low_var_kl+")
 
 
 def _verl_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, name: str) -> torch.Tensor:
@@ -32,12 +49,12 @@ def _verl_estimator(name: str):
     return estimator
 
 
-for _name in ("k1", "k2", "k3", "low_var_kl", "abs", "mse", "k1+", "k3+", "low_var_kl+"):
-    register_kl_loss_fn(_name, defaults=KL_DEFAULTS)(_verl_estimator(_name))
+for _name in VERL_ESTIMATORS:
+    register_kl_loss_fn(_name, KLArgs)(_verl_estimator(_name))
 
 
-@register_kl_loss_fn("corrected_k3", defaults=KL_DEFAULTS)
+@register_kl_loss_fn("corrected_k3", KLArgs)
 def corrected_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, old_logprobs: torch.Tensor) -> torch.Tensor:
     """Trinity-RFT's importance-corrected k3: clamp(p / p_old, 0, 2) × k3 (samples came from p_old)."""
-    ratio = torch.clamp(torch.exp(logprobs - old_logprobs), 0.0, 2.0)
+    ratio = (logprobs - old_logprobs).exp().clamp(0.0, 2.0)
     return ratio * _verl_kl(logprobs, ref_logprobs, "k3")

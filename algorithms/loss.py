@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from algorithms.aggregation import aggregate
 from algorithms.entropy import ENTROPY_LOSS_FNS
@@ -12,6 +10,9 @@ from algorithms.inputs import LossInputs
 from algorithms.kl import KL_LOSS_FNS
 from algorithms.policy_loss import POLICY_LOSS_FNS
 from algorithms.registry import is_off
+
+if TYPE_CHECKING:
+    import torch
 
 
 def _kl_term(algorithm) -> tuple[str, float] | None:

@@ -1,9 +1,12 @@
-"""Per-function argument schemas and per-algorithm presets (names and defaults as in Trinity-RFT).
+"""The functions `algorithm.*_fn` may name, with the model of each one's arguments, and the presets of
+`algorithm_type` (names and defaults as in Trinity-RFT).
 
-`algorithm.<kind>_fn_args` is validated against the argument model registered here for the chosen
-function: an unknown key is an error naming `algorithm.<kind>_fn_args.<key>`, and every argument the
-user left out is filled in with its default (listed in `ExperimentConfig.derived`). The numerical
-implementations live in `algorithms/`; this module only describes their settings.
+The functions `algorithms/` implements are registered there with their arguments models; the
+registries here are derived from those (a new loss is one module, docs/adding-a-loss.md), plus the
+names Trinity knows that are not built (their arguments are still checked; schemas/support.py refuses
+them) and each kind's "none". `algorithm.<kind>_fn_args` is validated against the chosen function's
+model: an unknown key is an error naming `algorithm.<kind>_fn_args.<key>`, and every argument the user
+left out is filled in with its default (listed in `ExperimentConfig.derived`).
 """
 
 from __future__ import annotations
@@ -13,159 +16,65 @@ from typing import Literal
 
 from pydantic import Field
 
-from schemas.base import Section
+from algorithms import ADVANTAGE_FNS, ENTROPY_LOSS_FNS, KL_LOSS_FNS, POLICY_LOSS_FNS
+from algorithms.registry import Args, NoArgs, Registry
 
-LossAggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
-
-
-class NoArgs(Section):
-    """A function without arguments."""
-
-
-# ----------------------------------------------------------------------------- policy losses
-class PPOPolicyLossArgs(Section):
-    """PPO-clip policy loss (with dual clip)."""
-
-    clip_range: float = Field(0.2, gt=0, description="Symmetric clip range ε of the importance ratio.")
-    clip_range_low: float | None = Field(
-        None, gt=0, description="Lower clip range (ratio ≥ 1-clip_range_low); None: clip_range (derived)."
-    )
-    clip_range_high: float | None = Field(
-        None, gt=0, description="Upper clip range (ratio ≤ 1+clip_range_high); None: clip_range (derived)."
-    )
-    clip_ratio_c: float = Field(3.0, gt=1.0, description="Dual-clip bound for negative advantages (> 1).")
-    loss_agg_mode: LossAggMode = Field("token-mean", description="How token losses are aggregated.")
-    enable_sequence_masking: bool = Field(
-        False, description="Mask negative-advantage tokens of sequences whose KL exceeds delta_sequence_masking."
-    )
-    delta_sequence_masking: float = Field(0.1, ge=0, description="Sequence KL threshold for sequence masking.")
-
-
-class GSPOPolicyLossArgs(Section):
-    """GSPO (sequence-level importance ratio) policy loss."""
-
-    clip_range: float | None = Field(None, gt=0, description="Symmetric clip range; overridden by low/high.")
-    clip_range_low: float | None = Field(0.0003, gt=0, description="Lower clip range of the sequence ratio.")
-    clip_range_high: float | None = Field(0.0004, gt=0, description="Upper clip range of the sequence ratio.")
-    loss_agg_mode: LossAggMode = Field("seq-mean-token-mean", description="How token losses are aggregated.")
-
-
-class SFTLossArgs(Section):
-    """Negative log-likelihood of the response tokens."""
-
-    loss_agg_mode: LossAggMode = Field("token-mean", description="How token losses are aggregated.")
-
-
-class OPMDPolicyLossArgs(Section):
-    """Online policy mirror descent loss."""
-
-    tau: float = Field(1.0, ge=0, description="Regularisation strength τ: the loss is divided by 1 + τ.")
-    loss_agg_mode: LossAggMode = Field("token-mean", description="How token losses are aggregated.")
-
-
-class DPOLossArgs(Section):
+# ----------------------------------------------------------------------------- functions Trinity names, not built
+# Their arguments are checked like the others' (so an imported Trinity config reads the same), and
+# schemas/support.py refuses each, with the reason.
+class DPOLossArgs(Args):
     """Direct preference optimisation loss."""
 
     beta: float = Field(0.1, gt=0, description="Inverse temperature β of the implicit reward.")
     label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="Conservative-DPO label smoothing.")
 
 
-class TOPRPolicyLossArgs(Section):
+class TOPRPolicyLossArgs(Args):
     """Tapered off-policy REINFORCE loss."""
 
     advantage_threshold: float = Field(0.0, description="Advantages above this count as positive samples.")
 
 
-class CISPOPolicyLossArgs(Section):
-    """Clipped importance-sampling policy optimisation loss."""
-
-    clip_range_low: float = Field(1.0, ge=0, description="Lower clip of the (stop-gradient) IS weight.")
-    clip_range_high: float = Field(0.28, ge=0, description="Upper clip of the (stop-gradient) IS weight.")
-    loss_agg_mode: LossAggMode = Field("token-mean", description="How token losses are aggregated.")
-
-
-class ImportanceSamplingLossArgs(Section):
-    """Importance-sampled policy gradient (used by on-policy distillation)."""
-
-    loss_agg_mode: LossAggMode = Field("token-mean", description="How token losses are aggregated.")
-
-
-# ----------------------------------------------------------------------------- advantages
-class GRPOAdvantageArgs(Section):
-    """Group-relative advantage: (r - mean(group)) / (std(group) + ε)."""
-
-    epsilon: float = Field(1e-6, gt=0, description="Added to the group std to avoid division by zero.")
-    std_threshold: float | None = Field(
-        None, ge=0, description="Groups whose reward std is at or below this are dropped; None keeps all."
-    )
-    norm_adv_by_std_in_grpo: bool = Field(True, description="Divide by the group std (False: Dr. GRPO).")
-
-
-class RLOOAdvantageArgs(Section):
-    """Leave-one-out baseline advantage."""
-
-
-class ReinforcePlusPlusAdvantageArgs(Section):
-    """REINFORCE++ advantage (discounted returns, whitened over the batch)."""
-
-    gamma: float = Field(1.0, ge=0, le=1, description="Discount factor.")
-
-
-class GAEAdvantageArgs(Section):
+class GAEAdvantageArgs(Args):
     """PPO's generalised advantage estimation (needs a critic)."""
 
     gamma: float = Field(1.0, ge=0, le=1, description="Discount factor.")
     lam: float = Field(1.0, ge=0, le=1, description="GAE λ.")
 
 
-class OPMDAdvantageArgs(Section):
-    """OPMD group baseline advantage."""
-
-    opmd_baseline: Literal["mean", "logavgexp"] = Field("mean", description="Group baseline.")
-    tau: float = Field(1.0, gt=0, description="Temperature of the logavgexp baseline.")
-
-
-class OnPolicyDistillAdvantageArgs(Section):
+class OnPolicyDistillAdvantageArgs(Args):
     """Reverse-KL-to-teacher advantage for on-policy distillation."""
 
     kl_coef: float = Field(1.0, ge=0, description="Scale of the teacher log-ratio advantage.")
 
 
-class EpsilonOnlyArgs(Section):
+class EpsilonOnlyArgs(Args):
     """Advantage functions whose only setting is the division guard."""
 
     epsilon: float = Field(1e-6, gt=0, description="Added to a std to avoid division by zero.")
 
 
-# ----------------------------------------------------------------------------- KL, entropy, sampling
-class KLArgs(Section):
-    """KL term against the reference model (as a loss, or as a reward penalty)."""
-
-    kl_coef: float = Field(0.001, ge=0, description="Coefficient of the KL term.")
-    adaptive: bool = Field(False, description="Adapt kl_coef towards target_kl (needs target_kl and horizon).")
-    target_kl: float | None = Field(None, gt=0, description="Target KL of the adaptive controller.")
-    horizon: float | None = Field(None, gt=0, description="Horizon of the adaptive controller.")
+NOT_BUILT: dict[str, dict[str, type[Args]]] = {
+    "policy_loss_fn": {"dpo": DPOLossArgs, "topr": TOPRPolicyLossArgs},
+    "advantage_fn": {"ppo": GAEAdvantageArgs, "asymre": EpsilonOnlyArgs, "reinforce": NoArgs, "remax": NoArgs,
+                     "on_policy_distill": OnPolicyDistillAdvantageArgs},
+}
 
 
-class NoKLArgs(Section):
+# ----------------------------------------------------------------------------- "off", and the sampling strategies
+class NoKLArgs(Args):
     """No KL term."""
 
     kl_coef: float = Field(0.0, description="Must be 0: there is no KL term.")
 
 
-class EntropyArgs(Section):
-    """Entropy bonus."""
-
-    entropy_coef: float = Field(0.0, description="Coefficient of the entropy term (loss -= coef * entropy).")
-
-
-class NoEntropyArgs(Section):
+class NoEntropyArgs(Args):
     """No entropy term."""
 
     entropy_coef: float = Field(0.0, description="Must be 0: there is no entropy term.")
 
 
-class SampleArgs(Section):
+class SampleArgs(Args):
     """Take the oldest untrained experiences, leaving out those sampled with weights that are too old."""
 
     max_staleness: int | None = Field(
@@ -183,62 +92,35 @@ class PrioritySampleArgs(SampleArgs):
     )
 
 
-class MixSampleArgs(Section):
+class MixSampleArgs(Args):
     """Mix expert (SFT) data into RL batches."""
 
     expert_data_ratio: float = Field(0.5, ge=0, le=1, description="Fraction of each batch drawn from expert data.")
 
 
-POLICY_LOSS_FNS: dict[str, type[Section]] = {
-    "ppo": PPOPolicyLossArgs,
-    "gspo": GSPOPolicyLossArgs,
-    "sft": SFTLossArgs,
-    "opmd": OPMDPolicyLossArgs,
-    "dpo": DPOLossArgs,
-    "topr": TOPRPolicyLossArgs,
-    "cispo": CISPOPolicyLossArgs,
-    "importance_sampling": ImportanceSamplingLossArgs,
-}
-ADVANTAGE_FNS: dict[str, type[Section]] = {
-    "grpo": GRPOAdvantageArgs,
-    "rloo": RLOOAdvantageArgs,
-    "reinforceplusplus": ReinforcePlusPlusAdvantageArgs,
-    "ppo": GAEAdvantageArgs,
-    "opmd": OPMDAdvantageArgs,
-    "asymre": EpsilonOnlyArgs,
-    "reinforce": NoArgs,
-    "remax": NoArgs,
-    "on_policy_distill": OnPolicyDistillAdvantageArgs,
-    "none": NoArgs,
-}
-KL_FNS: dict[str, type[Section]] = {
-    "none": NoKLArgs,
-    "k1": KLArgs,
-    "k2": KLArgs,
-    "k3": KLArgs,
-    "low_var_kl": KLArgs,
-    "abs": KLArgs,
-    "corrected_k3": KLArgs,
-    "mse": KLArgs,
-    "k1+": KLArgs,  # "+": keep the estimator's value, take k2's gradient (veRL's straight-through variant)
-    "k3+": KLArgs,
-    "low_var_kl+": KLArgs,
-}
-ENTROPY_LOSS_FNS: dict[str, type[Section]] = {"default": EntropyArgs, "basic": EntropyArgs, "none": NoEntropyArgs}
-SAMPLE_STRATEGIES: dict[str, type[Section]] = {
+# The trainer's sampling strategies (tasks/train.py, buffer/experience_store.py).
+SAMPLE_STRATEGIES: dict[str, type[Args]] = {
     "default": SampleArgs,  # the oldest untrained experiences first
     "warmup": SampleArgs,  # Trinity's name; its SFT warm-up data is a stage here, so it is the default order
     "priority": PrioritySampleArgs,
     "mix": MixSampleArgs,
 }
+KL_FNS: dict[str, type[Args]] = {"none": NoKLArgs, **KL_LOSS_FNS.args}
 
-# Which registry checks each `<name>` / `<name>_args` pair of AlgorithmConfig.
-FUNCTION_REGISTRIES: dict[str, dict[str, type[Section]]] = {
+# Which registry checks each `<name>` / `<name>_args` pair of AlgorithmConfig: {name: arguments model}.
+FUNCTION_REGISTRIES: dict[str, dict[str, type[Args]]] = {
     "sample_strategy": SAMPLE_STRATEGIES,
-    "policy_loss_fn": POLICY_LOSS_FNS,
-    "advantage_fn": ADVANTAGE_FNS,
+    "policy_loss_fn": {**POLICY_LOSS_FNS.args, **NOT_BUILT["policy_loss_fn"]},
+    "advantage_fn": {**ADVANTAGE_FNS.args, **NOT_BUILT["advantage_fn"]},
     "kl_loss_fn": KL_FNS,
     "kl_penalty_fn": KL_FNS,
+    "entropy_loss_fn": {"none": NoEntropyArgs, **ENTROPY_LOSS_FNS.args},
+}
+# The functions of each kind that algorithms/ implements (the others are Trinity's names, refused).
+BUILT: dict[str, Registry] = {
+    "policy_loss_fn": POLICY_LOSS_FNS,
+    "advantage_fn": ADVANTAGE_FNS,
+    "kl_loss_fn": KL_LOSS_FNS,
     "entropy_loss_fn": ENTROPY_LOSS_FNS,
 }
 

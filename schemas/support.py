@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES, KL_FNS
+from schemas.algorithm_registry import ALGORITHM_PRESETS, BUILT, FUNCTION_REGISTRIES, KL_FNS
 
 if TYPE_CHECKING:
     from schemas.experiment import ExperimentConfig
@@ -350,7 +350,9 @@ SUPPORT: dict[str, Entry] = {
 for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "sft", "raft"):
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
 
-# Functions of the algorithm registries (the runtime registries in algorithms/ hold the same names).
+# Functions of the algorithm registries. Each function algorithms/ implements is honoured in its own module,
+# and so is each of its arguments (derived below), unless an entry here says otherwise; the names Trinity
+# knows that are not built are refused.
 _FUNCTIONS: dict[str, dict[str, Entry]] = {
     "sample_strategy": {
         "default": honoured("tasks/train.py"),
@@ -358,38 +360,22 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
         "priority": honoured("tasks/train.py"),
     },
     "policy_loss_fn": {
-        "ppo": honoured("algorithms/policy_loss/ppo.py"),
-        "gspo": honoured("algorithms/policy_loss/gspo.py"),
-        "sft": honoured("algorithms/policy_loss/sft.py"),
-        "opmd": honoured("algorithms/policy_loss/opmd.py"),
-        "cispo": honoured("algorithms/policy_loss/cispo.py"),
         "dpo": refused(NO_DPO),
         "topr": refused("the topr loss is not built; use cispo or ppo"),
-        "importance_sampling": honoured("algorithms/policy_loss/importance_sampling.py"),
     },
     "advantage_fn": {
-        "grpo": honoured("algorithms/advantage/grpo.py"),
-        "rloo": honoured("algorithms/advantage/rloo.py"),
-        "reinforceplusplus": honoured("algorithms/advantage/reinforce_plus_plus.py"),
-        "opmd": honoured("algorithms/advantage/opmd.py"),
-        "none": honoured("algorithms/advantage/none.py"),
         "ppo": refused("GAE needs a critic, which is not built"),
         "asymre": refused("the asymre advantage is not built"),
         "reinforce": refused("the reinforce advantage is not built; use grpo or rloo"),
         "remax": refused("the remax advantage (a greedy baseline rollout) is not built"),
         "on_policy_distill": refused("on-policy distillation needs a teacher model (auxiliary models are not built) and is not built"),
     },
-    "kl_loss_fn": {name: honoured("algorithms/kl.py") for name in KL_FNS if name != "none"} | {
-        "none": honoured("algorithms/registry.py", note="is_off")},
+    "kl_loss_fn": {"none": honoured("algorithms/registry.py", note="is_off")},
     "kl_penalty_fn": {name: refused("KL as a reward penalty is not built; use kl_loss_fn (KL as a loss term)")
                       for name in KL_FNS if name != "none"},
-    "entropy_loss_fn": {
-        "default": honoured("algorithms/entropy.py"),
-        "basic": honoured("algorithms/entropy.py"),
-        "none": honoured("algorithms/registry.py", note="is_off"),
-    },
+    "entropy_loss_fn": {"none": honoured("algorithms/registry.py", note="is_off")},
 }
-# Arguments of the functions above (their *_args), where each is read.
+# Arguments read somewhere else than the function's own module.
 _ARGS: dict[str, Entry] = {
     "sample_strategy[*].max_staleness": honoured("tasks/train.py"),
     "sample_strategy[priority].priority_fn": honoured("tasks/train.py", "buffer/experience_store.py"),
@@ -398,20 +384,11 @@ _ARGS: dict[str, Entry] = {
     "policy_loss_fn[ppo].clip_range_low": honoured("algorithms/verl_compat.py"),
     "policy_loss_fn[ppo].clip_range_high": honoured("algorithms/verl_compat.py"),
     "policy_loss_fn[ppo].clip_ratio_c": honoured("algorithms/verl_compat.py"),
-    "policy_loss_fn[ppo].enable_sequence_masking": honoured("algorithms/policy_loss/ppo.py"),
-    "policy_loss_fn[ppo].delta_sequence_masking": honoured("algorithms/policy_loss/ppo.py"),
     "policy_loss_fn[gspo].clip_range": honoured("algorithms/verl_compat.py"),
     "policy_loss_fn[gspo].clip_range_low": honoured("algorithms/verl_compat.py"),
     "policy_loss_fn[gspo].clip_range_high": honoured("algorithms/verl_compat.py"),
     "policy_loss_fn[cispo].clip_range_low": honoured("algorithms/verl_compat.py"),
     "policy_loss_fn[cispo].clip_range_high": honoured("algorithms/verl_compat.py"),
-    "policy_loss_fn[opmd].tau": honoured("algorithms/policy_loss/opmd.py"),
-    "advantage_fn[grpo].epsilon": honoured("algorithms/advantage/grpo.py"),
-    "advantage_fn[grpo].std_threshold": honoured("algorithms/advantage/grpo.py"),
-    "advantage_fn[grpo].norm_adv_by_std_in_grpo": honoured("algorithms/advantage/grpo.py"),
-    "advantage_fn[reinforceplusplus].gamma": honoured("algorithms/advantage/reinforce_plus_plus.py"),
-    "advantage_fn[opmd].opmd_baseline": honoured("algorithms/advantage/opmd.py"),
-    "advantage_fn[opmd].tau": honoured("algorithms/advantage/opmd.py"),
     "kl_loss_fn[*].kl_coef": honoured("algorithms/loss.py"),
     "kl_loss_fn[none].kl_coef": validated(note="must be 0 with 'none'"),
     "kl_loss_fn[*].adaptive": refused("an adaptive KL coefficient is not built; set a fixed kl_coef"),
@@ -667,6 +644,22 @@ def entry_for(key: str) -> tuple[str, Entry] | None:
     if generic != key and generic in SUPPORT:
         return generic, SUPPORT[generic]
     return None
+
+
+def _derive_function_entries() -> None:
+    """Each implemented function, and each of its arguments, without an entry of its own (or a `[*]` one):
+    honoured in the module that defines it (tests/test_settings_wired.py checks that module reads each)."""
+    for fn, registry in BUILT.items():
+        for name, args_model in registry.args.items():
+            key = f"algorithm.{fn}[{name}]"
+            if entry_for(key) is None:
+                SUPPORT[key] = honoured(registry.module_path(name))
+            for arg in args_model.model_fields:
+                if entry_for(f"{key}.{arg}") is None:
+                    SUPPORT[f"{key}.{arg}"] = honoured(registry.module_path(name))
+
+
+_derive_function_entries()
 
 
 # ----------------------------------------------------------------------------- a config, checked

@@ -340,36 +340,40 @@ def test_unknown_names_and_bad_settings_name_the_field() -> None:
                                                   torch.ones(2, 3)))
 
 
-def test_a_new_advantage_fn_is_one_registration() -> None:
-    @algorithms.register_advantage_fn("test_constant", defaults={"value": 2.0})
+def test_a_new_advantage_fn_is_one_registration_with_its_arguments_model() -> None:
+    from pydantic import Field
+
+    from algorithms.registry import Args
+
+    class ConstantArgs(Args):
+        value: float = Field(2.0, description="The advantage of every token.")
+
+    @algorithms.register_advantage_fn("test_constant", ConstantArgs)
     def constant(rewards, group_ids, response_mask, args):
         return torch.full_like(response_mask, args["value"]) * response_mask
 
     try:
+        assert algorithms.ADVANTAGE_FNS.defaults("test_constant") == {"value": 2.0}  # the model's default
         adv = compute_advantages(make_algorithm(namespace=True, advantage_fn="test_constant", advantage_fn_args={}),
                                  torch.tensor([0.0]), ["g"], torch.tensor([[1.0, 0.0]]))
         assert adv.tolist() == [[2.0, 0.0]]
     finally:
         del algorithms.ADVANTAGE_FNS["test_constant"]
+        del algorithms.ADVANTAGE_FNS.args["test_constant"]
 
 
-def test_verl_actor_overrides_mirror_our_settings() -> None:
-    from algorithms.verl_compat import actor_overrides
+def test_the_schema_takes_each_function_s_arguments_from_its_registration() -> None:
+    """One source of argument defaults: the model a function is registered with is what the schema checks."""
+    from schemas.algorithm_registry import BUILT, FUNCTION_REGISTRIES
 
-    algo = make_algorithm(policy_loss_fn_args={"clip_range": 0.2, "clip_range_high": 0.28},
-                          kl_loss_fn="low_var_kl", kl_loss_fn_args={"kl_coef": 0.01},
-                          entropy_loss_fn="default", entropy_loss_fn_args={"entropy_coef": 0.001})
-    assert actor_overrides(algo) == {
-        "policy_loss": {"loss_mode": "vanilla"},
-        "clip_ratio_low": 0.2,
-        "clip_ratio_high": 0.28,
-        "clip_ratio_c": 3.0,
-        "loss_agg_mode": "token-mean",
-        "use_kl_loss": True,
-        "kl_loss_type": "low_var_kl",
-        "kl_loss_coef": 0.01,
-        "entropy_coeff": 0.001,
-    }
+    for kind, registry in BUILT.items():
+        assert set(registry) == set(registry.args)
+        for name, model in registry.args.items():
+            assert FUNCTION_REGISTRIES[kind][name] is model, (kind, name)
+    config = make_algorithm(policy_loss_fn="cispo", policy_loss_fn_args={"clip_range_high": 0.3})
+    assert algorithms.POLICY_LOSS_FNS.resolve_args("cispo", {"clip_range_high": 0.3}) == {
+        "clip_range_low": 1.0, "clip_range_high": 0.3, "loss_agg_mode": "token-mean"}
+    assert config.policy_loss_fn_args == {"clip_range_high": 0.3}  # an AlgorithmConfig alone is not resolved
 
 
 # ---------------------------------------------------------------- schema-listed extras

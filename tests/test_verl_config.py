@@ -172,3 +172,24 @@ def test_gpu_recipes_map_onto_verl(recipe: str, model_dir: Path) -> None:
         assert tree["model"]["lora_rank"] == 32 and tree["model"]["target_modules"] == "all-linear"
     else:
         assert tree["model"]["lora_rank"] == 0
+
+
+def test_verl_actor_overrides_mirror_our_settings() -> None:
+    from backends.verl.config import actor_overrides
+    from schemas import AlgorithmConfig
+
+    algo = AlgorithmConfig(algorithm_type="grpo", policy_loss_fn="ppo",
+                           policy_loss_fn_args={"clip_range": 0.2, "clip_range_high": 0.28},
+                           kl_loss_fn="low_var_kl", kl_loss_fn_args={"kl_coef": 0.01},
+                           entropy_loss_fn="default", entropy_loss_fn_args={"entropy_coef": 0.001})
+    assert actor_overrides(algo) == {
+        "policy_loss": {"loss_mode": "vanilla"},
+        "clip_ratio_low": 0.2,
+        "clip_ratio_high": 0.28,
+        "clip_ratio_c": 3.0,
+        "loss_agg_mode": "token-mean",
+        "use_kl_loss": True,
+        "kl_loss_type": "low_var_kl",
+        "kl_loss_coef": 0.01,
+        "entropy_coeff": 0.001,
+    }

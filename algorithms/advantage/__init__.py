@@ -1,18 +1,25 @@
-"""Advantage functions (registry ``ADVANTAGE_FNS``); one module per estimator."""
+"""Advantage functions (registry ``ADVANTAGE_FNS``): one module per estimator, with the model of its
+arguments. Every module of this folder is imported here, so a new estimator is one new module."""
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-from algorithms.advantage import grpo, none, opmd, reinforce_plus_plus, rloo  # noqa: F401  (register)
 from algorithms.advantage.base import ADVANTAGE_FNS, register_advantage_fn
-from algorithms.registry import is_off
+from algorithms.registry import import_submodules, is_off
+
+if TYPE_CHECKING:
+    import torch
+
+import_submodules(__name__, __path__)
 
 
 def compute_advantages(
     algorithm, rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor
 ) -> torch.Tensor:
     """Per-token advantages [B, T] from one scalar reward per sequence, grouped by ``group_ids``."""
+    import torch
+
     rewards = torch.as_tensor(rewards, dtype=torch.float32)
     if rewards.dim() != 1 or rewards.shape[0] != response_mask.shape[0] or len(group_ids) != rewards.shape[0]:
         raise ValueError(

@@ -3,14 +3,28 @@ False (Dr. GRPO). veRL's ``compute_grpo_outcome_advantage`` does the work."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from pydantic import Field
 
 from algorithms.advantage.base import group_index, register_advantage_fn, token_level_rewards
+from algorithms.registry import Args
+
+if TYPE_CHECKING:
+    import torch
 
 
-@register_advantage_fn("grpo", defaults={"epsilon": 1e-6, "norm_adv_by_std_in_grpo": True, "std_threshold": None})
+class GRPOArgs(Args):
+    """Group-relative advantage: (r - mean(group)) / (std(group) + ε)."""
+
+    epsilon: float = Field(1e-6, gt=0, description="Added to the group std to avoid division by zero.")
+    std_threshold: float | None = Field(
+        None, ge=0, description="Groups whose reward std is at or below this are dropped; None keeps all."
+    )
+    norm_adv_by_std_in_grpo: bool = Field(True, description="Divide by the group std (False: Dr. GRPO).")
+
+
+@register_advantage_fn("grpo", GRPOArgs)
 def grpo(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor, args: dict[str, Any]) -> torch.Tensor:
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from algorithms.advantage.base import register_advantage_fn
+
+if TYPE_CHECKING:
+    import torch
 
 
 @register_advantage_fn("none")
 def none(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor, args: dict[str, Any]) -> torch.Tensor:
-    return torch.zeros_like(response_mask, dtype=torch.float32)
+    return response_mask.new_zeros(response_mask.shape).float()

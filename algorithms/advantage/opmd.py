@@ -4,16 +4,27 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-import torch
+from pydantic import Field
 
 from algorithms.advantage.base import register_advantage_fn
+from algorithms.registry import Args
+
+if TYPE_CHECKING:
+    import torch
 
 BASELINES = ("mean", "logavgexp")
 
 
-@register_advantage_fn("opmd", defaults={"opmd_baseline": "mean", "tau": 1.0})
+class OPMDAdvantageArgs(Args):
+    """OPMD group baseline advantage."""
+
+    opmd_baseline: Literal["mean", "logavgexp"] = Field("mean", description="Group baseline.")
+    tau: float = Field(1.0, gt=0, description="Temperature of the logavgexp baseline.")
+
+
+@register_advantage_fn("opmd", OPMDAdvantageArgs)
 def opmd(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor, args: dict[str, Any]) -> torch.Tensor:
     kind, tau = args["opmd_baseline"], float(args["tau"])
     if kind not in BASELINES:
@@ -29,6 +40,6 @@ def opmd(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tenso
         if kind == "mean":
             baseline = group.mean()
         else:
-            baseline = tau * (torch.logsumexp(group / tau, dim=0) - math.log(len(rows)))
+            baseline = tau * ((group / tau).logsumexp(dim=0) - math.log(len(rows)))
         scores[rows] = group - baseline
     return scores.unsqueeze(-1) * response_mask.float()

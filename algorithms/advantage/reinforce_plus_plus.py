@@ -3,14 +3,24 @@ tokens (veRL's ``compute_reinforce_plus_plus_outcome_advantage``; Trinity's ``re
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from pydantic import Field
 
 from algorithms.advantage.base import register_advantage_fn, token_level_rewards
+from algorithms.registry import Args
+
+if TYPE_CHECKING:
+    import torch
 
 
-@register_advantage_fn("reinforceplusplus", defaults={"gamma": 1.0})
+class ReinforcePlusPlusArgs(Args):
+    """REINFORCE++ advantage (discounted returns, whitened over the batch)."""
+
+    gamma: float = Field(1.0, ge=0, le=1, description="Discount factor.")
+
+
+@register_advantage_fn("reinforceplusplus", ReinforcePlusPlusArgs)
 def reinforce_plus_plus(
     rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor, args: dict[str, Any]
 ) -> torch.Tensor:

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from algorithms.advantage.base import group_index, register_advantage_fn, token_level_rewards
+
+if TYPE_CHECKING:
+    import torch
 
 
 @register_advantage_fn("rloo")

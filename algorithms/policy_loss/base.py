@@ -1,16 +1,29 @@
-"""Policy-loss registry.
+"""Policy-loss registry and the arguments every loss shares.
 
 Every policy loss has the signature ``fn(inputs: LossInputs, args: dict) -> (loss, metrics)`` where
 ``loss`` is a scalar tensor already aggregated with ``args["loss_agg_mode"]`` and ``metrics`` holds
-floats, at least ``pg_loss``.
+floats, at least ``pg_loss``; it is registered with the model of its arguments (``Args``).
 """
 
 from __future__ import annotations
 
-from algorithms.registry import Registry
+from typing import Literal
+
+from pydantic import Field
+
+from algorithms.registry import Args, Registry
 
 POLICY_LOSS_FNS = Registry("algorithm.policy_loss_fn")
 register_policy_loss_fn = POLICY_LOSS_FNS.register
+
+# The modes veRL 0.9.1's agg_loss implements that Trinity names (algorithms/aggregation.py has them all).
+LossAggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+
+
+class AggregatedArgs(Args):
+    """A loss whose token losses are aggregated with `loss_agg_mode`."""
+
+    loss_agg_mode: LossAggMode = Field("token-mean", description="How token losses are aggregated.")
 
 
 def strip_prefix(metrics: dict[str, float]) -> dict[str, float]:

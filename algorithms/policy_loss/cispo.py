@@ -3,20 +3,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from pydantic import Field
 
-from algorithms.inputs import LossInputs
-from algorithms.policy_loss.base import register_policy_loss_fn, strip_prefix
+from algorithms.policy_loss.base import AggregatedArgs, register_policy_loss_fn, strip_prefix
 from algorithms.verl_compat import actor_config
 
+if TYPE_CHECKING:
+    import torch
 
-@register_policy_loss_fn("cispo", defaults={"clip_range_low": 1.0, "clip_range_high": 0.28, "loss_agg_mode": "token-mean"})
+    from algorithms.inputs import LossInputs
+
+
+class CISPOArgs(AggregatedArgs):
+    """Clipped importance-sampling policy optimisation loss."""
+
+    clip_range_low: float = Field(1.0, ge=0, description="Lower clip of the (stop-gradient) IS weight.")
+    clip_range_high: float = Field(0.28, ge=0, description="Upper clip of the (stop-gradient) IS weight.")
+
+
+@register_policy_loss_fn("cispo", CISPOArgs)
 def cispo(inputs: LossInputs, args: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
     from verl.trainer.ppo.core_algos import compute_policy_loss_cispo
 
-    config = actor_config("cispo", args, inputs.batch_info())
+    config = actor_config(args, inputs.batch_info())
     loss, metrics = compute_policy_loss_cispo(
         old_log_prob=inputs.old_logprobs,
         log_prob=inputs.logprobs,

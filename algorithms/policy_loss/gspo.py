@@ -3,24 +3,34 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from pydantic import Field
 
-from algorithms.inputs import LossInputs
-from algorithms.policy_loss.base import register_policy_loss_fn, strip_prefix
+from algorithms.policy_loss.base import LossAggMode, register_policy_loss_fn, strip_prefix
+from algorithms.registry import Args
 from algorithms.verl_compat import actor_config
 
+if TYPE_CHECKING:
+    import torch
 
-@register_policy_loss_fn(
-    "gspo",
-    defaults={"clip_range": None, "clip_range_low": 0.0003, "clip_range_high": 0.0004,
-              "loss_agg_mode": "seq-mean-token-mean"},
-)
+    from algorithms.inputs import LossInputs
+
+
+class GSPOArgs(Args):
+    """GSPO (sequence-level importance ratio) policy loss."""
+
+    clip_range: float | None = Field(None, gt=0, description="Symmetric clip range; overridden by low/high.")
+    clip_range_low: float | None = Field(0.0003, gt=0, description="Lower clip range of the sequence ratio.")
+    clip_range_high: float | None = Field(0.0004, gt=0, description="Upper clip range of the sequence ratio.")
+    loss_agg_mode: LossAggMode = Field("seq-mean-token-mean", description="How token losses are aggregated.")
+
+
+@register_policy_loss_fn("gspo", GSPOArgs)
 def gspo(inputs: LossInputs, args: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
     from verl.trainer.ppo.core_algos import compute_policy_loss_gspo
 
-    config = actor_config("gspo", args, inputs.batch_info())
+    config = actor_config(args, inputs.batch_info())
     loss, metrics = compute_policy_loss_gspo(
         old_log_prob=inputs.old_logprobs,
         log_prob=inputs.logprobs,

@@ -4,16 +4,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from pydantic import Field
 
 from algorithms.aggregation import aggregate
-from algorithms.inputs import LossInputs
-from algorithms.policy_loss.base import register_policy_loss_fn
+from algorithms.policy_loss.base import AggregatedArgs, register_policy_loss_fn
+
+if TYPE_CHECKING:
+    import torch
+
+    from algorithms.inputs import LossInputs
 
 
-@register_policy_loss_fn("opmd", defaults={"tau": 1.0, "loss_agg_mode": "token-mean"})
+class OPMDLossArgs(AggregatedArgs):
+    """Online policy mirror descent loss."""
+
+    tau: float = Field(1.0, ge=0, description="Regularisation strength τ: the loss is divided by 1 + τ.")
+
+
+@register_policy_loss_fn("opmd", OPMDLossArgs)
 def opmd(inputs: LossInputs, args: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
     tau = float(args["tau"])
     if tau < 0:

@@ -70,9 +70,7 @@ def plan(algorithm: Any, loss_fn: str = "auto") -> LossPlan:
 def policy_args(algorithm: Any) -> dict[str, Any]:
     from algorithms import POLICY_LOSS_FNS
 
-    name = algorithm.policy_loss_fn
-    defaults = POLICY_LOSS_FNS.defaults.get(name, {})
-    return {**defaults, **dict(algorithm.policy_loss_fn_args or {})}
+    return POLICY_LOSS_FNS.resolve_args(algorithm.policy_loss_fn, algorithm.policy_loss_fn_args)
 
 
 def aggregation_weights(algorithm: Any, masks: list[list[float]]) -> list[list[float]]:

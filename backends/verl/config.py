@@ -18,8 +18,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from algorithms import POLICY_LOSS_FNS
 from algorithms.registry import is_off
-from algorithms.verl_compat import actor_overrides
+from algorithms.verl_compat import clip_ranges
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -154,6 +155,34 @@ def verl_overrides(config: ExperimentConfig, model_dir: Path | str, total_steps:
 def is_sft(config: ExperimentConfig) -> bool:
     """SFT trains with veRL's sft loss (token-mean NLL of the response, backends/verl/losses.py), not ppo_loss."""
     return config.algorithm.policy_loss_fn == "sft"
+
+
+# Our policy_loss_fn -> the name veRL's ppo_loss looks its policy loss up by (policy_loss.loss_mode).
+VERL_POLICY_LOSS = {"ppo": "vanilla", "gspo": "gspo", "cispo": "cispo"}
+
+
+def actor_overrides(algorithm: Any) -> dict[str, Any]:
+    """veRL ``actor_rollout_ref.actor`` loss settings equivalent to ``algorithm`` (its ppo_loss reads them)."""
+    name = algorithm.policy_loss_fn
+    if name not in VERL_POLICY_LOSS:
+        raise ValueError(f"algorithm.policy_loss_fn: {name!r} has no veRL policy loss; supported: {sorted(VERL_POLICY_LOSS)}")
+    args = POLICY_LOSS_FNS.resolve_args(name, algorithm.policy_loss_fn_args)
+    low, high = clip_ranges(args)
+    kl_args = dict(getattr(algorithm, "kl_loss_fn_args", None) or {})
+    ent_args = dict(getattr(algorithm, "entropy_loss_fn_args", None) or {})
+    # A zero kl_coef turns the term off (no reference model), as in algorithms.needs_reference_model.
+    kl_on = not is_off(getattr(algorithm, "kl_loss_fn", None)) and float(kl_args.get("kl_coef", 0.0)) != 0.0
+    return {
+        "policy_loss": {"loss_mode": VERL_POLICY_LOSS[name]},
+        "clip_ratio_low": low,
+        "clip_ratio_high": high,
+        "clip_ratio_c": float(args.get("clip_ratio_c", 3.0)),
+        "loss_agg_mode": args.get("loss_agg_mode", "token-mean"),
+        "use_kl_loss": kl_on,
+        "kl_loss_type": algorithm.kl_loss_fn if kl_on else "low_var_kl",
+        "kl_loss_coef": float(kl_args.get("kl_coef", 0.0)),
+        "entropy_coeff": 0.0 if is_off(getattr(algorithm, "entropy_loss_fn", None)) else float(ent_args.get("entropy_coef", 0.0)),
+    }
 
 
 def _sft_overrides(algorithm: Any) -> dict[str, Any]:
