@@ -13,6 +13,19 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+# The sections of an experiment (a stage replaces whole ones).
+SECTIONS = ("algorithm", "model", "cluster", "buffer", "explorer", "trainer", "synchronizer", "monitor")
+# Reasons in `derived` starting with these were set by stage chaining or a Trinity alias: they are the
+# user's own settings now, survive re-validation and are checked like any other setting.
+STAGE_CHAIN = "stage chaining: "
+ALIAS = "alias: "
+KEPT_REASONS = (STAGE_CHAIN, ALIAS)
+
+
+def kept(why: object) -> bool:
+    """True when a `derived` reason marks a value as the user's own (see KEPT_REASONS)."""
+    return str(why).startswith(KEPT_REASONS)
+
 
 class Section(BaseModel):
     """Base of every settings model: unknown keys are errors; nested instances are copied on use."""
@@ -29,6 +42,11 @@ class Variant(Section):
     set, so a dump of what the user set names the variant it came from."""
 
     TAG: ClassVar[str]
+
+    @classmethod
+    def switched_to(cls, data: dict[str, Any]) -> None:
+        """`--set` switched a section to this variant: adjust the rest of the raw config `data` (noting each
+        change in `data["derived"]`). Settings of the section this variant lacks are dropped by the caller."""
 
     @model_validator(mode="after")
     def _tag_is_set(self) -> Variant:

@@ -24,34 +24,26 @@ from pydantic import Field, ValidationError, model_validator
 
 from schemas import support
 from schemas.algorithm import AlgorithmConfig
-from schemas.trinity.aliases import ALIAS, apply_aliases, expand_override
-from schemas.base import ConfigRuleError, Section
+from schemas.base import SECTIONS, STAGE_CHAIN, ConfigRuleError, Section, kept
 from schemas.buffer import BufferConfig
-from schemas.errors import error_items
 from schemas.cluster import ClusterConfig
-from schemas.explorer import ExplorerConfig
+from schemas.errors import error_items
+from schemas.explorer import ENGINE_VARIANTS, ExplorerConfig
 from schemas.model import ModelConfig
 from schemas.monitor import MonitorConfig
 from schemas.overrides import UnknownSettingError, check_path, set_path, strip_paths
-from schemas.rules import TRAINING_MODES, apply_rules
+from schemas.resolver import TRAINING_MODES
+from schemas.rules import apply_rules
 from schemas.synchronizer import SynchronizerConfig
-from schemas.explorer import ENGINE_VARIANTS
 from schemas.trainer import TRAINER_VARIANTS, TrainerConfig, VerlTrainerConfig
+from schemas.trinity.aliases import ALIAS, apply_aliases, expand_override
 
 Mode = Literal["both", "explore", "train", "bench", "serve", "colocate"]
-SECTIONS = ("algorithm", "model", "cluster", "buffer", "explorer", "trainer", "synchronizer", "monitor")
-# Reasons starting with these prefixes were set by stage resolution or an alias; they survive re-validation.
-STAGE_CHAIN = "stage chaining: "
-KEPT_REASONS = (STAGE_CHAIN, ALIAS)
 # Switching a backend drops the settings the new one does not have: {discriminator path: (section, variants)}
 DISCRIMINATORS = {
     "trainer.trainer_type": ("trainer", TRAINER_VARIANTS),
     "explorer.rollout_model.engine_type": ("explorer.rollout_model", ENGINE_VARIANTS),
 }
-
-
-def _kept(why: object) -> bool:
-    return str(why).startswith(KEPT_REASONS)
 
 
 class StageConfig(Section):
@@ -123,9 +115,9 @@ class ExperimentConfig(Section):
         if not isinstance(data, dict):
             return data
         derived = data.get("derived") or {}
-        recomputable = [p for p, why in derived.items() if not _kept(why)]
+        recomputable = [p for p, why in derived.items() if not kept(why)]
         data = strip_paths(data, recomputable) if recomputable else dict(data)
-        data["derived"] = {p: why for p, why in derived.items() if _kept(why)}
+        data["derived"] = {p: why for p, why in derived.items() if kept(why)}
         data["warnings"] = []
         return apply_aliases(data)
 
@@ -151,11 +143,11 @@ class ExperimentConfig(Section):
     def user_data(self) -> dict[str, Any]:
         """What the user set (no schema defaults, no derived values), as plain data."""
         data = self.model_dump(mode="json", exclude_unset=True, exclude={"derived", "warnings"})
-        recomputable = [p for p, why in self.derived.items() if not _kept(why)]
+        recomputable = [p for p, why in self.derived.items() if not kept(why)]
         data = strip_paths(data, recomputable)
-        kept = {p: why for p, why in self.derived.items() if _kept(why)}
-        if kept:
-            data["derived"] = kept
+        own = {p: why for p, why in self.derived.items() if kept(why)}
+        if own:
+            data["derived"] = own
         return data
 
     def with_overrides(self, overrides: dict[str, Any]) -> ExperimentConfig:
@@ -221,11 +213,11 @@ class ExperimentConfig(Section):
                 data.setdefault("model", {})["model_path"] = str(last_trained.final_model_dir)
                 chain["model.model_path"] = f"{STAGE_CHAIN}final model of stage {last_trained_name!r}"
                 trainer = data.get("trainer")
-                if (last_trained.trainer.trainer_type == "tinker" and isinstance(trainer, dict)
-                        and trainer.get("trainer_type") == "tinker" and not trainer.get("base_model")):
-                    # the weights stay on the Tinker server: the stage goes on from the same base model's LoRA
-                    trainer["base_model"] = last_trained.trainer.base_model
-                    chain["trainer.base_model"] = f"{STAGE_CHAIN}base model of Tinker stage {last_trained_name!r}"
+                variant = TRAINER_VARIANTS.get(trainer.get("trainer_type")) if isinstance(trainer, dict) else None
+                if variant is not None:  # what this stage's trainer takes over from the stage it continues
+                    for key, (value, why) in variant.carried_from(trainer, last_trained.trainer).items():
+                        trainer[key] = value
+                        chain[f"trainer.{key}"] = f"{STAGE_CHAIN}{why} {last_trained_name!r}"
             if last_trained is not None and not names_own_model and last_trained.trainer.save_hf_checkpoint == "never":
                 problems.append((f"stages.{i}.model.model_path",
                                  f"[stage {stage.stage_name!r}] would start from the final model of stage "
@@ -240,12 +232,12 @@ class ExperimentConfig(Section):
                 continue
             configs.append(resolved)
             chained = last_trained is not None and not names_own_model
-            if chained and resolved.mode in TRAINING_MODES and (
-                    (resolved.trainer.trainer_type == "tinker") != (last_trained.trainer.trainer_type == "tinker")):
+            if chained and resolved.mode in TRAINING_MODES and resolved.trainer.WEIGHTS != last_trained.trainer.WEIGHTS:
                 problems.append((f"stages.{i}.trainer.trainer_type", (
                     f"[stage {stage.stage_name!r}] {resolved.trainer.trainer_type!r} cannot continue from stage "
-                    f"{last_trained_name!r} ({last_trained.trainer.trainer_type!r}): a Tinker stage's weights stay "
-                    "on the Tinker server and a Tinker stage starts only from them or a base model; give this stage "
+                    f"{last_trained_name!r} ({last_trained.trainer.trainer_type!r}): a stage starts from the previous stage's "
+                    f"weights only where they live ({last_trained.trainer.WEIGHTS} weights there, "
+                    f"{resolved.trainer.WEIGHTS} here; a Tinker stage's stay on the Tinker server); give this stage "
                     "its own model.model_path, or use one kind of trainer for every training stage")))
             if resolved.mode in TRAINING_MODES:
                 last_trained, last_trained_name = resolved, stage.stage_name
@@ -255,43 +247,21 @@ class ExperimentConfig(Section):
 
 
 def _drop_foreign_settings(data: dict[str, Any], path: str, kind: Any) -> None:
-    """After `path` switched a section's backend to `kind`: drop that section's settings `kind` lacks."""
+    """After `path` switched a section's backend to `kind`: let the new variant adjust the rest of the
+    config (`switched_to`), then drop that section's settings `kind` lacks."""
     section_path, variants = DISCRIMINATORS[path]
+    variant = variants.get(kind)
+    if variant is None:
+        return  # an unknown kind: validation names it
+    variant.switched_to(data)
     section: Any = data
     for part in section_path.split("."):
         section = section.get(part) if isinstance(section, dict) else None
-    if path == "trainer.trainer_type" and kind == "tinker":
-        _switch_to_tinker(data)
-    variant = variants.get(kind)
-    if not isinstance(section, dict) or variant is None:
-        return  # an unknown kind: validation names it
+    if not isinstance(section, dict):
+        return
     for key in [k for k in section if k not in variant.model_fields]:
         section.pop(key)
         data.setdefault("derived", {})[f"{section_path}.{key}"] = f"{ALIAS}dropped: not a setting of {path.rsplit('.', 1)[-1]} {kind!r}"
-
-
-def _switch_to_tinker(data: dict[str, Any]) -> None:
-    """Switching to Tinker (`--set model.tinker.enable=true`) drops what moved or shaped local weights:
-    a sync_method of local tensors (memory, nccl: the CPU recipes set memory) — Tinker's weights stay on
-    its server and move as tinker:// paths —, model.lora_configs, whose rank becomes trainer.rank
-    (Tinker trains its own LoRA), and trainer.micro_batch_size (the server batches). Set in the same config as trainer_type tinker, those are refused or
-    warned about instead (schemas.rules)."""
-    derived = data.setdefault("derived", {})
-    sync = data.get("synchronizer")
-    if isinstance(sync, dict) and sync.get("sync_method") in ("memory", "nccl", "online"):
-        method = sync.pop("sync_method")
-        derived["synchronizer.sync_method"] = f"{ALIAS}dropped {method!r}: with trainer_type 'tinker' weights move as tinker:// paths"
-    model = data.get("model")
-    if isinstance(model, dict) and model.get("lora_configs"):
-        lora = model.pop("lora_configs")[0]
-        trainer = data.setdefault("trainer", {})
-        if isinstance(trainer, dict) and "rank" not in trainer and isinstance(lora, dict) and "lora_rank" in lora:
-            trainer["rank"] = lora["lora_rank"]
-            derived["trainer.rank"] = f"{ALIAS}model.lora_configs' lora_rank (Tinker trains its own LoRA)"
-        derived["model.lora_configs"] = f"{ALIAS}dropped: trainer_type 'tinker' trains its own LoRA (trainer.rank)"
-    trainer = data.get("trainer")
-    if isinstance(trainer, dict) and trainer.pop("micro_batch_size", None) is not None:
-        derived["trainer.micro_batch_size"] = f"{ALIAS}dropped: Tinker batches on its own server"
 
 
 def _prefixed(exc: ValidationError, prefix: str, stage_name: str) -> list[tuple[str, str]]:

@@ -1,7 +1,10 @@
 """`explorer`: rollout engines and the runners that execute workflows.
 
 `rollout_model` (and each auxiliary model) is a discriminated union on `engine_type` (Trinity's
-name): vLLM engines with their settings, or Tinker's sampler, which has none of vLLM's.
+name): vLLM engines with their settings, or Tinker's sampler, which has none of vLLM's. Each variant
+is the one place of its engine's facts, as the trainer variants are (schemas/trainer.py): which
+weights it samples (`WEIGHTS`), how it treats each of its settings (`SETTINGS`) and its own rules
+(`check`, run by schemas/rules.py for the rollout model).
 """
 
 from __future__ import annotations
@@ -11,16 +14,33 @@ from typing import Annotated, ClassVar, Literal, Union
 from pydantic import Field, model_validator
 
 from schemas.base import Section, Variant
+from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
 from schemas.trinity.names import ENGINE_TYPE_ALIASES
+from schemas.wiring import Entry, honoured, refused, warned
 
 ENGINE_TYPES = ("vllm", "tinker")
 DEFAULT_ENGINE_TYPE = "vllm"
 
 
+NO_TINKER_ENDPOINT = ("the OpenAI endpoint (and its call history) is built on the vLLM engines only; the Tinker "
+                      "sampler's is not built yet")
+
+
 class InferenceBase(Variant):
-    """Settings every rollout engine honours."""
+    """Settings every rollout engine honours, and the facts every engine declares."""
 
     TAG: ClassVar[str] = "engine_type"
+    # Which trained weights it samples: "local" (folders and tensors) or "tinker" (tinker:// paths); see
+    # TrainerBase.WEIGHTS.
+    WEIGHTS: ClassVar[str] = "local"
+    SETTINGS: ClassVar[dict[str, Entry]] = {}
+
+    def check(self, r: Resolver) -> None:
+        """This engine's own rules (for the rollout model), run by schemas/rules.py."""
+
+    def gpus(self) -> int:
+        """GPUs its engines take."""
+        return 0
 
     model_path: str | None = Field(
         None, description="Only for auxiliary models; the rollout model always serves model.model_path."
@@ -50,6 +70,27 @@ class InferenceBase(Variant):
 class VllmModelConfig(InferenceBase):
     """vLLM engines, each a Ray actor (GPUs, or vLLM's CPU build)."""
 
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        "model_path": refused("the rollout model always serves model.model_path"),
+        "engine_num": honoured("backends/local/policy.py"),
+        "seed": honoured("backends/local/vllm_engine.py"),
+        "enable_thinking": honoured("tasks/rollouts.py", note="passed to the chat template"),
+        "enable_history": honoured("backends/local/vllm_engine.py", note="calls recorded per rollout id for agent workflows"),
+        "enable_openai_api": honoured("backends/local/vllm_engine.py", "tasks/serve.py"),
+        "openai_api_host": honoured("backends/local/vllm_engine.py"),
+        "openai_api_port": honoured("backends/local/vllm_engine.py"),
+        "enable_auto_tool_choice": honoured("backends/local/vllm_engine.py", "backends/local/openai_server.py"),
+        "tool_call_parser": honoured("backends/local/vllm_engine.py", "backends/local/openai_server.py", passthrough=True),
+        "reasoning_parser": honoured("backends/local/vllm_engine.py", "backends/local/openai_server.py", passthrough=True),
+        "tensor_parallel_size": honoured("backends/local/vllm_engine.py"),
+        "gpu_memory_utilization": honoured("backends/local/vllm_engine.py"),
+        "kv_cache_memory_gb": honoured("backends/local/vllm_engine.py"),
+        "dtype": honoured("backends/local/vllm_engine.py", passthrough=True),
+        "enforce_eager": honoured("backends/local/vllm_engine.py"),
+        "enable_prefix_caching": honoured("backends/local/vllm_engine.py"),
+        "enable_chunked_prefill": honoured("backends/local/vllm_engine.py"),
+    }
+
     engine_type: Literal["vllm"] = Field("vllm", description="vLLM engines.")
     tensor_parallel_size: int = Field(1, ge=1, description="GPUs per engine.")
     gpu_memory_utilization: float = Field(
@@ -67,11 +108,50 @@ class VllmModelConfig(InferenceBase):
     enable_prefix_caching: bool = Field(True, description="Reuse KV cache of shared prompt prefixes.")
     enable_chunked_prefill: bool = Field(True, description="Chunk long prefills.")
 
+    def gpus(self) -> int:
+        return self.engine_num * self.tensor_parallel_size
+
+    def check(self, r: Resolver) -> None:
+        """The engines' GPUs fit the cluster (and leave the trainer some in mode both)."""
+        c = r.config
+        gpus, nodes = c.cluster.gpu_per_node, c.cluster.node_num
+        if gpus and nodes and c.mode in EXPLORING_MODES:
+            rollout = sum(m.gpus() for m in (self, *c.explorer.auxiliary_models))
+            total = gpus * nodes
+            if c.mode == "both" and rollout >= total:
+                r.error("explorer.rollout_model.engine_num",
+                        f"engines need {rollout} GPUs (engine_num × tensor_parallel_size, plus auxiliary models) but "
+                        f"cluster.node_num × cluster.gpu_per_node = {total} leaves none for the trainer in mode 'both'")
+            elif rollout > total:
+                r.error("explorer.rollout_model.engine_num", f"engines need {rollout} GPUs but the cluster has {total}")
+
 
 class TinkerSamplerConfig(InferenceBase):
     """Tinker's sampler: the weights the Tinker trainer publishes, sampled on the service."""
 
+    WEIGHTS: ClassVar[str] = "tinker"
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        "model_path": refused("the rollout model always serves model.model_path"),
+        "engine_num": warned("Tinker's sampler is one service (no engines to count)"),
+        "seed": honoured("backends/tinker/policy.py", note="seeds each request's sampling seed"),
+        "enable_thinking": honoured("tasks/rollouts.py", note="passed to the chat template"),
+        **{name: refused(NO_TINKER_ENDPOINT) for name in (
+            "enable_history", "enable_openai_api", "openai_api_host", "openai_api_port", "enable_auto_tool_choice",
+            "tool_call_parser", "reasoning_parser")},
+    }
+
     engine_type: Literal["tinker"] = Field("tinker", description="Tinker's sampling client.")
+
+    def check(self, r: Resolver) -> None:
+        """It samples only what the Tinker trainer trains; it has no OpenAI endpoint (mode serve derives one)."""
+        c = r.config
+        if c.trainer.WEIGHTS != self.WEIGHTS and c.mode in TRAINING_MODES:
+            r.error("explorer.rollout_model.engine_type",
+                    f"'tinker' samples only weights trained by trainer_type 'tinker' (got {c.trainer.trainer_type!r})")
+        if self.enable_openai_api:
+            r.error("explorer.rollout_model.enable_openai_api",
+                    "the endpoint is built for engine_type 'vllm' only (got 'tinker'); the Tinker sampler's is not "
+                    "built yet")
 
 
 InferenceModelConfig = Annotated[Union[VllmModelConfig, TinkerSamplerConfig], Field(discriminator="engine_type")]

@@ -6,51 +6,29 @@ Each rule reads the whole config and either
 - records a warning (`config.warnings`) for a setting that has no effect.
 A value the user set is never changed, with one documented exception: `synchronizer.sync_method`
 in a mode without an explorer (nothing to synchronise) becomes `checkpoint`, shown in `derived`.
+
+Only rules that belong to no backend live here. What a backend can and cannot run is its settings
+class's (schemas/trainer.py, schemas/explorer.py): this module asks the chosen trainer and engine for
+their facts (`trainer.SYNC_METHODS`, ...) and runs their `check`, never comparing a backend's name.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from schemas.algorithm_registry import (
-    ALGORITHM_PRESETS,
-    FUNCTION_REGISTRIES,
-    GROUP_ADVANTAGE_FNS,
-)
 from schemas import support
-from schemas.base import ConfigRuleError, set_unmarked
+from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES, GROUP_ADVANTAGE_FNS
+from schemas.base import set_unmarked
 from schemas.buffer import StorageConfig, TasksetConfig
 from schemas.generators import GENERATOR_ARGS, generator_name
+from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
 
 if TYPE_CHECKING:
     from schemas.experiment import ExperimentConfig
 
-TRAINING_MODES = frozenset({"both", "train", "colocate"})
-EXPLORING_MODES = frozenset({"both", "explore", "colocate"})
-
-
-class Resolver:
-    """Collects derived values, warnings and errors while the rules run."""
-
-    def __init__(self, config: ExperimentConfig):
-        self.config = config
-        self.errors: list[tuple[str, str]] = []
-
-    def derive(self, model: BaseModel, field: str, value: Any, path: str, reason: str) -> None:
-        set_unmarked(model, field, value)
-        self.config.derived[path] = reason
-
-    def error(self, path: str, msg: str) -> None:
-        self.errors.append((path, msg))
-
-    def warn(self, msg: str) -> None:
-        self.config.warnings.append(msg)
-
-    def raise_if_errors(self) -> None:
-        if self.errors:
-            raise ConfigRuleError(self.errors)
+__all__ = ["EXPLORING_MODES", "TRAINING_MODES", "Resolver", "apply_rules"]
 
 
 def apply_rules(config: ExperimentConfig) -> None:
@@ -60,8 +38,7 @@ def apply_rules(config: ExperimentConfig) -> None:
     _algorithm(r)
     if not r.errors:  # later rules need the resolved algorithm
         _model(r)
-        _tinker_and_lora(r)
-        _verl(r)
+        r.config.trainer.check(r)  # the chosen trainer backend's own rules (schemas/trainer.py)
         _synchronizer(r)
         _buffer(r)
         _explorer(r)
@@ -183,116 +160,6 @@ def _model(r: Resolver) -> None:
         r.error("model.lora_configs", f"at most one LoRA adapter is supported (got {len(m.lora_configs)})")
 
 
-# Policy losses the Tinker trainer runs: Tinker's built-ins (importance_sampling, ppo, cispo; sft and opmd
-# through cross_entropy) and, through forward_backward_custom, the ones algorithms/policy_loss implements.
-TINKER_POLICY_LOSSES = ("ppo", "cispo", "importance_sampling", "sft", "opmd", "gspo")
-TINKER_BUILTIN_LOSSES = {"ppo": "ppo", "cispo": "cispo", "importance_sampling": "importance_sampling"}
-
-
-def _tinker_and_lora(r: Resolver) -> None:
-    """Tinker trains and samples on one service: its trainer and its sampler come together. Advantages
-    are computed outside the trainer (tasks/explore.py), so every outcome-advantage algorithm runs there;
-    what needs tensors Tinker does not give (a critic, a reference model, the full distribution) is refused."""
-    c = r.config
-    trains, samples = c.trainer.trainer_type == "tinker", c.explorer.rollout_model.engine_type == "tinker"
-    if trains and not samples and c.mode in EXPLORING_MODES:
-        r.error("explorer.rollout_model.engine_type",
-                f"{c.explorer.rollout_model.engine_type!r} cannot sample what trainer_type 'tinker' trains; use 'tinker' "
-                "(or set model.tinker.enable: true)")
-    if samples and not trains and c.mode in TRAINING_MODES:
-        r.error("explorer.rollout_model.engine_type",
-                f"'tinker' samples only weights trained by trainer_type 'tinker' (got {c.trainer.trainer_type!r})")
-    if not trains:
-        return
-    alg = c.algorithm
-    preset = ALGORITHM_PRESETS[alg.algorithm_type]
-    if preset.use_critic or alg.advantage_fn == "ppo":
-        field = "algorithm.algorithm_type" if preset.use_critic else "algorithm.advantage_fn"
-        r.error(field, "a critic (GAE advantages, algorithm_type 'ppo') cannot be trained on Tinker, which trains one "
-                       "LoRA policy; use grpo, dr-grpo (grpo with norm_adv_by_std_in_grpo false), rloo, "
-                       "reinforceplusplus, opmd, cispo, gspo or sft")
-    elif alg.advantage_fn == "on_policy_distill":
-        r.error("algorithm.advantage_fn", "'on_policy_distill' needs a teacher's logprobs, which the Tinker trainer "
-                                          "does not compute")
-    elif alg.policy_loss_fn not in TINKER_POLICY_LOSSES:
-        r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} has no implementation the Tinker trainer can run "
-                                            f"(built-in or forward_backward_custom); supported: {', '.join(TINKER_POLICY_LOSSES)}")
-    _tinker_kl(r)
-    entropy = (alg.entropy_loss_fn_args or {}).get("entropy_coef", 0.0)
-    if alg.entropy_loss_fn not in (None, "none") and entropy:
-        r.error("algorithm.entropy_loss_fn_args.entropy_coef",
-                f"{entropy}: an entropy term needs the whole token distribution; Tinker returns only the "
-                "sampled tokens' logprobs (also to forward_backward_custom); set 0")
-    loss_fn = c.trainer.loss_fn
-    if loss_fn in TINKER_BUILTIN_LOSSES and TINKER_BUILTIN_LOSSES.get(alg.policy_loss_fn) != loss_fn:
-        r.error("trainer.loss_fn", f"{loss_fn!r} is not algorithm.policy_loss_fn {alg.policy_loss_fn!r}; use 'auto' "
-                                   "(Tinker's built-in of that loss when it has one) or 'custom' (our own loss)")
-    if c.mode == "bench":
-        r.error("mode", "'bench' evaluates converted checkpoints with vLLM; convert the Tinker checkpoints with "
-                        "`rft convert` (it downloads each adapter) and bench with trainer_type torch, engine_type vllm")
-    if c.trainer.base_model is None:
-        r.derive(c.trainer, "base_model", c.model.model_path, "trainer.base_model", "model.model_path")
-    if c.model.lora_configs is not None:
-        r.warn("model.lora_configs is ignored: trainer_type is 'tinker', which trains its own LoRA "
-               f"(rank trainer.rank = {c.trainer.rank})")
-
-
-def _tinker_kl(r: Resolver) -> None:
-    """A KL-to-reference term needs reference logprobs: not built for Tinker. A preset's default term is
-    switched off (derived); one the user asked for is refused."""
-    alg = r.config.algorithm
-    coef = (alg.kl_loss_fn_args or {}).get("kl_coef", 0.0)
-    if alg.kl_loss_fn in (None, "none") or not coef:
-        return
-    from_preset = "algorithm.kl_loss_fn" in r.config.derived and "algorithm.kl_loss_fn_args.kl_coef" in r.config.derived
-    if not from_preset:
-        r.error("algorithm.kl_loss_fn", f"{alg.kl_loss_fn!r} with kl_coef {coef}: a KL-to-reference term needs the "
-                                        "reference model's logprobs, which the Tinker trainer does not compute yet; "
-                                        "set kl_loss_fn 'none'")
-        return
-    for key in [k for k in r.config.derived if k.startswith("algorithm.kl_loss_fn_args.")]:
-        r.config.derived.pop(key)
-    reason = f"trainer_type 'tinker' has no reference model: the {alg.algorithm_type!r} preset's KL term is off"
-    r.derive(alg, "kl_loss_fn", "none", "algorithm.kl_loss_fn", reason)
-    set_unmarked(alg, "kl_loss_fn_args", {"kl_coef": 0.0})
-
-
-# veRL's loss (verl.workers.utils.losses.ppo_loss) has these policy losses and KL estimators only.
-VERL_POLICY_LOSSES = ("ppo", "gspo", "cispo", "sft")  # sft: backends/verl/losses.py
-VERL_KL_LOSSES = ("k1", "k2", "k3", "low_var_kl", "abs", "mse", "k1+", "k3+", "low_var_kl+")
-
-
-def _verl(r: Resolver) -> None:
-    """What the veRL trainer can train: its own loss functions, FSDP2 on CPU, sequence parallel over
-    packed sequences."""
-    c = r.config
-    t = c.trainer
-    if t.trainer_type != "verl" or c.mode not in TRAINING_MODES:
-        return
-    alg = c.algorithm
-    if alg.policy_loss_fn not in VERL_POLICY_LOSSES:
-        r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} has no veRL policy loss; with trainer_type 'verl' "
-                f"use one of {', '.join(VERL_POLICY_LOSSES)} (or trainer_type 'torch')")
-    if alg.policy_loss_fn == "sft" and (alg.policy_loss_fn_args or {}).get("loss_agg_mode", "token-mean") != "token-mean":
-        r.error("algorithm.policy_loss_fn_args.loss_agg_mode",
-                "veRL's sft loss is a token mean over the batch; use token-mean or trainer_type 'torch'")
-    if (alg.policy_loss_fn_args or {}).get("enable_sequence_masking"):
-        r.error("algorithm.policy_loss_fn_args.enable_sequence_masking",
-                "veRL's ppo loss has no sequence masking; turn it off or use trainer_type 'torch'")
-    kl_args = alg.kl_loss_fn_args or {}
-    if alg.kl_loss_fn not in (None, "none") and float(kl_args.get("kl_coef", 0.0)) != 0.0:
-        if alg.kl_loss_fn not in VERL_KL_LOSSES:
-            r.error("algorithm.kl_loss_fn", f"{alg.kl_loss_fn!r} has no veRL estimator; with trainer_type 'verl' use "
-                    f"one of {', '.join(VERL_KL_LOSSES)}")
-        if kl_args.get("adaptive"):
-            r.error("algorithm.kl_loss_fn_args.adaptive", "an adaptive KL coefficient is not supported by the veRL trainer")
-    if t.ulysses_sequence_parallel_size > 1 and not t.use_remove_padding:
-        r.error("trainer.ulysses_sequence_parallel_size",
-                f"{t.ulysses_sequence_parallel_size} needs trainer.use_remove_padding: true (veRL splits packed sequences)")
-    if t.strategy == "fsdp" and c.cluster.gpu_per_node == 0:
-        r.error("trainer.strategy", "'fsdp' (FSDP1) needs GPUs; use 'fsdp2' on CPU")
-
-
 # ----------------------------------------------------------------------------- synchronizer
 def _synchronizer(r: Resolver) -> None:
     c = r.config
@@ -303,13 +170,13 @@ def _synchronizer(r: Resolver) -> None:
                      f"mode {c.mode!r} runs explorer and trainer apart: weights move only through checkpoints"
                      + (f" (was {s.sync_method!r})" if s.is_set("sync_method") else ""))
         return
-    on_tinker = c.trainer.trainer_type == "tinker"
-    uses_lora = c.model.lora_configs is not None and not on_tinker
+    trainer = c.trainer
+    uses_lora = c.model.lora_configs is not None
     if s.sync_method == "nccl":
         reason = None
-        if on_tinker:
+        if "nccl" not in trainer.SYNC_METHODS:
             dropped = c.derived.get("synchronizer.sync_method", "")
-            reason = "trainer_type is 'tinker': its weights stay on the Tinker server and move as tinker:// paths" + (
+            reason = f"trainer_type is {trainer.trainer_type!r}: its weights {trainer.WEIGHTS_NOTE}" + (
                 f" ({dropped.split('dropped ', 1)[-1].split(':')[0]} dropped)" if "dropped" in dropped else "")
         elif uses_lora:
             reason = "model.lora_configs is set (adapters are loaded from checkpoints)"
@@ -320,16 +187,17 @@ def _synchronizer(r: Resolver) -> None:
                 r.error("synchronizer.sync_method", f"'nccl' cannot be used: {reason}; use checkpoint"
                         + (" or memory" if c.cluster.gpu_per_node == 0 else ""))
             else:
-                new = "memory" if c.cluster.gpu_per_node == 0 and not on_tinker and not uses_lora else "checkpoint"
-                r.derive(s, "sync_method", new, "synchronizer.sync_method", f"default 'nccl' impossible: {reason}")
+                memory = c.cluster.gpu_per_node == 0 and "memory" in trainer.SYNC_METHODS and not uses_lora
+                r.derive(s, "sync_method", "memory" if memory else "checkpoint", "synchronizer.sync_method",
+                         f"default 'nccl' impossible: {reason}")
     if s.sync_method == "memory":
         if c.cluster.node_num is not None and c.cluster.node_num > 1:
             r.error("synchronizer.sync_method",
                     f"'memory' writes weights into the engines' local folder; it needs cluster.node_num 1 "
                     f"(got {c.cluster.node_num})")
-        if on_tinker:
-            r.error("synchronizer.sync_method", "'memory' cannot move the weights of trainer_type 'tinker': they stay on "
-                                                "the Tinker server and move as tinker:// paths; leave it unset or use "
+        if "memory" not in trainer.SYNC_METHODS:
+            r.error("synchronizer.sync_method", f"'memory' cannot move the weights of trainer_type "
+                                                f"{trainer.trainer_type!r}: they {trainer.WEIGHTS_NOTE}; leave it unset or use "
                                                 "checkpoint")
     total = c.buffer.total_steps
     if total is not None:
@@ -516,18 +384,7 @@ def _explorer(r: Resolver) -> None:
         if not aux.model_path:
             r.error(f"explorer.auxiliary_models.{i}.model_path", "required for an auxiliary model")
     _openai_api(r)
-    gpus, nodes = c.cluster.gpu_per_node, c.cluster.node_num
-    if gpus and nodes and e.rollout_model.engine_type == "vllm" and c.mode in EXPLORING_MODES:
-        rollout = sum(m.engine_num * m.tensor_parallel_size for m in (e.rollout_model, *e.auxiliary_models)
-                      if m.engine_type == "vllm")
-        total = gpus * nodes
-        if c.mode == "both" and rollout >= total:
-            r.error("explorer.rollout_model.engine_num",
-                    f"engines need {rollout} GPUs (engine_num × tensor_parallel_size, plus auxiliary models) but "
-                    f"cluster.node_num × cluster.gpu_per_node = {total} leaves none for the trainer in mode 'both'")
-        elif rollout > total:
-            r.error("explorer.rollout_model.engine_num",
-                    f"engines need {rollout} GPUs but the cluster has {total}")
+    e.rollout_model.check(r)  # the chosen engine's own rules (schemas/explorer.py)
 
 
 def _openai_api(r: Resolver) -> None:
@@ -540,10 +397,6 @@ def _openai_api(r: Resolver) -> None:
             r.error(f"{path}.enable_openai_api", "mode 'serve' serves the endpoint: it cannot be false")
         else:
             r.derive(rollout, "enable_openai_api", True, f"{path}.enable_openai_api", "mode 'serve' serves the endpoint")
-    if rollout.enable_openai_api and rollout.engine_type != "vllm":
-        r.error(f"{path}.enable_openai_api",
-                f"the endpoint is built for engine_type 'vllm' only (got {rollout.engine_type!r}); the Tinker sampler's "
-                "is not built yet")
     if rollout.enable_history and not rollout.enable_openai_api:
         r.error(f"{path}.enable_history", "records the calls of the endpoint: set enable_openai_api: true too")
     if rollout.enable_auto_tool_choice and not rollout.tool_call_parser:

@@ -46,72 +46,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from schemas.algorithm_registry import ALGORITHM_PRESETS, BUILT, FUNCTION_REGISTRIES, KL_FNS
+from schemas.base import KEPT_REASONS, SECTIONS
+from schemas.explorer import ENGINE_VARIANTS
+from schemas.resolver import TRAINING_MODES
+from schemas.trainer import TRAINER_VARIANTS, TrainerBase
+from schemas.wiring import Entry, Level, Rule, honoured, per_trainer, refused, resolved, validated, warned
 
 if TYPE_CHECKING:
     from schemas.experiment import ExperimentConfig
-
-Level = Literal["refuse", "warn"]
-When = Callable[[Any, "ExperimentConfig"], bool]  # (value, whole config) -> the rule applies
-
-
-@dataclass(frozen=True)
-class Rule:
-    level: Level
-    reason: str
-    # None: whenever the value differs from the default (a variant: whenever it is chosen); else only
-    # those non-default values (chosen variants) for which when(value, config) holds
-    when: When | None = None
-
-
-@dataclass(frozen=True)
-class Entry:
-    where: tuple[str, ...] = ()  # runtime modules (repository paths) that read the field
-    resolved_into: tuple[str, ...] = ()  # schema keys validation turns it into
-    validated_in: tuple[str, ...] = ()  # schemas/ modules whose rules give the field its whole meaning
-    rules: tuple[Rule, ...] = ()
-    passthrough: bool = False  # a Literal handed to a library as it is (its values are not in our code)
-    note: str = ""
-    covers: bool = False  # its rules alone account for the field (refused/warned whenever it would matter)
-
-    @property
-    def unconditional(self) -> Rule | None:
-        """The refusal or warning that applies to every non-default value, if any."""
-        return next((rule for rule in self.rules if rule.when is None), None)
-
-    @property
-    def wired(self) -> bool:
-        return bool(self.where or self.resolved_into or self.validated_in or self.unconditional or self.covers)
-
-    def refuse_if(self, when: When, reason: str) -> Entry:
-        return replace(self, rules=(*self.rules, Rule("refuse", reason, when)))
-
-    def warn_if(self, when: When, reason: str) -> Entry:
-        return replace(self, rules=(*self.rules, Rule("warn", reason, when)))
-
-
-def honoured(*where: str, passthrough: bool = False, note: str = "") -> Entry:
-    return Entry(where=where, passthrough=passthrough, note=note)
-
-
-def resolved(*into: str, note: str = "") -> Entry:
-    return Entry(resolved_into=into, note=note)
-
-
-def validated(*modules: str, note: str = "") -> Entry:
-    """A field whose only meaning is a constraint (or a value) the schema's own rules enforce."""
-    return Entry(validated_in=modules or ("schemas/rules.py",), note=note)
-
-
-def refused(reason: str, when: When | None = None) -> Entry:
-    """Refused whenever set to another value than the default (with `when`: those values for which it holds;
-    the others behave as the default does)."""
-    return Entry(rules=(Rule("refuse", reason, when),), covers=True)
-
-
-def warned(reason: str, when: When | None = None) -> Entry:
-    """Warned whenever set to another value than the default (with `when`: as for `refused`)."""
-    return Entry(rules=(Rule("warn", reason, when),), covers=True)
-
 
 # ----------------------------------------------------------------------------- conditions
 def _rl_mode(value: Any, config: ExperimentConfig) -> bool:
@@ -149,8 +91,6 @@ NO_TOOLS = ("no workflow reads tools from the data: gsm8k_tool_agent's calculato
             "(workflows/tool_agent.py)")
 NO_REPLY_PREFIX = "no workflow forces the start of the reply"
 NO_DPO = "dpo is not built (no preference data is read)"
-NO_TINKER_ENDPOINT = ("the OpenAI endpoint (and its call history) is built on the vLLM engines only; the Tinker "
-                      "sampler's is not built yet")
 NO_AUXILIARY = ("auxiliary models are not built: no engine starts for them and no workflow calls them "
                 "(q20's answerer is its rule-based oracle over data/q20/entities.json)")
 RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite buffer "
@@ -172,17 +112,18 @@ SUPPORT: dict[str, Entry] = {
     "stages[].mode": resolved("mode"),
     # --------------------------------------------------------------------- algorithm
     "algorithm.repeat_times": honoured("tasks/explore.py"),
-    "algorithm.optimizer.lr": honoured("backends/torch_trainer.py"),
-    "algorithm.optimizer.lr_warmup_steps": honoured("backends/torch_trainer.py"),
-    "algorithm.optimizer.lr_warmup_steps_ratio": honoured("backends/torch_trainer.py"),
-    "algorithm.optimizer.min_lr_ratio": honoured("backends/torch_trainer.py").warn_if(
+    # the optimizer is each trainer backend's own (schemas/trainer.py: TrainerBase.ALGORITHM_SETTINGS)
+    "algorithm.optimizer.lr": per_trainer(),
+    "algorithm.optimizer.lr_warmup_steps": per_trainer(),
+    "algorithm.optimizer.lr_warmup_steps_ratio": per_trainer(),
+    "algorithm.optimizer.min_lr_ratio": per_trainer().warn_if(
         lambda v, c: v and c.algorithm.optimizer.lr_scheduler_type == "constant",
         "has no effect with lr_scheduler_type 'constant' (only cosine decays to it)"),
-    "algorithm.optimizer.lr_scheduler_type": honoured("backends/torch_trainer.py"),
-    "algorithm.optimizer.optimizer_type": honoured("backends/torch_trainer.py"),
-    "algorithm.optimizer.betas": honoured("backends/torch_trainer.py"),
-    "algorithm.optimizer.eps": honoured("backends/torch_trainer.py"),
-    "algorithm.optimizer.weight_decay": honoured("backends/torch_trainer.py"),
+    "algorithm.optimizer.lr_scheduler_type": per_trainer(),
+    "algorithm.optimizer.optimizer_type": per_trainer(),
+    "algorithm.optimizer.betas": per_trainer(),
+    "algorithm.optimizer.eps": per_trainer(),
+    "algorithm.optimizer.weight_decay": per_trainer(),
     # presets: each either trains in tests/test_presets.py or is refused
     "algorithm.algorithm_type[ppo]": refused(
         "'ppo' needs a critic and GAE, which are not built; use grpo, rloo, reinforceplusplus, gspo, cispo or opmd"),
@@ -253,84 +194,10 @@ SUPPORT: dict[str, Entry] = {
     "explorer.eval_interval": honoured("flows/rl.py", "flows/explorer.py"),
     "explorer.eval_on_startup": honoured("flows/rl.py", "flows/explorer.py", "flows/sft_warmup.py"),
     "explorer.auxiliary_models": refused(NO_AUXILIARY),
-    "explorer.rollout_model[vllm]": honoured("backends/registry.py"),
-    "explorer.rollout_model[vllm].model_path": refused("the rollout model always serves model.model_path"),
-    "explorer.rollout_model[vllm].engine_num": honoured("backends/local/policy.py"),
-    "explorer.rollout_model[vllm].seed": honoured("backends/local/vllm_engine.py"),
-    "explorer.rollout_model[vllm].enable_thinking": honoured("tasks/rollouts.py", note="passed to the chat template"),
-    "explorer.rollout_model[vllm].enable_history": honoured("backends/local/vllm_engine.py",
-                                                           note="calls recorded per rollout id for agent workflows"),
-    "explorer.rollout_model[vllm].enable_openai_api": honoured("backends/local/vllm_engine.py", "tasks/serve.py"),
-    "explorer.rollout_model[vllm].openai_api_host": honoured("backends/local/vllm_engine.py"),
-    "explorer.rollout_model[vllm].openai_api_port": honoured("backends/local/vllm_engine.py"),
-    "explorer.rollout_model[vllm].enable_auto_tool_choice": honoured("backends/local/vllm_engine.py",
-                                                                     "backends/local/openai_server.py"),
-    "explorer.rollout_model[vllm].tool_call_parser": honoured("backends/local/vllm_engine.py",
-                                                              "backends/local/openai_server.py", passthrough=True),
-    "explorer.rollout_model[vllm].reasoning_parser": honoured("backends/local/vllm_engine.py",
-                                                              "backends/local/openai_server.py", passthrough=True),
-    "explorer.rollout_model[vllm].tensor_parallel_size": honoured("backends/local/vllm_engine.py"),
-    "explorer.rollout_model[vllm].gpu_memory_utilization": honoured("backends/local/vllm_engine.py"),
-    "explorer.rollout_model[vllm].kv_cache_memory_gb": honoured("backends/local/vllm_engine.py"),
-    "explorer.rollout_model[vllm].dtype": honoured("backends/local/vllm_engine.py", passthrough=True),
-    "explorer.rollout_model[vllm].enforce_eager": honoured("backends/local/vllm_engine.py"),
-    "explorer.rollout_model[vllm].enable_prefix_caching": honoured("backends/local/vllm_engine.py"),
-    "explorer.rollout_model[vllm].enable_chunked_prefill": honoured("backends/local/vllm_engine.py"),
-    "explorer.rollout_model[tinker]": honoured("backends/registry.py", note="backends/tinker: Tinker's SamplingClient"),
-    "explorer.rollout_model[tinker].model_path": refused("the rollout model always serves model.model_path"),
-    "explorer.rollout_model[tinker].engine_num": warned("Tinker's sampler is one service (no engines to count)"),
-    "explorer.rollout_model[tinker].seed": honoured("backends/tinker/policy.py", note="seeds each request's sampling seed"),
-    "explorer.rollout_model[tinker].enable_thinking": honoured("tasks/rollouts.py", note="passed to the chat template"),
-    "explorer.rollout_model[tinker].enable_history": refused(NO_TINKER_ENDPOINT),
-    "explorer.rollout_model[tinker].enable_openai_api": refused(NO_TINKER_ENDPOINT),
-    "explorer.rollout_model[tinker].openai_api_host": refused(NO_TINKER_ENDPOINT),
-    "explorer.rollout_model[tinker].openai_api_port": refused(NO_TINKER_ENDPOINT),
-    "explorer.rollout_model[tinker].enable_auto_tool_choice": refused(NO_TINKER_ENDPOINT),
-    "explorer.rollout_model[tinker].tool_call_parser": refused(NO_TINKER_ENDPOINT),
-    "explorer.rollout_model[tinker].reasoning_parser": refused(NO_TINKER_ENDPOINT),
     # --------------------------------------------------------------------- trainer
     "trainer[*].save_interval": honoured("flows/stage.py"),
     "trainer[*].save_hf_checkpoint": honoured("flows/stage.py"),
     "trainer[*].max_checkpoints_to_keep": honoured("tasks/checkpoint.py", "tasks/preflight.py"),
-    "trainer[torch]": honoured("backends/registry.py"),
-    "trainer[torch].grad_clip": honoured("backends/torch_trainer.py"),
-    "trainer[torch].micro_batch_size": honoured("backends/torch_trainer.py"),
-    "trainer[torch].dtype": honoured("backends/torch_trainer.py"),
-    "trainer[torch].device": honoured("backends/torch_trainer.py"),
-    "trainer[torch].gradient_checkpointing": honoured("backends/torch_trainer.py"),
-    "trainer[torch].num_threads": honoured("backends/torch_trainer.py"),
-    "trainer[torch].skip_zero_advantage": honoured("backends/torch_trainer.py"),
-    "trainer[torch].share_prompt": honoured("backends/torch_trainer.py"),
-    "trainer[verl]": honoured("backends/registry.py"),
-    "trainer[verl].grad_clip": honoured("backends/verl/config.py"),
-    "trainer[verl].micro_batch_size": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
-    "trainer[verl].use_dynamic_bsz": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
-    "trainer[verl].max_token_len_per_gpu": honoured("backends/verl/config.py"),
-    "trainer[verl].ulysses_sequence_parallel_size": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
-    "trainer[verl].strategy": honoured("backends/verl/config.py", passthrough=True),
-    "trainer[verl].cpu_workers": honoured("backends/verl/trainer.py"),
-    "trainer[verl].model_dtype": honoured("backends/verl/config.py"),
-    "trainer[verl].param_dtype": honoured("backends/verl/config.py"),
-    "trainer[verl].gradient_checkpointing": honoured("backends/verl/config.py"),
-    "trainer[verl].use_remove_padding": honoured("backends/verl/config.py"),
-    "trainer[verl].attn_implementation": honoured("backends/verl/config.py", passthrough=True),
-    "trainer[verl].use_torch_compile": honoured("backends/verl/config.py"),
-    "trainer[verl].fsdp_size": honoured("backends/verl/config.py"),
-    "trainer[verl].param_offload": honoured("backends/verl/config.py"),
-    "trainer[verl].optimizer_offload": honoured("backends/verl/config.py"),
-    "trainer[verl].seed": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
-    "trainer[verl].trainer_config": honoured("backends/verl/config.py", note="veRL's own tree, merged last"),
-    "trainer[tinker]": honoured("backends/registry.py", note="backends/tinker: a LoRA trained on a Tinker server"),
-    "trainer[tinker].base_model": honoured("backends/tinker/trainer.py", "backends/tinker/policy.py"),
-    "trainer[tinker].rank": honoured("backends/tinker/trainer.py"),
-    "trainer[tinker].seed": honoured("backends/tinker/trainer.py"),
-    "trainer[tinker].train_mlp": honoured("backends/tinker/trainer.py", note="the local skyrl server always trains attn+mlp"),
-    "trainer[tinker].train_attn": honoured("backends/tinker/trainer.py"),
-    "trainer[tinker].train_unembed": honoured("backends/tinker/trainer.py"),
-    "trainer[tinker].loss_fn": honoured("backends/tinker/trainer.py", "backends/tinker/losses.py"),
-    "trainer[tinker].base_url": honoured("backends/tinker/policy.py", note="else $TINKER_BASE_URL, else the hosted service"),
-    "trainer[tinker].grad_clip": honoured("backends/tinker/trainer.py", note="AdamParams.grad_clip_norm (skyrl ignores it)"),
-    "trainer[tinker].micro_batch_size": warned("Tinker batches on its own server: micro_batch_size has no effect"),
     # --------------------------------------------------------------------- synchronizer, monitor
     "synchronizer.sync_method": honoured("backends/local/weight_sync.py"),
     "synchronizer.sync_style": honoured("tasks/schedule.py"),
@@ -345,6 +212,15 @@ SUPPORT: dict[str, Entry] = {
     "monitor.experiment_name": honoured("tasks/tracking.py"),
     "monitor.enable_ray_timeline": honoured("tasks/setup.py", note="a Chrome trace in {experiment_dir}/log/"),
 }
+
+# Each backend's settings: a variant is honoured by the registry that names its implementation, and its
+# settings as its class says (schemas/trainer.py, schemas/explorer.py).
+for _tag, _variant in TRAINER_VARIANTS.items():
+    SUPPORT[f"trainer[{_tag}]"] = honoured("backends/registry.py")
+    SUPPORT |= {f"trainer[{_tag}].{_field}": _entry for _field, _entry in _variant.SETTINGS.items()}
+for _tag, _engine in ENGINE_VARIANTS.items():
+    SUPPORT[f"explorer.rollout_model[{_tag}]"] = honoured("backends/registry.py")
+    SUPPORT |= {f"explorer.rollout_model[{_tag}].{_field}": _entry for _field, _entry in _engine.SETTINGS.items()}
 
 # Presets that train: tests/test_presets.py runs a step of each.
 for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "sft", "raft"):
@@ -537,20 +413,17 @@ def _is_model(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
-def walk(model: type[BaseModel] | None = None, prefix: str = "") -> list[Node]:
-    """Every node of `model`'s schema (default: ExperimentConfig), function registries included.
+def walk(root: type[BaseModel]) -> list[Node]:
+    """Every node of the schema of `root` (ExperimentConfig), function registries included.
 
     A stage's sections (`stages[].algorithm`, ...) are not walked: each stage is resolved into a whole
     ExperimentConfig and validated by the same rules, so the top-level entries apply to it.
     """
-    if model is None:
-        from schemas.experiment import SECTIONS, ExperimentConfig, StageConfig
-
-        nodes = walk_model(ExperimentConfig, "", skip={"stages"})
-        nodes += walk_model(StageConfig, "stages[].", skip=set(SECTIONS))
-        nodes += _registry_nodes()
-        return nodes
-    return walk_model(model, prefix)
+    stage = _list_models(root.model_fields["stages"].annotation)[0]
+    nodes = walk_model(root, "", skip={"stages"})
+    nodes += walk_model(stage, "stages[].", skip=set(SECTIONS))
+    nodes += _registry_nodes()
+    return nodes
 
 
 def walk_model(model: type[BaseModel], prefix: str, skip: set[str] | None = None) -> list[Node]:
@@ -646,6 +519,41 @@ def entry_for(key: str) -> tuple[str, Entry] | None:
     return None
 
 
+# ----------------------------------------------------------------------------- what each trainer implements
+# Function arguments each trainer backend implements itself (its loss); the optimizer's fields are the
+# per_trainer() entries above.
+TRAINER_FUNCTIONS = ("policy_loss_fn", "kl_loss_fn", "entropy_loss_fn")
+
+
+def trainer_claims(variant: type[TrainerBase]) -> list[str]:
+    """The keys of the algorithm settings `variant`'s backend implements itself: the optimizer's fields, and
+    the arguments of each policy loss, KL and entropy term it runs (those refused for every trainer aside)."""
+    keys = [key for key, entry in SUPPORT.items() if entry.per_trainer]
+    runs = {"policy_loss_fn": variant.policy_losses(), "kl_loss_fn": variant.KL_LOSSES,
+            "entropy_loss_fn": variant.ENTROPY_LOSSES}
+    for fn in TRAINER_FUNCTIONS:
+        registry = BUILT[fn]
+        for name in registry if runs[fn] is None else [n for n in runs[fn] if n in registry]:
+            for arg in registry.args[name].model_fields:
+                key = f"algorithm.{fn}[{name}].{arg}"
+                found = entry_for(key)
+                if found is None or not found[1].covers:
+                    keys.append(key)
+    return keys
+
+
+def trainer_entry(variant: type[TrainerBase], key: str) -> Entry:
+    """How `variant`'s backend treats the setting at `key`: its ALGORITHM_SETTINGS entry (exact, or the
+    `[*]` form), else, for a setting it implements, read in its MODULES; else nothing."""
+    own = variant.ALGORITHM_SETTINGS
+    if key in own:
+        return own[key]
+    generic = _VARIANT.sub("[*]", key)
+    if generic in own:
+        return own[generic]
+    return Entry()
+
+
 def _derive_function_entries() -> None:
     """Each implemented function, and each of its arguments, without an entry of its own (or a `[*]` one):
     honoured in the module that defines it (tests/test_settings_wired.py checks that module reads each)."""
@@ -719,8 +627,6 @@ class _Place:
 
 def scan(config: ExperimentConfig) -> list[Finding]:
     """Every refusal and warning the settings of `config` meet (values the schema derived are skipped)."""
-    from schemas.experiment import KEPT_REASONS
-
     findings: list[Finding] = []
     # values the schema filled in itself; an alias (model.tinker) or stage chaining is the user's own setting
     derived = {path for path, why in config.derived.items() if not str(why).startswith(KEPT_REASONS)}
@@ -735,7 +641,10 @@ def scan(config: ExperimentConfig) -> list[Finding]:
         if covered:  # a place below a refused/warned variant or section: reported there
             continue
         chosen = place.variant or place.value != place.default  # a variant chosen, a field set to another value
-        for rule in entry.rules:
+        rules = list(entry.rules)
+        if config.mode in TRAINING_MODES:  # the chosen trainer's own refusals and warnings of what it implements
+            rules += trainer_entry(type(config.trainer), place.key).rules
+        for rule in rules:
             applies = chosen and (rule.when is None or bool(rule.when(place.value, config)))
             if applies:
                 findings.append(Finding(place.path, place.key, rule.level, _describe(place, rule)))
@@ -749,8 +658,6 @@ def _describe(place: _Place, rule: Rule) -> str:
 
 
 def _places(config: ExperimentConfig) -> Iterator[_Place]:
-    from schemas.experiment import SECTIONS
-
     yield from _model_places(config, "", "", skip={"stages", "derived", "warnings"})
     for i, stage in enumerate(config.stages):
         yield from _model_places(stage, "stages[].", f"stages.{i}.", skip=set(SECTIONS))

@@ -1,27 +1,63 @@
-"""`trainer`: one choice of training backend — torch, veRL or Tinker — and that backend's settings.
+"""`trainer`: one choice of training backend — torch, veRL or Tinker — its settings, and what it can run.
 
 The section is a discriminated union on `trainer_type` (Trinity's name): each variant holds the
 settings shared by every trainer plus its own, so a setting of another backend is an error naming
 it, never silently ignored. Trinity's `model.tinker.enable` maps onto `trainer_type: tinker` (see
 `schemas.trinity.aliases`).
+
+Each variant is also the one place of its backend's facts (prime-rl's way: the rules live with the
+settings they are about):
+- class-level declarations: the policy losses, KL terms and entropy terms it runs, the sync methods
+  its weights can travel by, where its weights live, the modules that implement it;
+- `SETTINGS`: how the backend treats each of its settings, and `ALGORITHM_SETTINGS`: where it departs
+  from "read in its MODULES" for the algorithm settings every trainer implements (schemas/support.py
+  collects both; tests/test_settings_wired.py checks them against the code);
+- `check(r)`: its own rules — refusals naming the field and why, derived values, warnings — which
+  schemas/rules.py calls for the chosen trainer.
+The backend's modules read these sets from here (schemas cannot import backends), so each is written once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field
 
-from schemas.base import Variant
+from algorithms import POLICY_LOSS_FNS
+from algorithms.kl import VERL_ESTIMATORS
+from algorithms.registry import is_off
+from schemas.algorithm_registry import ALGORITHM_PRESETS
+from schemas.base import ALIAS, Variant, set_unmarked
+from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
+from schemas.wiring import Entry, honoured, refused, warned
 
 TRAINER_TYPES = ("torch", "verl", "tinker")
 DEFAULT_TRAINER_TYPE = "verl"  # Trinity-RFT's default
 
 
 class TrainerBase(Variant):
-    """Settings every trainer honours."""
+    """Settings every trainer honours, and the facts every trainer backend declares (defaults: a trainer
+    on this cluster that runs every loss and term algorithms/ implements)."""
 
     TAG: ClassVar[str] = "trainer_type"
+    # Policy losses it runs (policy_loss_fn names); None: every one algorithms/ implements.
+    POLICY_LOSSES: ClassVar[Collection[str] | None] = None
+    # KL-to-reference estimators (kl_loss_fn) and entropy terms (entropy_loss_fn); None: every one built.
+    KL_LOSSES: ClassVar[Collection[str] | None] = None
+    ENTROPY_LOSSES: ClassVar[Collection[str] | None] = None
+    # Where its trained weights live: "local" (Hugging Face folders and tensors the vLLM engines load, the
+    # start of a next stage) or "tinker" (on the Tinker service, as tinker:// paths). Engines declare the
+    # same of what they sample (schemas/explorer.py).
+    WEIGHTS: ClassVar[str] = "local"
+    WEIGHTS_NOTE: ClassVar[str] = ""  # where its weights go, when only some sync methods move them ("they ...")
+    # synchronizer.sync_method values its weights can travel by.
+    SYNC_METHODS: ClassVar[tuple[str, ...]] = ("nccl", "memory", "checkpoint")
+    # The runtime modules (files, or folders ending in /) that implement it: the algorithm settings every
+    # trainer implements must be read there, unless ALGORITHM_SETTINGS says otherwise.
+    MODULES: ClassVar[tuple[str, ...]] = ()
+    SETTINGS: ClassVar[dict[str, Entry]] = {}
+    ALGORITHM_SETTINGS: ClassVar[dict[str, Entry]] = {}
 
     save_interval: int = Field(0, ge=0, description="Checkpoint every this many train steps (0: only at the end).")
     max_checkpoints_to_keep: int | None = Field(
@@ -36,9 +72,34 @@ class TrainerBase(Variant):
         1, ge=1, description="Experiences per forward/backward pass (gradients accumulate over the train batch)."
     )
 
+    @classmethod
+    def policy_losses(cls) -> Collection[str]:
+        return POLICY_LOSS_FNS.keys() if cls.POLICY_LOSSES is None else cls.POLICY_LOSSES
+
+    def check(self, r: Resolver) -> None:
+        """This backend's own rules, run by schemas/rules.py once the algorithm and model are resolved."""
+
+    @classmethod
+    def carried_from(cls, section: dict[str, Any], previous: TrainerBase) -> dict[str, tuple[Any, str]]:
+        """Settings a stage whose trainer section is `section` (as written) takes over from the training
+        stage before it: {field: (value, why)}."""
+        return {}
+
 
 class TorchTrainerConfig(TrainerBase):
     """The native torch trainer: a transformers model (optionally LoRA via peft), CPU or one GPU."""
+
+    MODULES: ClassVar[tuple[str, ...]] = ("backends/torch_trainer.py", "backends/batch.py", "algorithms/")
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        "grad_clip": honoured("backends/torch_trainer.py"),
+        "micro_batch_size": honoured("backends/torch_trainer.py"),
+        "dtype": honoured("backends/torch_trainer.py"),
+        "device": honoured("backends/torch_trainer.py"),
+        "gradient_checkpointing": honoured("backends/torch_trainer.py"),
+        "num_threads": honoured("backends/torch_trainer.py"),
+        "skip_zero_advantage": honoured("backends/torch_trainer.py"),
+        "share_prompt": honoured("backends/torch_trainer.py"),
+    }
 
     trainer_type: Literal["torch"] = Field("torch", description="The native torch trainer.")
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="Parameter and compute dtype.")
@@ -60,6 +121,42 @@ class TorchTrainerConfig(TrainerBase):
 
 class VerlTrainerConfig(TrainerBase):
     """veRL's FSDP training engine (its engine workers on Ray), CPU for tests or GPUs."""
+
+    # Our policy_loss_fn -> the loss veRL computes it with: a policy_loss.loss_mode of its ppo_loss, or
+    # "sft" (its sft loss, read the way ppo_loss reads the batch: backends/verl/losses.py).
+    POLICY_LOSSES: ClassVar[Mapping[str, str]] = {"ppo": "vanilla", "gspo": "gspo", "cispo": "cispo", "sft": "sft"}
+    KL_LOSSES: ClassVar[Collection[str]] = VERL_ESTIMATORS  # veRL's own kl_penalty computes the term
+    MODULES: ClassVar[tuple[str, ...]] = ("backends/verl/", "algorithms/verl_compat.py")
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        "grad_clip": honoured("backends/verl/config.py"),
+        "micro_batch_size": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
+        "use_dynamic_bsz": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
+        "max_token_len_per_gpu": honoured("backends/verl/config.py"),
+        "ulysses_sequence_parallel_size": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
+        "strategy": honoured("backends/verl/config.py", passthrough=True),
+        "cpu_workers": honoured("backends/verl/trainer.py"),
+        "model_dtype": honoured("backends/verl/config.py"),
+        "param_dtype": honoured("backends/verl/config.py"),
+        "gradient_checkpointing": honoured("backends/verl/config.py"),
+        "use_remove_padding": honoured("backends/verl/config.py"),
+        "attn_implementation": honoured("backends/verl/config.py", passthrough=True),
+        "use_torch_compile": honoured("backends/verl/config.py"),
+        "fsdp_size": honoured("backends/verl/config.py"),
+        "param_offload": honoured("backends/verl/config.py"),
+        "optimizer_offload": honoured("backends/verl/config.py"),
+        "seed": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
+        "trainer_config": honoured("backends/verl/config.py", note="veRL's own tree, merged last"),
+    }
+    ALGORITHM_SETTINGS: ClassVar[dict[str, Entry]] = {
+        "algorithm.optimizer.lr_scheduler_type": honoured(
+            "backends/verl/config.py", passthrough=True, note="veRL's schedulers have the same names"),
+        "algorithm.policy_loss_fn[ppo].enable_sequence_masking": refused(
+            "veRL's ppo loss has no sequence masking; turn it off or use trainer_type 'torch'"),
+        "algorithm.policy_loss_fn[ppo].delta_sequence_masking": warned(
+            "has no effect: veRL's ppo loss has no sequence masking"),
+        "algorithm.policy_loss_fn[sft].loss_agg_mode": refused(
+            "veRL's sft loss is a token mean over the batch; use token-mean or trainer_type 'torch'"),
+    }
 
     trainer_type: Literal["verl"] = Field("verl", description="veRL FSDP workers.")
     use_dynamic_bsz: bool = Field(True, description="Pack micro-batches by token count.")
@@ -107,9 +204,61 @@ class VerlTrainerConfig(TrainerBase):
         "(Trinity's trainer.trainer_config), e.g. {actor_rollout_ref: {actor: {...}}}.",
     )
 
+    def check(self, r: Resolver) -> None:
+        """What veRL can train: its own loss functions, FSDP2 on CPU, sequence parallel over packed sequences."""
+        c = r.config
+        if c.mode not in TRAINING_MODES:
+            return
+        alg = c.algorithm
+        if alg.policy_loss_fn not in self.POLICY_LOSSES:
+            r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} has no veRL policy loss; with trainer_type "
+                    f"'verl' use one of {', '.join(self.POLICY_LOSSES)} (or trainer_type 'torch')")
+        kl_args = alg.kl_loss_fn_args or {}
+        if not is_off(alg.kl_loss_fn) and float(kl_args.get("kl_coef", 0.0)) != 0.0 and alg.kl_loss_fn not in self.KL_LOSSES:
+            r.error("algorithm.kl_loss_fn", f"{alg.kl_loss_fn!r} has no veRL estimator; with trainer_type 'verl' use "
+                    f"one of {', '.join(self.KL_LOSSES)}")
+        if self.ulysses_sequence_parallel_size > 1 and not self.use_remove_padding:
+            r.error("trainer.ulysses_sequence_parallel_size",
+                    f"{self.ulysses_sequence_parallel_size} needs trainer.use_remove_padding: true (veRL splits packed "
+                    "sequences)")
+        if self.strategy == "fsdp" and c.cluster.gpu_per_node == 0:
+            r.error("trainer.strategy", "'fsdp' (FSDP1) needs GPUs; use 'fsdp2' on CPU")
+
 
 class TinkerTrainerConfig(TrainerBase):
     """Training on the Tinker service: a LoRA of `base_model`, trained and sampled remotely."""
+
+    # Policy losses Tinker computes with a built-in loss of its own (the others run ours through
+    # forward_backward_custom: every policy loss algorithms/ implements runs on Tinker).
+    BUILTIN_LOSSES: ClassVar[Mapping[str, str]] = {
+        "importance_sampling": "importance_sampling", "ppo": "ppo", "cispo": "cispo",
+        "sft": "cross_entropy", "opmd": "cross_entropy",
+    }
+    KL_LOSSES: ClassVar[Collection[str]] = ()  # no reference model's logprobs
+    ENTROPY_LOSSES: ClassVar[Collection[str]] = ()  # Tinker returns the sampled tokens' logprobs only
+    WEIGHTS: ClassVar[str] = "tinker"
+    WEIGHTS_NOTE: ClassVar[str] = "stay on the Tinker server and move as tinker:// paths"
+    SYNC_METHODS: ClassVar[tuple[str, ...]] = ("checkpoint",)
+    MODULES: ClassVar[tuple[str, ...]] = ("backends/tinker/", "algorithms/")
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        "base_model": honoured("backends/tinker/trainer.py", "backends/tinker/policy.py"),
+        "rank": honoured("backends/tinker/trainer.py"),
+        "seed": honoured("backends/tinker/trainer.py"),
+        "train_mlp": honoured("backends/tinker/trainer.py", note="the local skyrl server always trains attn+mlp"),
+        "train_attn": honoured("backends/tinker/trainer.py"),
+        "train_unembed": honoured("backends/tinker/trainer.py"),
+        "loss_fn": honoured("backends/tinker/trainer.py", "backends/tinker/losses.py", passthrough=True,
+                            note="built-in names are Tinker's own"),
+        "base_url": honoured("backends/tinker/policy.py", note="else $TINKER_BASE_URL, else the hosted service"),
+        "grad_clip": honoured("backends/tinker/trainer.py", note="AdamParams.grad_clip_norm (skyrl ignores it)"),
+        "micro_batch_size": warned("Tinker batches on its own server: micro_batch_size has no effect"),
+    }
+    ALGORITHM_SETTINGS: ClassVar[dict[str, Entry]] = {
+        "algorithm.policy_loss_fn[ppo].clip_ratio_c": honoured("backends/tinker/losses.py").warn_if(
+            lambda v, c: c.trainer.builtin_loss(c.algorithm, c.trainer.loss_fn) is not None,
+            "Tinker's built-in ppo has no dual clip: clip_ratio_c is not applied (trainer.loss_fn 'custom' runs ours, "
+            "which has it)"),
+    }
 
     trainer_type: Literal["tinker"] = Field("tinker", description="The Tinker service.")
     base_model: str | None = Field(None, description="The service's name of the base model; None: model.model_path.")
@@ -127,6 +276,109 @@ class TinkerTrainerConfig(TrainerBase):
     base_url: str | None = Field(
         None, description="Service address; None: $TINKER_BASE_URL, else the hosted service. Never put a key here."
     )
+
+    @classmethod
+    def builtin_loss(cls, algorithm: Any, loss_fn: str = "auto") -> str | None:
+        """The Tinker built-in loss `algorithm`'s policy loss runs as with trainer.loss_fn `loss_fn`; None:
+        ours, through forward_backward_custom (no built-in, loss_fn custom, or ppo with sequence masking)."""
+        masked = algorithm.policy_loss_fn == "ppo" and (algorithm.policy_loss_fn_args or {}).get("enable_sequence_masking")
+        if loss_fn == "custom" or masked:
+            return None
+        return cls.BUILTIN_LOSSES.get(algorithm.policy_loss_fn)
+
+    def check(self, r: Resolver) -> None:
+        """Tinker trains and samples on one service: its trainer and its sampler come together. Advantages
+        are computed outside the trainer (tasks/explore.py), so every outcome-advantage algorithm runs here;
+        what needs tensors Tinker does not give (a critic, a reference model, the full distribution) is refused."""
+        c = r.config
+        rollout = c.explorer.rollout_model
+        if rollout.WEIGHTS != self.WEIGHTS and c.mode in EXPLORING_MODES:
+            r.error("explorer.rollout_model.engine_type",
+                    f"{rollout.engine_type!r} cannot sample what trainer_type 'tinker' trains; use 'tinker' "
+                    "(or set model.tinker.enable: true)")
+        alg = c.algorithm
+        preset = ALGORITHM_PRESETS[alg.algorithm_type]
+        if preset.use_critic or alg.advantage_fn == "ppo":
+            field = "algorithm.algorithm_type" if preset.use_critic else "algorithm.advantage_fn"
+            r.error(field, "a critic (GAE advantages, algorithm_type 'ppo') cannot be trained on Tinker, which trains "
+                           "one LoRA policy; use grpo, dr-grpo (grpo with norm_adv_by_std_in_grpo false), rloo, "
+                           "reinforceplusplus, opmd, cispo, gspo or sft")
+        elif alg.advantage_fn == "on_policy_distill":
+            r.error("algorithm.advantage_fn", "'on_policy_distill' needs a teacher's logprobs, which the Tinker trainer "
+                                              "does not compute")
+        elif alg.policy_loss_fn not in self.policy_losses():
+            r.error("algorithm.policy_loss_fn",
+                    f"{alg.policy_loss_fn!r} has no implementation the Tinker trainer can run (built-in or "
+                    f"forward_backward_custom); supported: {', '.join(self.policy_losses())}")
+        self._kl(r)
+        entropy = (alg.entropy_loss_fn_args or {}).get("entropy_coef", 0.0)
+        if not is_off(alg.entropy_loss_fn) and alg.entropy_loss_fn not in self.ENTROPY_LOSSES and entropy:
+            r.error("algorithm.entropy_loss_fn_args.entropy_coef",
+                    f"{entropy}: an entropy term needs the whole token distribution; Tinker returns only the "
+                    "sampled tokens' logprobs (also to forward_backward_custom); set 0")
+        if self.loss_fn not in ("auto", "custom") and self.BUILTIN_LOSSES.get(alg.policy_loss_fn) != self.loss_fn:
+            r.error("trainer.loss_fn", f"{self.loss_fn!r} is not algorithm.policy_loss_fn {alg.policy_loss_fn!r}; use "
+                                       "'auto' (Tinker's built-in of that loss when it has one) or 'custom' (our own loss)")
+        if c.mode == "bench":
+            r.error("mode", "'bench' evaluates converted checkpoints with vLLM; convert the Tinker checkpoints with "
+                            "`rft convert` (it downloads each adapter) and bench with trainer_type torch, engine_type vllm")
+        if self.base_model is None:
+            r.derive(self, "base_model", c.model.model_path, "trainer.base_model", "model.model_path")
+        if c.model.lora_configs is not None:
+            r.warn("model.lora_configs is ignored: trainer_type is 'tinker', which trains its own LoRA "
+                   f"(rank trainer.rank = {self.rank})")
+
+    def _kl(self, r: Resolver) -> None:
+        """A KL-to-reference term needs reference logprobs: not built for Tinker. A preset's default term is
+        switched off (derived); one the user asked for is refused."""
+        alg = r.config.algorithm
+        coef = (alg.kl_loss_fn_args or {}).get("kl_coef", 0.0)
+        if is_off(alg.kl_loss_fn) or alg.kl_loss_fn in self.KL_LOSSES or not coef:
+            return
+        derived = r.config.derived
+        if not ("algorithm.kl_loss_fn" in derived and "algorithm.kl_loss_fn_args.kl_coef" in derived):
+            r.error("algorithm.kl_loss_fn", f"{alg.kl_loss_fn!r} with kl_coef {coef}: a KL-to-reference term needs the "
+                                            "reference model's logprobs, which the Tinker trainer does not compute "
+                                            "yet; set kl_loss_fn 'none'")
+            return
+        for key in [k for k in derived if k.startswith("algorithm.kl_loss_fn_args.")]:
+            derived.pop(key)
+        reason = f"trainer_type 'tinker' has no reference model: the {alg.algorithm_type!r} preset's KL term is off"
+        r.derive(alg, "kl_loss_fn", "none", "algorithm.kl_loss_fn", reason)
+        set_unmarked(alg, "kl_loss_fn_args", {"kl_coef": 0.0})
+
+    @classmethod
+    def carried_from(cls, section: dict[str, Any], previous: TrainerBase) -> dict[str, tuple[Any, str]]:
+        """A Tinker stage after a Tinker stage goes on from the same base model's LoRA (its weights stay on
+        the Tinker server)."""
+        if isinstance(previous, cls) and not section.get("base_model"):
+            return {"base_model": (previous.base_model, "base model of Tinker stage")}
+        return {}
+
+    @classmethod
+    def switched_to(cls, data: dict[str, Any]) -> None:
+        """Switching to Tinker (`--set model.tinker.enable=true`) drops what moved or shaped local weights:
+        a sync_method of local tensors (memory, nccl: the CPU recipes set memory) — Tinker's weights stay on
+        its server and move as tinker:// paths —, model.lora_configs, whose rank becomes trainer.rank (Tinker
+        trains its own LoRA), and trainer.micro_batch_size (the server batches). Set in the same config as
+        trainer_type tinker, those are refused or warned about instead."""
+        derived = data.setdefault("derived", {})
+        sync = data.get("synchronizer")
+        if isinstance(sync, dict) and sync.get("sync_method") in ("memory", "nccl", "online"):
+            method = sync.pop("sync_method")
+            derived["synchronizer.sync_method"] = (f"{ALIAS}dropped {method!r}: with trainer_type 'tinker' weights move "
+                                                   "as tinker:// paths")
+        model = data.get("model")
+        if isinstance(model, dict) and model.get("lora_configs"):
+            lora = model.pop("lora_configs")[0]
+            trainer = data.setdefault("trainer", {})
+            if isinstance(trainer, dict) and "rank" not in trainer and isinstance(lora, dict) and "lora_rank" in lora:
+                trainer["rank"] = lora["lora_rank"]
+                derived["trainer.rank"] = f"{ALIAS}model.lora_configs' lora_rank (Tinker trains its own LoRA)"
+            derived["model.lora_configs"] = f"{ALIAS}dropped: trainer_type 'tinker' trains its own LoRA (trainer.rank)"
+        trainer = data.get("trainer")
+        if isinstance(trainer, dict) and trainer.pop("micro_batch_size", None) is not None:
+            derived["trainer.micro_batch_size"] = f"{ALIAS}dropped: Tinker batches on its own server"
 
 
 TrainerConfig = Annotated[

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pydantic import Field
 
-from schemas import support
+from schemas import ExperimentConfig, support
 from schemas.monitor import MonitorConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,12 +106,12 @@ def _fail(problems: list[str]) -> str:
 
 
 def test_every_setting_is_honoured_refused_or_warned():
-    problems = wiring_problems(support.walk())
+    problems = wiring_problems(support.walk(ExperimentConfig))
     assert not problems, _fail(problems)
 
 
 def test_no_entry_names_a_setting_that_does_not_exist():
-    assert stale_entries(support.walk()) == []
+    assert stale_entries(support.walk(ExperimentConfig)) == []
 
 
 def test_a_new_field_that_nothing_reads_fails_and_is_named():

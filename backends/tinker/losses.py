@@ -31,10 +31,9 @@ from typing import Any
 import torch
 
 from buffer.experience import Experience
+from schemas.trainer import TinkerTrainerConfig
 
 PAD_DATUMS = 8  # = train_micro_batch_size that scripts/tinker-server.sh gives the local server
-BUILTIN = {"importance_sampling": "importance_sampling", "ppo": "ppo", "cispo": "cispo", "sft": "cross_entropy",
-           "opmd": "cross_entropy"}
 
 
 @dataclass(frozen=True)
@@ -54,8 +53,8 @@ def plan(algorithm: Any, loss_fn: str = "auto") -> LossPlan:
     """The loss of `algorithm` on Tinker (`loss_fn`: trainer.loss_fn, auto or custom or a built-in name)."""
     name = algorithm.policy_loss_fn
     args = policy_args(algorithm)
-    builtin = BUILTIN.get(name)
-    if loss_fn == "custom" or builtin is None or (name == "ppo" and args.get("enable_sequence_masking")):
+    builtin = TinkerTrainerConfig.builtin_loss(algorithm, loss_fn)
+    if builtin is None:
         return LossPlan(name, None)
     config = None
     if name in ("ppo", "cispo"):

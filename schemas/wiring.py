@@ -1,0 +1,93 @@
+"""The words an entry of schemas/support.py is written in: how the runtime treats one setting.
+
+- `honoured("module.py", ...)`: read by these runtime modules (tests/test_settings_wired.py checks the
+  code: each module reads the name, and every Literal value appears in one of them);
+- `resolved("other.path", ...)`: validation turns it into these fields, themselves wired;
+- `validated()`: its whole meaning is a constraint that the schema's rules enforce;
+- `refused(reason)`: a value other than the default (or, for a variant, choosing it) is an error at
+  validation naming the field and the reason;
+- `warned(reason)`: the same, as a warning (only where ignoring it is harmless).
+Honoured fields can carry conditional refusals or warnings (`.refuse_if(when, reason)`, `.warn_if(when, reason)`).
+
+Its own module so that a backend's settings class (schemas/trainer.py, schemas/explorer.py) can say how
+its backend treats each of its settings, and schemas/support.py collect them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from schemas.experiment import ExperimentConfig
+
+Level = Literal["refuse", "warn"]
+When = Callable[[Any, "ExperimentConfig"], bool]  # (value, whole config) -> the rule applies
+
+
+@dataclass(frozen=True)
+class Rule:
+    level: Level
+    reason: str
+    # None: whenever the value differs from the default (a variant: whenever it is chosen); else only
+    # those non-default values (chosen variants) for which when(value, config) holds
+    when: When | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    where: tuple[str, ...] = ()  # runtime modules (repository paths) that read the field
+    resolved_into: tuple[str, ...] = ()  # schema keys validation turns it into
+    validated_in: tuple[str, ...] = ()  # schemas/ modules whose rules give the field its whole meaning
+    rules: tuple[Rule, ...] = ()
+    passthrough: bool = False  # a Literal handed to a library as it is (its values are not in our code)
+    note: str = ""
+    covers: bool = False  # its rules alone account for the field (refused/warned whenever it would matter)
+    per_trainer: bool = False  # each trainer backend implements it: see TrainerBase.ALGORITHM_SETTINGS
+
+    @property
+    def unconditional(self) -> Rule | None:
+        """The refusal or warning that applies to every non-default value, if any."""
+        return next((rule for rule in self.rules if rule.when is None), None)
+
+    @property
+    def wired(self) -> bool:
+        return bool(self.where or self.resolved_into or self.validated_in or self.unconditional or self.covers
+                    or self.per_trainer)
+
+    def refuse_if(self, when: When, reason: str) -> Entry:
+        return replace(self, rules=(*self.rules, Rule("refuse", reason, when)))
+
+    def warn_if(self, when: When, reason: str) -> Entry:
+        return replace(self, rules=(*self.rules, Rule("warn", reason, when)))
+
+
+def honoured(*where: str, passthrough: bool = False, note: str = "") -> Entry:
+    return Entry(where=where, passthrough=passthrough, note=note)
+
+
+def per_trainer(note: str = "") -> Entry:
+    """A setting every trainer backend implements itself (its optimizer): each trainer variant reads it in
+    its own modules (TrainerBase.MODULES) or refuses or warns it (TrainerBase.ALGORITHM_SETTINGS)."""
+    return Entry(per_trainer=True, note=note)
+
+
+def resolved(*into: str, note: str = "") -> Entry:
+    return Entry(resolved_into=into, note=note)
+
+
+def validated(*modules: str, note: str = "") -> Entry:
+    """A field whose only meaning is a constraint (or a value) the schema's own rules enforce."""
+    return Entry(validated_in=modules or ("schemas/rules.py",), note=note)
+
+
+def refused(reason: str, when: When | None = None) -> Entry:
+    """Refused whenever set to another value than the default (with `when`: those values for which it holds;
+    the others behave as the default does)."""
+    return Entry(rules=(Rule("refuse", reason, when),), covers=True)
+
+
+def warned(reason: str, when: When | None = None) -> Entry:
+    """Warned whenever set to another value than the default (with `when`: as for `refused`)."""
+    return Entry(rules=(Rule("warn", reason, when),), covers=True)
