@@ -48,6 +48,12 @@ class Policy(ABC):
         `backends.errors.ConfigError` naming the setting; return lines worth logging."""
         return []
 
+    def check_secrets(self) -> list[str]:
+        """Fetch the secrets the experiment's trainer and engines need (backends/registry.py: each backend
+        names its own); returns where each came from, never a secret. Raises naming where a missing one
+        is looked for."""
+        return registry.secret_sources(self.config)
+
     @abstractmethod
     def check_requirements(self) -> list[str]:
         """Fail (raise) before anything starts when the compute lacks what the config needs; returns

@@ -80,7 +80,7 @@ def download_adapter(state: dict[str, Any], target: Path, base_url: str | None =
 
     import httpx
 
-    from backends.secrets import TINKER_URL_ENV, tinker_api_key_with_source
+    from schemas.secrets import TINKER_URL_ENV, tinker_api_key_with_source
 
     url = base_url or os.environ.get(TINKER_URL_ENV) or state["base_url"]
     key, source = tinker_api_key_with_source()

@@ -8,7 +8,6 @@ from prefect.cache_policies import NO_CACHE
 
 from backends.errors import ConfigError
 from backends.policy import policy_for
-from backends.secrets import tinker_api_key_with_source
 from checkpointing import layout
 from checkpointing.models import resolve_model_path
 from schemas import ExperimentConfig
@@ -88,9 +87,12 @@ def release(config: ExperimentConfig, roles: tuple[str, ...] = ("explorer", "tra
 @task(name="check-secrets", cache_policy=NO_CACHE)
 def check_secrets(config: ExperimentConfig) -> None:
     """The keys the backends need are there; logs where each comes from (never the key itself)."""
-    if config.trainer.trainer_type == "tinker" or config.explorer.rollout_model.engine_type == "tinker":
-        _, source = tinker_api_key_with_source()  # raises naming where the key is looked for
-        get_run_logger().info("Tinker API key: from %s", source)
+    try:
+        policy = policy_for(config)
+    except NotImplementedError as err:  # a backend that is not built yet
+        raise ConfigError("explorer.rollout_model.engine_type", str(err)) from None
+    for line in policy.check_secrets():  # raises naming where a missing key is looked for
+        get_run_logger().info("%s", line)
 
 
 @task(name="check-requirements", cache_policy=NO_CACHE)

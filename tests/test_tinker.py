@@ -51,8 +51,8 @@ def server_env(tinker_server: dict[str, str], monkeypatch: pytest.MonkeyPatch) -
 
 # ----------------------------------------------------------------------------- failing fast
 def test_an_unreachable_server_or_a_bad_key_fails_within_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
-    from backends.secrets import MissingSecretError
     from backends.tinker.connection import TinkerUnavailableError, endpoint
+    from schemas.secrets import MissingSecretError
 
     monkeypatch.setenv("TINKER_BASE_URL", "http://127.0.0.1:9")
     with pytest.raises(MissingSecretError, match="TINKER_API_KEY or TRINITY_API_KEY"):

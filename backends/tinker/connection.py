@@ -5,7 +5,7 @@ raises, and blocks in its constructor while it does (measured, notes in scripts/
 So before the SDK is touched a plain httpx request with short timeouts checks that the server answers,
 accepts the key and serves the base model; every SDK future is then waited on with a time limit.
 
-The key is read from a Prefect Secret block or the environment (backends.secrets) and never leaves
+The key is read from a Prefect Secret block or the environment (schemas.secrets) and never leaves
 this module but in request headers: no message, log line or exception here contains it.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from backends.secrets import tinker_api_key_with_source, tinker_base_url_with_source
+from schemas.secrets import tinker_api_key_with_source, tinker_base_url_with_source
 
 # Longest wait for one Tinker call (a JAX compile on the local server takes up to a minute; long
 # sampling batches on CPU take minutes); override with $RFT_TINKER_TIMEOUT_S.

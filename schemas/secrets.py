@@ -1,5 +1,9 @@
 """Secrets come from a Prefect Secret block or the environment, never from parameters or configs.
 
+Here, in the bottom layer beside the settings, because both the backends (to connect) and
+checkpointing (to download a Tinker adapter for `rft convert`) need them; backends/registry.py names
+which backend needs which.
+
 The Tinker API key: the Prefect Secret block `tinker-api-key`, else $TINKER_API_KEY, else
 $TRINITY_API_KEY (what Trinity-RFT's users already export). The Tinker address is no secret:
 `trainer.base_url`, else $TINKER_BASE_URL, else the hosted service.
