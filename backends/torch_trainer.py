@@ -12,7 +12,7 @@ import random
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -37,6 +37,22 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 _SCHEDULERS = {"constant": "constant_with_warmup", "cosine": "cosine_with_min_lr"}
 # Both names mean AdamW (decoupled weight decay), as in veRL, whose "adam" is torch's AdamW too.
 _OPTIMIZERS = {"adam": torch.optim.AdamW, "adamw": torch.optim.AdamW}
+
+
+def lr_scheduler(optimizer: torch.optim.Optimizer, opt: Any, total_steps: int) -> Any:
+    """The learning-rate schedule of `algorithm.optimizer` (`opt`) over `total_steps` steps: a linear warm-up
+    (lr_warmup_steps, else lr_warmup_steps_ratio × total_steps), then constant or a half cosine."""
+    warmup = opt.lr_warmup_steps
+    if warmup is None or warmup < 0:
+        warmup = int(opt.lr_warmup_steps_ratio * total_steps)
+    return get_scheduler(
+        _SCHEDULERS[opt.lr_scheduler_type],
+        optimizer,
+        num_warmup_steps=warmup,
+        num_training_steps=max(total_steps, 1),
+        # cosine decays to lr × min_lr_ratio (veRL's min_lr_ratio), not to 0
+        scheduler_specific_kwargs={"min_lr_rate": opt.min_lr_ratio} if opt.lr_scheduler_type == "cosine" else None,
+    )
 
 
 class TorchTrainer(TrainerBackend):
@@ -76,17 +92,7 @@ class TorchTrainer(TrainerBackend):
         self.optimizer = _OPTIMIZERS[opt.optimizer_type](
             params, lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps, weight_decay=opt.weight_decay, fused=True
         )
-        warmup = opt.lr_warmup_steps
-        if warmup is None or warmup < 0:
-            warmup = int(opt.lr_warmup_steps_ratio * total_steps)
-        self.scheduler = get_scheduler(
-            _SCHEDULERS[opt.lr_scheduler_type],
-            self.optimizer,
-            num_warmup_steps=warmup,
-            num_training_steps=max(total_steps, 1),
-            # cosine decays to lr × min_lr_ratio (veRL's min_lr_ratio), not to 0
-            scheduler_specific_kwargs={"min_lr_rate": opt.min_lr_ratio} if opt.lr_scheduler_type == "cosine" else None,
-        )
+        self.scheduler = lr_scheduler(self.optimizer, opt, total_steps)
 
     # -- TrainerBackend -------------------------------------------------------------------------
 

@@ -150,6 +150,8 @@ class VerlTrainerConfig(TrainerBase):
     ALGORITHM_SETTINGS: ClassVar[dict[str, Entry]] = {
         "algorithm.optimizer.lr_scheduler_type": honoured(
             "backends/verl/config.py", passthrough=True, note="veRL's schedulers have the same names"),
+        "algorithm.policy_loss_fn[*].loss_agg_mode": honoured(
+            "backends/verl/config.py", passthrough=True, note="veRL's agg_loss modes have the same names"),
         "algorithm.policy_loss_fn[ppo].enable_sequence_masking": refused(
             "veRL's ppo loss has no sequence masking; turn it off or use trainer_type 'torch'"),
         "algorithm.policy_loss_fn[ppo].delta_sequence_masking": warned(
@@ -254,7 +256,8 @@ class TinkerTrainerConfig(TrainerBase):
         "micro_batch_size": warned("Tinker batches on its own server: micro_batch_size has no effect"),
     }
     ALGORITHM_SETTINGS: ClassVar[dict[str, Entry]] = {
-        "algorithm.policy_loss_fn[ppo].clip_ratio_c": honoured("backends/tinker/losses.py").warn_if(
+        # our ppo (forward_backward_custom) has the dual clip; Tinker's built-in has not
+        "algorithm.policy_loss_fn[ppo].clip_ratio_c": honoured("algorithms/verl_compat.py").warn_if(
             lambda v, c: c.trainer.builtin_loss(c.algorithm, c.trainer.loss_fn) is not None,
             "Tinker's built-in ppo has no dual clip: clip_ratio_c is not applied (trainer.loss_fn 'custom' runs ours, "
             "which has it)"),

@@ -7,6 +7,11 @@ the field (an attribute access or a string key of that name, docstrings aside), 
 Literal field (each function of a registry, each preset) must appear as a string in one of them, or
 have its own refused/warned entry. So a new field that nothing reads fails
 here, with every unwired field listed at once.
+
+Per backend: what every trainer implements itself (the optimizer, the arguments of each loss and term
+it runs) is checked for each trainer backend on its own — read in that backend's modules
+(`TrainerBase.MODULES`), or refused or warned for it (`TrainerBase.ALGORITHM_SETTINGS`) — not by the
+name appearing in some other backend's code.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pydantic import Field
 
 from schemas import ExperimentConfig, support
 from schemas.monitor import MonitorConfig
+from schemas.trainer import TRAINER_VARIANTS, TinkerTrainerConfig, TorchTrainerConfig, TrainerBase
 
 ROOT = Path(__file__).resolve().parents[1]
 HOW_TO = """\
@@ -29,6 +35,13 @@ HOW_TO = """\
     "{example}": warned("why"),                   # only where ignoring it is harmless
 (see the module docstring for variants `x[name]`, list items `x[]` and `[*]`). The problems:
 """
+
+
+def python_files(module: str) -> list[str]:
+    """`module`, or every .py file under it when it names a folder (ending in /)."""
+    if module.endswith("/"):
+        return sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / module).rglob("*.py"))
+    return [module]
 
 
 @functools.cache
@@ -94,6 +107,39 @@ def wiring_problems(nodes: list[support.Node]) -> list[str]:
     return problems
 
 
+def trainer_problems(variant: type[TrainerBase], nodes: list[support.Node]) -> list[str]:
+    """What `variant`'s backend implements itself but neither reads in its own modules nor refuses or warns."""
+    by_key = {node.key: node for node in nodes}
+    tag = variant.model_fields["trainer_type"].default
+    own = [f for m in variant.MODULES for f in python_files(m)]
+    problems = []
+    for module in variant.MODULES:
+        if not (ROOT / module).exists():
+            problems.append(f"trainer[{tag}]: MODULES names {module!r}, which is not in this repository")
+    for key in support.trainer_claims(variant):
+        node = by_key[key]
+        entry = support.trainer_entry(variant, key)
+        if entry.unconditional is not None or entry.covers:
+            continue  # refused or warned for this backend
+        where = [f for m in entry.where for f in python_files(m)] if entry.where else own
+        readers = [m for m in [*where, *entry.validated_in] if (ROOT / m).is_file() and _reads(m, node.leaf)]
+        if not readers:
+            problems.append(f"trainer[{tag}]: {key} is read in none of {', '.join(entry.where or variant.MODULES)}; "
+                            f"read it there, or refuse or warn it in {variant.__name__}.ALGORITHM_SETTINGS")
+            continue
+        if not entry.passthrough:
+            for value in node.literals:
+                if not any(value in names_read(m)[1] for m in where):
+                    problems.append(f"trainer[{tag}]: {key} value {value!r} appears in none of "
+                                    f"{', '.join(entry.where or variant.MODULES)}")
+    claims = support.trainer_claims(variant)
+    generic = {support._VARIANT.sub("[*]", key) for key in claims}
+    for key in variant.ALGORITHM_SETTINGS:
+        if key not in claims and key not in generic:
+            problems.append(f"trainer[{tag}]: ALGORITHM_SETTINGS names {key!r}, which it does not implement")
+    return problems
+
+
 def stale_entries(nodes: list[support.Node]) -> list[str]:
     keys = {node.key for node in nodes}
     generic = {support._VARIANT.sub("[*]", key) for key in keys}
@@ -108,6 +154,20 @@ def _fail(problems: list[str]) -> str:
 def test_every_setting_is_honoured_refused_or_warned():
     problems = wiring_problems(support.walk(ExperimentConfig))
     assert not problems, _fail(problems)
+
+
+@pytest.mark.parametrize("variant", list(TRAINER_VARIANTS.values()), ids=list(TRAINER_VARIANTS))
+def test_each_trainer_backend_honours_what_it_implements_or_refuses_it(variant: type[TrainerBase]):
+    problems = trainer_problems(variant, support.walk(ExperimentConfig))
+    assert not problems, "\n".join(problems)
+
+
+def test_a_setting_one_trainer_ignores_fails_for_that_trainer(monkeypatch):
+    """The check is per backend: the torch trainer reading min_lr_ratio does not make Tinker honour it."""
+    monkeypatch.setattr(TinkerTrainerConfig, "MODULES", ("backends/tinker/policy.py",))
+    problems = trainer_problems(TinkerTrainerConfig, support.walk(ExperimentConfig))
+    assert any(p.startswith("trainer[tinker]: algorithm.optimizer.min_lr_ratio is read in none of") for p in problems)
+    assert trainer_problems(TorchTrainerConfig, support.walk(ExperimentConfig)) == []
 
 
 def test_no_entry_names_a_setting_that_does_not_exist():

@@ -6,6 +6,7 @@ loss_agg_mode; and the learning-rate schedule is the torch trainer's."""
 from __future__ import annotations
 
 import math
+import typing
 from typing import Any
 
 import pytest
@@ -106,17 +107,34 @@ def test_custom_loss_is_compute_loss_and_ignores_padding() -> None:
     assert pad.grad is not None and float(pad.grad.abs().sum()) == 0.0 and captured["loss"] == pytest.approx(float(loss))
 
 
-@pytest.mark.parametrize("scheduler", ["constant", "cosine"])
-def test_lr_schedule_is_the_torch_trainers(scheduler: str) -> None:
-    from transformers import get_scheduler
+@pytest.mark.parametrize("optimizer_settings", [
+    {"lr_scheduler_type": "constant", "lr_warmup_steps": 3},
+    {"lr_scheduler_type": "cosine", "lr_warmup_steps": 3},
+    {"lr_scheduler_type": "cosine", "lr_warmup_steps": 2, "min_lr_ratio": 0.1},  # decays to lr × 0.1, not 0
+    {"lr_scheduler_type": "cosine", "lr_warmup_steps_ratio": 0.25, "min_lr_ratio": 0.5},
+], ids=["constant", "cosine", "cosine-min-lr", "cosine-warmup-ratio"])
+def test_lr_schedule_is_the_torch_trainers(optimizer_settings: dict[str, Any]) -> None:
+    """Tinker steps with the learning rate the torch trainer's own scheduler gives each step."""
+    from backends.torch_trainer import lr_scheduler
 
-    config = load_recipe("hello").with_overrides({
-        "algorithm.optimizer.lr_scheduler_type": scheduler, "algorithm.optimizer.lr_warmup_steps": 3})
+    config = load_recipe("hello").with_overrides({f"algorithm.optimizer.{k}": v for k, v in optimizer_settings.items()})
     param = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.AdamW([param], lr=config.algorithm.optimizer.lr)
-    torch_scheduler = get_scheduler({"constant": "constant_with_warmup"}.get(scheduler, scheduler), optimizer,
-                                    num_warmup_steps=3, num_training_steps=10)
+    torch_scheduler = lr_scheduler(optimizer, config.algorithm.optimizer, 10)
+    lrs = []
     for step in range(1, 11):
-        assert scheduled_lr(config, step, 10) == pytest.approx(torch_scheduler.get_last_lr()[0]), step
+        lrs.append(scheduled_lr(config, step, 10))
+        assert lrs[-1] == pytest.approx(torch_scheduler.get_last_lr()[0]), step
         optimizer.step()
         torch_scheduler.step()
+    floor = config.algorithm.optimizer.lr * config.algorithm.optimizer.min_lr_ratio
+    if optimizer_settings.get("min_lr_ratio"):  # the cosine decays towards the floor, not to 0
+        to_zero = config.with_overrides({"algorithm.optimizer.min_lr_ratio": 0.0})
+        assert min(lrs[3:]) > floor and scheduled_lr(to_zero, 10, 10) < lrs[-1]
+
+
+def test_tinker_refuses_an_optimizer_it_does_not_have() -> None:
+    from backends.tinker.trainer import ADAM_OPTIMIZERS
+    from schemas import OptimizerConfig
+
+    assert set(typing.get_args(OptimizerConfig.model_fields["optimizer_type"].annotation)) == ADAM_OPTIMIZERS

@@ -51,7 +51,9 @@ def publishes_state(config: ExperimentConfig, info: ServerInfo) -> bool:
 
 
 def scheduled_lr(config: ExperimentConfig, step: int, total_steps: int) -> float:
-    """The learning rate of train step `step` (1-based), as the torch trainer's scheduler gives it."""
+    """The learning rate of train step `step` (1-based), as the torch trainer's scheduler gives it
+    (transformers' constant_with_warmup and cosine_with_min_lr; veRL's are the same): a linear warm-up,
+    then constant, or a half cosine from lr down to lr × min_lr_ratio at the last step."""
     opt = config.algorithm.optimizer
     warmup = opt.lr_warmup_steps
     if warmup is None or warmup < 0:
@@ -59,10 +61,18 @@ def scheduled_lr(config: ExperimentConfig, step: int, total_steps: int) -> float
     done = step - 1  # scheduler steps taken before this one
     if done < warmup:
         return opt.lr * done / max(1, warmup)
+    if opt.lr_scheduler_type == "constant":
+        return opt.lr
     if opt.lr_scheduler_type == "cosine":
         progress = (done - warmup) / max(1, max(total_steps, 1) - warmup)
-        return opt.lr * max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
-    return opt.lr
+        factor = 0.5 * (1.0 + math.cos(math.pi * progress))
+        return opt.lr * max(0.0, factor * (1.0 - opt.min_lr_ratio) + opt.min_lr_ratio)
+    raise ValueError(f"algorithm.optimizer.lr_scheduler_type: {opt.lr_scheduler_type!r} has no schedule on Tinker")
+
+
+# Both of Trinity's names mean Adam with decoupled weight decay (AdamW), which is what Tinker's AdamParams
+# applies, as the other trainers do.
+ADAM_OPTIMIZERS = frozenset({"adam", "adamw"})
 
 
 class TinkerTrainer(TrainerBackend):
@@ -222,5 +232,7 @@ class TinkerTrainer(TrainerBackend):
         from tinker import types
 
         opt = self.config.algorithm.optimizer
+        if opt.optimizer_type not in ADAM_OPTIMIZERS:
+            raise ValueError(f"algorithm.optimizer.optimizer_type: {opt.optimizer_type!r} has no Tinker optimizer")
         return types.AdamParams(learning_rate=lr, beta1=opt.betas[0], beta2=opt.betas[1], eps=opt.eps,
                                 weight_decay=opt.weight_decay, grad_clip_norm=self.config.trainer.grad_clip)

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from schemas import ExperimentConfig
 
 _DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+# Both of Trinity's optimizer names mean decoupled weight decay: veRL's AdamW (torch.optim.AdamW).
+_OPTIMIZERS = {"adam": "AdamW", "adamw": "AdamW"}
 # What a checkpoint holds: never "hf_model" — it would write huggingface/model.safetensors (for LoRA a
 # peft-named unmerged state dict), which our convert flow takes for an already converted step.
 SAVE_CONTENTS = ["model", "optimizer", "extra"]
@@ -124,7 +126,7 @@ def verl_overrides(config: ExperimentConfig, model_dir: Path | str, total_steps:
                 "use_torch_compile": compile_,
                 "grad_clip": trainer.grad_clip,  # read by veRL's trainer; the engine reads optim.clip_grad
                 "optim": {
-                    "optimizer": "AdamW",  # adam and adamw both mean decoupled weight decay here
+                    "optimizer": _OPTIMIZERS[opt.optimizer_type],
                     "optimizer_impl": "torch.optim",
                     "lr": opt.lr,
                     "betas": list(opt.betas),
