@@ -165,7 +165,7 @@ class LocalPolicy(Policy):
 
     def start_trainer(self, model_dir: str, total_steps: int) -> str:
         plan = self.plan()
-        trainer_actor.start_trainer_actor(self.trainer_name, self.config.model_dump_json(), model_dir, total_steps, plan)
+        trainer_actor.start_trainer_actor(self.trainer_name, self.config, model_dir, total_steps, plan)
         return self.trainer_name
 
     # -- use -----------------------------------------------------------------------------------

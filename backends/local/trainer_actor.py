@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 
@@ -19,21 +19,23 @@ from backends.trainer import TrainerBackend, TrainerDevices
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
 
+if TYPE_CHECKING:
+    from schemas import ExperimentConfig
+
 
 class TrainerActor:
     """Instantiated by Ray (see `start_trainer_actor`)."""
 
-    def __init__(self, config_json: str, model_dir: str, total_steps: int, devices: TrainerDevices) -> None:
+    def __init__(self, config: ExperimentConfig, model_dir: str, total_steps: int, devices: TrainerDevices) -> None:
+        """`config` is the driver's resolved config object, as Ray hands it over (in memory, never from a
+        file): validating it again would re-run every rule on values already derived."""
         import torch
-
-        from schemas import ExperimentConfig
 
         # Ray pins actors to OMP_NUM_THREADS=1; the policy decides how many threads training gets.
         os.environ["OMP_NUM_THREADS"] = str(devices.threads)
         torch.set_num_threads(devices.threads)
         if devices.nice:
             os.nice(devices.nice)
-        config = ExperimentConfig.model_validate_json(config_json)
         self.backend: TrainerBackend = registry.trainer_class(config.trainer.trainer_type)(
             config, Path(model_dir), total_steps, devices
         )
@@ -102,7 +104,7 @@ class TrainerClient(TrainerBackend):
         return ray.get(self.actor.ping.remote(), timeout=timeout_s)
 
 
-def start_trainer_actor(name: str, config_json: str, model_dir: str, total_steps: int, plan: Any) -> None:
+def start_trainer_actor(name: str, config: ExperimentConfig, model_dir: str, total_steps: int, plan: Any) -> None:
     """Start (or find, on a retried run) the trainer actor and wait until its model is loaded.
 
     `plan` (backends.local.policy.ResourcePlan): the trainer actor asks Ray for the devices itself, or
@@ -119,7 +121,7 @@ def start_trainer_actor(name: str, config_json: str, model_dir: str, total_steps
         num_cpus=plan.trainer_actor_cpus,
         num_gpus=plan.trainer_actor_gpus,
     ).remote(
-        config_json, model_dir, total_steps,
+        config, model_dir, total_steps,
         TrainerDevices(gpus=plan.trainer_gpus, threads=plan.trainer_threads, cpus=plan.trainer_cpus, nice=plan.trainer_nice),
     )
     TrainerClient(name).ping()  # surface a failed start here, not at the first step
