@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,34 @@ def test_the_checkpoint_converts_to_a_model_transformers_loads(checkpoint: Path,
     result = convert_step(step, None, False, "2GB")
     assert result["format"] == "verl-fsdp" and result["max_logit_diff"] <= result["tolerance"], result
     AutoModelForCausalLM.from_pretrained(result["model_dir"])
+
+
+def test_sft_trains_on_verl(verl) -> None:
+    """algorithm_type sft on veRL runs its sft loss (backends/verl/losses.py: the token mean of the
+    response's negative log-likelihood): the first step's loss is the torch trainer's sft loss on the same
+    batch and weights, and a few steps on the batch lower it."""
+    from backends.torch_trainer import TorchTrainer
+    from backends.trainer import TrainerDevices
+    from backends.verl.trainer import VerlTrainer
+
+    config, _, model_dir = verl
+    sft = config.with_overrides({
+        "mode": "train", "algorithm.algorithm_type": "sft", "trainer.cpu_workers": 1, "buffer.train_batch_size": 4,
+        "buffer.trainer_input.experience_buffer": {"path": "data/gsm8k", "format": {
+            "prompt_type": "plaintext", "prompt_key": "question", "response_key": "answer"}},
+    })
+    assert sft.algorithm.policy_loss_fn == "sft" and sft.trainer.trainer_type == "verl"
+    # as tasks/sft.py makes SFT rows: no advantage, no rollout logprobs
+    batch = [replace(e, advantage=0.0, logprobs=[0.0] * len(e.response_token_ids)) for e in parity_batch()]
+    reference = TorchTrainer(sft.with_overrides({"trainer.trainer_type": "torch", "trainer.num_threads": 2}),
+                             Path(model_dir), total_steps=10)
+    expected = reference.train_step(batch)["loss"]
+    del reference
+    trainer = VerlTrainer(sft, Path(model_dir), total_steps=10, devices=TrainerDevices(threads=2))
+    try:
+        losses = [trainer.train_step(batch)["loss"] for _ in range(4)]
+    finally:
+        trainer.close()
+    print(f"sft on veRL: losses {losses}; torch trainer's first {expected:.6f}")
+    assert losses[0] == pytest.approx(expected, rel=1e-4), (losses, expected)
+    assert losses[-1] < losses[0] and all(map(math.isfinite, losses)), losses
