@@ -17,6 +17,8 @@ it as its weights. Hence, exactly:
     anything else, ppo with sequence masking, or trainer.loss_fn custom:
                           forward_backward_custom running algorithms.compute_loss on the trainer's logprobs
 
+(The built-ins are TinkerTrainerConfig.BUILTIN_LOSSES in schemas/trainer.py, the one list of them.)
+
 Datums: model_input = prompt + response[:-1], targets shifted by one; prompt positions get zero
 weight/advantage. On the local (JAX) server every new tensor shape costs a compile, so the number of
 datums is padded with zero-weight copies (`padded_count`: a multiple of PAD_DATUMS, or a power of two).

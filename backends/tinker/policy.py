@@ -112,7 +112,7 @@ class TinkerPolicy(Policy):
     # -- internals -----------------------------------------------------------------------------
 
     def _server(self) -> tuple[Endpoint, ServerInfo]:
-        ep = endpoint(self.config.trainer.base_url if self.config.trainer.trainer_type == "tinker" else None)
+        ep = endpoint(getattr(self.config.trainer, "base_url", None))  # a Tinker trainer's setting
         return ep, preflight(ep, self.base_model)
 
     def _initial_weights(self, model_dir: str, info: ServerInfo) -> WeightsHandle | None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from algorithms import POLICY_LOSS_FNS
 from algorithms.registry import is_off
 from algorithms.verl_compat import clip_ranges
+from schemas.trainer import VerlTrainerConfig
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -67,7 +68,7 @@ def special_token_ids(model_dir: Path | str) -> dict[str, int]:
 def verl_overrides(config: ExperimentConfig, model_dir: Path | str, total_steps: int, use_gpu: bool) -> dict[str, Any]:
     """The `actor_rollout_ref` settings our config maps to (before `trainer.trainer_config`)."""
     trainer = config.trainer
-    if trainer.trainer_type != "verl":
+    if not isinstance(trainer, VerlTrainerConfig):
         raise ValueError(f"trainer.trainer_type is {trainer.trainer_type!r}, not 'verl'")
     algorithm = config.algorithm
     opt = algorithm.optimizer
@@ -154,20 +155,21 @@ def verl_overrides(config: ExperimentConfig, model_dir: Path | str, total_steps:
     }
 
 
+SFT_LOSS = "sft"  # VerlTrainerConfig.POLICY_LOSSES's name of veRL's sft loss (the others are ppo_loss modes)
+
+
 def is_sft(config: ExperimentConfig) -> bool:
     """SFT trains with veRL's sft loss (token-mean NLL of the response, backends/verl/losses.py), not ppo_loss."""
-    return config.algorithm.policy_loss_fn == "sft"
-
-
-# Our policy_loss_fn -> the name veRL's ppo_loss looks its policy loss up by (policy_loss.loss_mode).
-VERL_POLICY_LOSS = {"ppo": "vanilla", "gspo": "gspo", "cispo": "cispo"}
+    return VerlTrainerConfig.POLICY_LOSSES.get(config.algorithm.policy_loss_fn) == SFT_LOSS
 
 
 def actor_overrides(algorithm: Any) -> dict[str, Any]:
     """veRL ``actor_rollout_ref.actor`` loss settings equivalent to ``algorithm`` (its ppo_loss reads them)."""
     name = algorithm.policy_loss_fn
-    if name not in VERL_POLICY_LOSS:
-        raise ValueError(f"algorithm.policy_loss_fn: {name!r} has no veRL policy loss; supported: {sorted(VERL_POLICY_LOSS)}")
+    loss_mode = VerlTrainerConfig.POLICY_LOSSES.get(name)
+    if loss_mode is None or loss_mode == SFT_LOSS:
+        raise ValueError(f"algorithm.policy_loss_fn: {name!r} has no veRL policy loss for ppo_loss; "
+                         f"supported: {sorted(VerlTrainerConfig.POLICY_LOSSES)}")
     args = POLICY_LOSS_FNS.resolve_args(name, algorithm.policy_loss_fn_args)
     low, high = clip_ranges(args)
     kl_args = dict(getattr(algorithm, "kl_loss_fn_args", None) or {})
@@ -175,7 +177,7 @@ def actor_overrides(algorithm: Any) -> dict[str, Any]:
     # A zero kl_coef turns the term off (no reference model), as in algorithms.needs_reference_model.
     kl_on = not is_off(getattr(algorithm, "kl_loss_fn", None)) and float(kl_args.get("kl_coef", 0.0)) != 0.0
     return {
-        "policy_loss": {"loss_mode": VERL_POLICY_LOSS[name]},
+        "policy_loss": {"loss_mode": loss_mode},
         "clip_ratio_low": low,
         "clip_ratio_high": high,
         "clip_ratio_c": float(args.get("clip_ratio_c", 3.0)),
