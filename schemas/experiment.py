@@ -24,7 +24,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from schemas import support
 from schemas.algorithm import AlgorithmConfig
-from schemas.base import SECTIONS, STAGE_CHAIN, ConfigRuleError, Section, kept
+from schemas.base import ALIAS, SECTIONS, STAGE_CHAIN, ConfigRuleError, Section, kept
 from schemas.buffer import BufferConfig
 from schemas.cluster import ClusterConfig
 from schemas.errors import error_items
@@ -36,7 +36,7 @@ from schemas.resolver import TRAINING_MODES
 from schemas.rules import apply_rules
 from schemas.synchronizer import SynchronizerConfig
 from schemas.trainer import TRAINER_VARIANTS, TrainerConfig, VerlTrainerConfig
-from schemas.trinity.aliases import ALIAS, apply_aliases, expand_override
+from schemas.trinity.aliases import apply_aliases, expand_override
 
 Mode = Literal["both", "explore", "train", "bench", "serve", "colocate"]
 # Switching a backend drops the settings the new one does not have: {discriminator path: (section, variants)}

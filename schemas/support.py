@@ -13,7 +13,7 @@ by its schema path:
     algorithm.policy_loss_fn[ppo].clip_range      ... and one of its arguments (policy_loss_fn_args)
     mode[serve]                                   one value of a Literal field (optional entry)
 
-An entry says one of
+An entry says one of (schemas/wiring.py)
 - `honoured("module.py", ...)`: read by these runtime modules (tests/test_settings_wired.py checks the
   code: each module reads the name, and every Literal value appears in one of them);
 - `resolved("other.path", ...)`: validation turns it into these fields, themselves wired;
@@ -21,14 +21,25 @@ An entry says one of
 - `refused(reason)`: a value other than the default (or, for a variant, choosing it) is an error at
   validation naming the field and the reason;
 - `warned(reason)`: the same, as a warning (only where ignoring it is harmless). Warnings appear in
-  `rft validate`, `rft import-trinity`, the Prefect run log and the MLflow run (param `warnings`).
+  `rft validate`, `rft import-trinity`, the Prefect run log and the MLflow run (param `warnings`);
+- `per_trainer()`: each trainer backend implements it (the optimizer): see below.
 Honoured fields can carry conditional refusals or warnings (`.refuse_if(when, reason)`,
 `.warn_if(when, reason)`). A refused or warned variant or section covers everything below it (a
 variant's settings do not matter when it cannot run).
 
-Adding a field: add one line here. `tests/test_settings_wired.py` lists every field without one.
-Values the schema derived itself (listed in `derived`) are never refused or warned: they are not the
-user's.
+Where the entries come from: this module writes the runtime's; each backend's settings class gives
+its own (`SETTINGS` of the classes in schemas/trainer.py and schemas/explorer.py); each function
+`algorithms/` implements, and each of its arguments, is honoured in the module that defines it unless
+an entry here says otherwise.
+
+Per trainer backend: what every trainer implements itself — the optimizer's fields, the arguments of
+each loss and term it runs (`trainer_claims`) — must be read in that backend's own modules
+(`TrainerBase.MODULES`) or be refused or warned for it (`TrainerBase.ALGORITHM_SETTINGS`, applied
+here in the modes that train).
+
+Adding a field: add one line here (or in its backend's class). `tests/test_settings_wired.py` lists
+every field without one. Values the schema derived itself (listed in `derived`) are never refused or
+warned: they are not the user's.
 """
 
 from __future__ import annotations

@@ -17,11 +17,9 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from schemas.base import ConfigRuleError, Section
+from schemas.base import ALIAS, ConfigRuleError, Section
 from schemas.errors import error_items
 from schemas.trainer import DEFAULT_TRAINER_TYPE
-
-ALIAS = "alias: "
 
 
 class TrinityTinkerConfig(Section):
