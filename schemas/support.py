@@ -50,8 +50,8 @@ import importlib.util
 import re
 import types
 import typing
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
@@ -65,6 +65,7 @@ from schemas.wiring import Entry, Level, Rule, honoured, per_trainer, refused, r
 
 if TYPE_CHECKING:
     from schemas.experiment import ExperimentConfig
+
 
 # ----------------------------------------------------------------------------- conditions
 def _rl_mode(value: Any, config: ExperimentConfig) -> bool:
