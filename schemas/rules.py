@@ -28,8 +28,6 @@ from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
 if TYPE_CHECKING:
     from schemas.experiment import ExperimentConfig
 
-__all__ = ["EXPLORING_MODES", "TRAINING_MODES", "Resolver", "apply_rules"]
-
 
 def apply_rules(config: ExperimentConfig) -> None:
     """Run every rule in dependency order; raise ConfigRuleError listing all problems found."""
