@@ -11,10 +11,11 @@ from prefect.cache_policies import NO_CACHE
 from backends.policy import policy_for
 from buffer.experience_store import ExperienceStore
 from checkpointing import layout
+from checkpointing.layout import experiment_dir
 from checkpointing.merge import copy_side_files
+from checkpointing.records import read_json, write_json_atomic
 from schemas import ExperimentConfig
 from tasks.failures import transient_only
-from tasks.runtime import experiment_dir, read_json, write_json_atomic
 
 
 def write_text_atomic(path: Path, text: str) -> None:
