@@ -14,8 +14,12 @@ def read_json(path: Path, default: Any = None) -> Any:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
     """Write-then-rename (the rename is atomic on one filesystem)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
+    tmp.write_text(text)
     os.replace(tmp, path)
