@@ -66,7 +66,7 @@ def run_variant(name: str, sync: dict[str, int], steps: int, extra: list[str]) -
     from deployments import load_recipe
     from flows.rft import rft
     from schemas import parse_set_args
-    from tasks.tracking import tracking_uri
+    from tracking import tracking_uri
 
     root = Path(tempfile.mkdtemp(prefix="rft-bench-"))
     config = load_recipe("gsm8k").with_overrides({

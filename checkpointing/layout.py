@@ -12,7 +12,8 @@
         sync/v{N}/                      weights version N exported for the engines (sync_method checkpoint)
         sync/published.json             the versions the trainer published, for explorers in other processes
         sync/serving.json               the version the engines serve
-        log/                            reward curve and other pictures
+        log/                            reward curve, restarts.json, the MLflow spool (while the server is
+                                        down), TensorBoard or W&B logs (tracking/)
         final/huggingface/              the trained model at the end of a stage
         eval_at_start.json              the evaluation before training (kept for a resumed run)
         summary.json                    written when the stage is complete
@@ -25,6 +26,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from schemas import ExperimentConfig
 
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 LATEST_CHECKPOINT = "latest_checkpointed_iteration.txt"
@@ -35,6 +40,12 @@ EVAL_AT_START = "eval_at_start.json"
 BUFFER_DB = Path("buffer") / "experiences.db"
 # A converted model (actor/huggingface/) is one model.safetensors up to this size, above it shards + an index.
 DEFAULT_MAX_SHARD_SIZE = "5GB"
+
+
+def experiment_dir(config: ExperimentConfig) -> Path:
+    """The experiment's folder ({checkpoint_root_dir}/{project}/{name}, `config.experiment_dir`) made
+    absolute: a path handed to another process or actor names the same folder whatever its working directory."""
+    return config.experiment_dir.resolve()
 
 
 def partial_step_dir(experiment_dir: Path, step: int) -> Path:

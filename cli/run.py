@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cli.validate import AllowUnsupported, SetOption, Target, err_console, load_or_exit
-from tasks import progress as step_progress
+from tracking import progress as step_progress
 
 
 def run(target: Target, set_: SetOption = None, allow_unsupported: AllowUnsupported = False) -> None:

@@ -103,12 +103,12 @@ def print_warnings(target: str, config: ExperimentConfig) -> None:
 
 
 def preflight_or_exit(target: str, config: ExperimentConfig) -> None:
-    """The pre-flight of every stage (tasks.preflight): a line per check, or every problem and exit 1."""
+    """The pre-flight of every stage (the preflight package): a line per check, or every problem and exit 1."""
     import datasets
 
     from backends.errors import ConfigError
     from backends.policy import policy_for
-    from tasks.preflight import PreflightError, preflight  # imports transformers and datasets
+    from preflight import PreflightError, preflight  # imports transformers and datasets
 
     datasets.disable_progress_bars()
     out = Console(highlight=False, soft_wrap=True)

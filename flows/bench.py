@@ -16,12 +16,12 @@ from prefect.artifacts import create_table_artifact
 from backends.policy import policy_for
 from backends.weights import WeightsHandle
 from checkpointing import layout
+from checkpointing.layout import experiment_dir
 from flows.stage import evaluate_and_log, exclusive, open_mlflow_run, stage_flows_without_heartbeats
 from schemas import ExperimentConfig
-from tasks import tracking
 from tasks.convert import convert_checkpoint
-from tasks.runtime import experiment_dir
 from tasks.setup import prepare_model, release, start_rollout_engines
+import tracking
 
 
 @flow(name="bench", log_prints=False)

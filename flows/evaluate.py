@@ -7,9 +7,10 @@ from prefect import flow
 from prefect.artifacts import create_table_artifact
 
 from checkpointing import layout
+from checkpointing.layout import experiment_dir
+from checkpointing.records import read_json
 from schemas import ExperimentConfig
 from tasks.evaluate import comparison_rows, evaluate_taskset
-from tasks.runtime import experiment_dir, read_json
 
 
 @flow(name="evaluate", log_prints=False)

@@ -13,14 +13,15 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from buffer.experience_store import ExperienceStore
+from checkpointing.layout import experiment_dir
 from flows.concurrent import stop_event
 from flows.explore import explore
 from flows.stage import evaluate_and_log, evaluate_baseline, exclusive, open_mlflow_run, planned_steps, stage_flows_without_heartbeats
 from schemas import ExperimentConfig
-from tasks import schedule, tracking
-from tasks.runtime import experiment_dir
+from tasks import schedule
 from tasks.setup import prepare_model, release, start_rollout_engines
 from tasks.sync import load_weights, newest_published
+import tracking
 
 
 def explore_stage(config: ExperimentConfig) -> dict[str, Any]:

@@ -22,9 +22,9 @@ from flows.serve import serve
 from flows.sft_warmup import sft_warmup
 from flows.trainer import train_stage
 from schemas import ExperimentConfig
-from tasks import tracking
 from tasks.failures import report_config_errors_briefly
 from tasks.setup import check_requirements, check_secrets, connect, release
+import tracking
 
 # The sides of an experiment each mode runs (what it locks, starts and releases).
 ROLES = {"both": ("explorer", "trainer"), "explore": ("explorer",), "train": ("trainer",), "bench": ("explorer",),

@@ -33,10 +33,10 @@ from flows.sync import sync
 from flows.train import train
 from flows.trainer import trainer
 from schemas import ExperimentConfig
-from tasks import tracking
 from tasks.checkpoint import restore_checkpoint
-from tasks.progress import StepProgress
 from tasks.setup import prepare_model, start_rollout_engines, start_trainer
+import tracking
+from tracking.progress import StepProgress
 
 
 def rl(config: ExperimentConfig, model_name: str) -> dict[str, Any]:

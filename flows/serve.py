@@ -17,10 +17,10 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from checkpointing import layout
+from checkpointing.layout import experiment_dir
 from flows.stage import exclusive
 from schemas import ExperimentConfig
 from tasks.convert import convert_checkpoint
-from tasks.runtime import experiment_dir
 from tasks.serve import check_engines, endpoints, latest_checkpoint
 from tasks.setup import prepare_model, release, start_rollout_engines
 

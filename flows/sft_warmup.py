@@ -24,12 +24,11 @@ from flows.stage import (
 )
 from flows.sync import sync
 from schemas import ExperimentConfig
-from tasks import tracking
 from tasks.checkpoint import restore_checkpoint
-from tasks.progress import StepProgress
-from tasks.runtime import train_batch_size
 from tasks.setup import prepare_model, start_rollout_engines, start_trainer
 from tasks.sft import sft_dataset, sft_step
+import tracking
+from tracking.progress import StepProgress
 
 
 @flow(name="sft_warmup", log_prints=False)
@@ -37,7 +36,7 @@ def sft_warmup(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
     """Train with the sft loss on `buffer.trainer_input.experience_buffer` for `buffer.total_steps`
     steps (or `total_epochs` over it); the final model is where the next stage starts."""
     total_steps = config.buffer.total_steps or math.ceil(
-        len(load_taskset(sft_dataset(config))) * config.buffer.total_epochs / train_batch_size(config)  # type: ignore[arg-type]
+        len(load_taskset(sft_dataset(config))) * config.buffer.total_epochs / config.buffer.train_batch_size  # type: ignore[arg-type]
     )
     if summary := finished_summary(config, total_steps):
         return summary

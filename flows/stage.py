@@ -17,14 +17,16 @@ from buffer.taskset import compute_total_steps, load_taskset
 from checkpointing import layout
 from checkpointing import lock as run_lock
 from checkpointing import tinker_state
+from checkpointing.layout import experiment_dir
+from checkpointing.records import read_json, write_json_atomic
 from schemas import ExperimentConfig
-from tasks import tracking
 from tasks.checkpoint import save_checkpoint
 from tasks.convert import convert_checkpoint
 from tasks.evaluate import comparison_markdown
-from tasks.runtime import experiment_dir, read_json, write_json_atomic
 from tasks.save import link_final_model
 from tasks.setup import release
+from tasks.tracking import start_mlflow_run
+import tracking
 
 
 def finished_summary(config: ExperimentConfig, total_steps: int) -> dict[str, Any] | None:
@@ -88,16 +90,8 @@ def evaluate_baseline(config: ExperimentConfig, run_id: str) -> None:
 
 def open_mlflow_run(config: ExperimentConfig, role: str = "main") -> dict[str, str]:
     """The run this stage logs to (monitor.monitor_type), linked from a markdown artifact."""
-    run = tracking.start_mlflow_run(config, str(flow_run.get_id() or "local"), role=role)
-    monitor = config.monitor.monitor_type
-    if monitor == "mlflow":
-        text = (f"MLflow run for **{config.project}/{config.name}**: [{run['run_id']}]({run['url']})\n\n"
-                f"Tracking URI: `{run['tracking_uri']}`")
-    elif monitor == "none":
-        text = f"**{config.project}/{config.name}** is not tracked (monitor.monitor_type: none)"
-    else:
-        text = f"{monitor} logs of **{config.project}/{config.name}**: `{run['url']}`"
-    create_markdown_artifact(text, description=f"{monitor} run")
+    run = start_mlflow_run(config, str(flow_run.get_id() or "local"), role=role)
+    create_markdown_artifact(tracking.run_markdown(config, run), description=f"{config.monitor.monitor_type} run")
     return run
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from buffer.experience_store import ExperienceStore
+from checkpointing.layout import experiment_dir
 from flows.concurrent import stop_event
 from flows.recovery import retrain_after_trainer_death
 from flows.stage import (
@@ -25,12 +26,12 @@ from flows.stage import (
 )
 from flows.train import train
 from schemas import ExperimentConfig
-from tasks import schedule, tracking
+from tasks import schedule
 from tasks.checkpoint import restore_checkpoint
-from tasks.progress import StepProgress
-from tasks.runtime import experiment_dir
 from tasks.setup import prepare_model, start_trainer
 from tasks.sync import publish_weights
+import tracking
+from tracking.progress import StepProgress
 
 
 def train_stage(config: ExperimentConfig, model_name: str) -> dict[str, Any]:

@@ -114,12 +114,12 @@ SUPPORT: dict[str, Entry] = {
     "mode": honoured("flows/rft.py"),
     "mode[colocate]": refused("'colocate' is not supported: use mode 'both' with synchronizer.sync_offset 0, where "
                               "the explorer and the trainer take turns on the same devices"),
-    "project": honoured("tasks/tracking.py", "flows/rft.py"),
-    "group": honoured("tasks/tracking.py", note="a tag of the experiment's MLflow runs"),
-    "name": honoured("flows/rft.py", "tasks/tracking.py"),
-    "checkpoint_root_dir": honoured("tasks/tracking.py", note="and every path through experiment_dir"),
+    "project": honoured("tracking/mlflow_monitor.py", "flows/rft.py"),
+    "group": honoured("tracking/mlflow_monitor.py", "tracking/wandb_monitor.py", note="a tag of the experiment's MLflow runs, the W&B group"),
+    "name": honoured("flows/rft.py", "tracking/base.py"),
+    "checkpoint_root_dir": honoured("tracking/store.py", note="and every path through experiment_dir"),
     "derived": honoured("cli/validate.py", note="an output"),
-    "warnings": honoured("cli/validate.py", "flows/rft.py", "tasks/tracking.py", note="an output"),
+    "warnings": honoured("cli/validate.py", "flows/rft.py", "tracking/mlflow_monitor.py", note="an output"),
     "stages[].stage_name": resolved("name", note="each stage is validated as a whole config named {name}/{stage_name}"),
     "stages[].mode": resolved("mode"),
     # --------------------------------------------------------------------- algorithm
@@ -181,7 +181,7 @@ SUPPORT: dict[str, Entry] = {
     "cluster.ray_address": honoured("backends/local/policy.py"),
     # --------------------------------------------------------------------- buffer
     "buffer.batch_size": honoured("tasks/explore.py"),
-    "buffer.train_batch_size": honoured("tasks/runtime.py"),
+    "buffer.train_batch_size": honoured("tasks/train.py", "tasks/sft.py"),
     "buffer.total_epochs": honoured("tasks/explore.py", "flows/stage.py"),
     "buffer.total_steps": honoured("flows/stage.py"),
     "buffer.explorer_input.default_workflow_type": honoured("tasks/rollouts.py"),
@@ -209,19 +209,19 @@ SUPPORT: dict[str, Entry] = {
     # --------------------------------------------------------------------- trainer
     "trainer[*].save_interval": honoured("flows/stage.py"),
     "trainer[*].save_hf_checkpoint": honoured("flows/stage.py"),
-    "trainer[*].max_checkpoints_to_keep": honoured("tasks/checkpoint.py", "tasks/preflight.py"),
+    "trainer[*].max_checkpoints_to_keep": honoured("tasks/checkpoint.py", "preflight/disk.py"),
     # --------------------------------------------------------------------- synchronizer, monitor
     "synchronizer.sync_method": honoured("backends/local/weight_sync.py"),
     "synchronizer.sync_style": honoured("tasks/schedule.py"),
     "synchronizer.sync_interval": honoured("tasks/schedule.py"),
     "synchronizer.sync_offset": honoured("tasks/schedule.py"),
     "synchronizer.sync_timeout": honoured("flows/trainer.py", "flows/explorer.py"),
-    "monitor.monitor_type": honoured("tasks/tracking.py"),
-    "monitor.monitor_type[wandb]": honoured("tasks/tracking.py").refuse_if(
+    "monitor.monitor_type": honoured("tracking/__init__.py"),
+    "monitor.monitor_type[wandb]": honoured("tracking/wandb_monitor.py").refuse_if(
         _wandb_missing, "'wandb' needs the wandb package (pip install wandb); it logs offline unless WANDB_API_KEY "
                         "or WANDB_MODE is set"),
-    "monitor.tracking_uri": honoured("tasks/tracking.py"),
-    "monitor.experiment_name": honoured("tasks/tracking.py"),
+    "monitor.tracking_uri": honoured("tracking/store.py"),
+    "monitor.experiment_name": honoured("tracking/mlflow_monitor.py", "tracking/wandb_monitor.py"),
     "monitor.enable_ray_timeline": honoured("tasks/setup.py", note="a Chrome trace in {experiment_dir}/log/"),
 }
 

@@ -11,16 +11,12 @@ from prefect.cache_policies import NO_CACHE
 from backends.policy import policy_for
 from buffer.experience_store import ExperienceStore
 from checkpointing import layout
+from checkpointing.layout import experiment_dir
 from checkpointing.merge import copy_side_files
+from checkpointing.pruning import prune_checkpoints
+from checkpointing.records import read_json, write_json_atomic, write_text_atomic
 from schemas import ExperimentConfig
 from tasks.failures import transient_only
-from tasks.runtime import experiment_dir, read_json, write_json_atomic
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 @task(name="save-checkpoint", retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only, cache_policy=NO_CACHE)
@@ -51,21 +47,6 @@ def save_checkpoint(config: ExperimentConfig, step: int, base_model_dir: str) ->
         get_run_logger().info("deleted the checkpoint(s) of step %s (trainer.max_checkpoints_to_keep=%d)",
                               ", ".join(map(str, deleted)), config.trainer.max_checkpoints_to_keep)
     return str(final)
-
-
-def prune_checkpoints(exp: Path, keep: int | None, current: int) -> list[int]:
-    """Delete all but the newest `keep` whole checkpoints, never `current` (None: keep all); returns the deleted
-    steps. Called only after `current` is whole and the markers name it, so there is always one to resume from.
-    Each is renamed first: a deletion cut short leaves no half folder named global_step_N."""
-    if keep is None:
-        return []
-    old = [step for step in layout.complete_steps(exp)[:-keep] if step != current]
-    for step in old:
-        doomed = layout.deleting_step_dir(exp, step)
-        shutil.rmtree(doomed, ignore_errors=True)  # what an earlier deletion left
-        layout.step_dir(exp, step).rename(doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
-    return old
 
 
 @task(name="restore-checkpoint", cache_policy=NO_CACHE)

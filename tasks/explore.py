@@ -10,9 +10,9 @@ import algorithms
 from buffer.experience import Experience
 from buffer.experience_store import ExperienceStore
 from buffer.taskset import TasksetReader, load_taskset
+from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
 from tasks.failures import transient_only
-from tasks.runtime import experiment_dir
 from tasks.rollouts import run_workflows
 from workflows.multi_turn import episode_stats
 

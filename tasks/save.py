@@ -5,8 +5,8 @@ from __future__ import annotations
 from prefect import get_run_logger
 
 from checkpointing import layout
+from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
-from tasks.runtime import experiment_dir
 
 
 def link_final_model(config: ExperimentConfig, step: int) -> str:

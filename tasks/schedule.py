@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable
 
 from checkpointing import layout
+from checkpointing.layout import experiment_dir
+from checkpointing.records import read_json, write_json_atomic
 from schemas import ExperimentConfig
-from tasks.runtime import experiment_dir, read_json, write_json_atomic
 
 POLL_S = 0.1
 SYNC_REQUEST = "sync_request.json"

@@ -7,8 +7,8 @@ from prefect.cache_policies import NO_CACHE
 
 from backends.policy import policy_for
 from checkpointing import layout
+from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
-from tasks.runtime import experiment_dir
 
 
 def latest_checkpoint(config: ExperimentConfig) -> int | None:

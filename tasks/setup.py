@@ -9,12 +9,12 @@ from prefect.cache_policies import NO_CACHE
 from backends.errors import ConfigError
 from backends.policy import policy_for
 from checkpointing import layout
+from checkpointing.layout import experiment_dir
 from checkpointing.models import resolve_model_path
+from preflight import preflight
 from schemas import ExperimentConfig
-from tasks import tracking
 from tasks.failures import transient_only
-from tasks.preflight import preflight
-from tasks.runtime import experiment_dir
+import tracking
 
 RAY_TIMELINE = "ray_timeline.json"  # Chrome trace format: chrome://tracing or ui.perfetto.dev
 
@@ -100,7 +100,7 @@ def check_requirements(config: ExperimentConfig) -> None:
     """Fail fast, before any engine or actor starts, naming the setting: a backend that is not built,
     compute without the devices the config needs (a Tinker server that does not answer or refuses the key
     fails here within seconds), and the pre-flight (the cluster's address, the model, every taskset, the
-    checkpoint folder, MLflow; see tasks.preflight)."""
+    checkpoint folder, MLflow; see the preflight package)."""
     try:
         policy = policy_for(config)
     except NotImplementedError as err:  # a backend that is not built yet

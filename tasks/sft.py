@@ -12,7 +12,6 @@ from backends.policy import policy_for
 from buffer.experience import Experience
 from buffer.taskset import TasksetError, load_taskset
 from schemas import ExperimentConfig, StorageConfig
-from tasks.runtime import train_batch_size
 from workflows.render import renderer_for
 
 
@@ -71,7 +70,7 @@ def sft_step(config: ExperimentConfig, step: int, model_dir: str) -> dict[str, f
         sft_dataset(config).model_dump_json(), model_dir,
         config.model.max_prompt_tokens or 1024, config.model.max_response_tokens or 1024, config.model.custom_chat_template,
     )
-    size = train_batch_size(config)
+    size = config.buffer.train_batch_size
     batch = [examples[((step - 1) * size + i) % len(examples)] for i in range(size)]
     metrics = policy_for(config).trainer.train_step(batch)
     get_run_logger().info("sft step %d: loss %.4f", step, metrics.get("loss", float("nan")))

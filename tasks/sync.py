@@ -16,9 +16,10 @@ from prefect.cache_policies import NO_CACHE
 from backends.policy import policy_for
 from backends.weights import WeightsHandle
 from checkpointing import layout
+from checkpointing.layout import experiment_dir
+from checkpointing.records import read_json, write_json_atomic
 from schemas import ExperimentConfig
 from tasks.failures import transient_only
-from tasks.runtime import experiment_dir, read_json, write_json_atomic
 from tasks.setup import revive_engines
 
 KEEP_RECORDS = 8  # published versions remembered (older ones' files are pruned by the engines' loads)

@@ -9,8 +9,8 @@ from prefect.cache_policies import NO_CACHE
 
 from backends.policy import policy_for
 from buffer.experience_store import ExperienceStore
+from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
-from tasks.runtime import experiment_dir, train_batch_size
 
 
 def max_staleness(config: ExperimentConfig) -> int | None:
@@ -40,7 +40,7 @@ def train_step(config: ExperimentConfig, step: int) -> dict[str, float]:
     try:
         limit = max_staleness(config)
         skipped = store.skip_stale(version - limit, step) if limit is not None else 0
-        batch = store.take(train_batch_size(config), order=take_order(config))
+        batch = store.take(config.buffer.train_batch_size, order=take_order(config))
         if not batch:
             raise RuntimeError(
                 f"train step {step}: the experience buffer has nothing to train on"

@@ -9,6 +9,8 @@ Layers, bottom to top (a module may import its own package and the packages belo
     buffer         task sets and experiences
     backends       trainers, engines and the policies that hold them (each backend a folder)
     workflows      rollouts: tasks into experiences
+    tracking       the monitors (MLflow, TensorBoard, W&B), the spool, curves, model registry
+    preflight      the checks before a run (cluster and MLflow, model, data, disk); asks tracking where MLflow is
     tasks          Prefect tasks (talk to a policy, never to Ray or a trainer class)
     flows          Prefect flows
     deployments    recipes and the deployments made of them
@@ -32,8 +34,8 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("algorithms", "schemas", "checkpointing", "buffer", "backends", "workflows", "tasks", "flows", "deployments",
-          "cli")
+LAYERS = ("algorithms", "schemas", "checkpointing", "buffer", "backends", "workflows", "tracking", "preflight", "tasks",
+          "flows", "deployments", "cli")
 PACKAGES = LAYERS
 # What only a policy may touch: the Ray runtime, the local actors, the Tinker clients and SDK, and the
 # trainer implementations.

@@ -16,7 +16,7 @@ from buffer.experience_store import ExperienceStore
 from deployments import load_recipe
 from schemas import ExperimentConfig
 from tasks import schedule
-from tasks.tracking import ROLE_TAG, tracking_uri
+from tracking import ROLE_TAG, tracking_uri
 
 ROOT = Path(__file__).resolve().parent.parent
 

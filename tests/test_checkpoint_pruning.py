@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from checkpointing import layout
-from tasks.checkpoint import prune_checkpoints
+from checkpointing.pruning import prune_checkpoints
 
 
 def experiment(tmp_path: Path, steps: list[int]) -> Path:

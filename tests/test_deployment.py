@@ -21,7 +21,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from deployments import prefect_yaml
-from tasks.tracking import PARENT_TAG, ROLE_TAG
+from tracking import PARENT_TAG, ROLE_TAG
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent

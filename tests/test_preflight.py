@@ -13,7 +13,7 @@ import pytest
 
 from backends.errors import ConfigError, PartLost, TransientError, is_transient
 from deployments import load_recipe
-from tasks.preflight import PreflightError, check_checkpoint_root_dir, check_model_path, check_tasksets, preflight
+from preflight import PreflightError, check_checkpoint_root_dir, check_model_path, check_tasksets, preflight
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,7 +15,7 @@ from buffer.experience_store import ExperienceStore
 from checkpointing.layout import complete_steps
 from deployments import load_recipe
 from schemas import ExperimentConfig
-from tasks.tracking import EXPERIMENT_TAG, PARENT_TAG, ROLE_TAG, tracking_uri
+from tracking import EXPERIMENT_TAG, PARENT_TAG, ROLE_TAG, tracking_uri
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ def changed(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> list[str]
 @pytest.fixture(scope="module")
 def staged_run(module_tmp_path: Path) -> tuple[list[ExperimentConfig], dict]:
     from flows.rft import rft
-    from tasks import progress
+    from tracking import progress
 
     root = module_tmp_path
     rows = root / "sft.jsonl"

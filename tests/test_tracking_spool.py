@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from deployments import load_recipe
-from tasks import tracking
+import tracking
 
 
 def test_writes_are_kept_while_the_server_is_down(tmp_path: Path) -> None:

@@ -1,0 +1,178 @@
+"""MLflow writes that survive an outage: `TrackingClient` keeps them in the experiment's spool file while
+the server does not answer, and replays them in order as soon as it answers again.
+
+What may be skipped while the server is down (the curve, the model registry) is wrapped in `best_effort`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param
+from mlflow.tracking import MlflowClient
+
+from backends.errors import is_transient
+
+SPOOL = "mlflow_spool.jsonl"  # in the experiment's log/ folder; artifacts are copied into mlflow_spool/
+PROBE_EVERY_S = 5.0  # while the server is down, writes go straight to the spool; its /health is asked this often
+
+logger = logging.getLogger(__name__)
+_lock = threading.Lock()  # one writer at a time per process: the spool is replayed in order
+_down_since: dict[str, float] = {}  # tracking URI -> when it was last found not answering
+
+
+class TrackingClient:
+    """An MlflowClient whose writes (`SPOOLED`) never fail a run: while the server does not answer,
+    each is appended to a spool file (artifacts copied beside it) with a warning, and the spool is
+    replayed in order before the next write once the server answers again. Reads pass through."""
+
+    SPOOLED = ("log_batch", "log_metric", "set_tag", "log_table", "log_artifact", "set_terminated")
+
+    def __init__(self, uri: str, spool: Path) -> None:
+        self.uri = uri
+        self.spool = spool
+        self.client = MlflowClient(tracking_uri=uri)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self.SPOOLED:
+            return lambda *args, **kwargs: self._write(name, args, kwargs)
+        return getattr(self.client, name)
+
+    def flush(self) -> int:
+        """Replay the spool (when the server is not known to be down); returns the calls replayed."""
+        with _lock:
+            return self._flush()
+
+    def _write(self, name: str, args: tuple, kwargs: dict) -> None:
+        with _lock:
+            if self._flush() < 0:
+                self._keep(name, args, kwargs)
+                return
+            try:
+                getattr(self.client, name)(*args, **kwargs)
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+                self._went_down(err)
+                self._keep(name, args, kwargs)
+                return
+            _down_since.pop(self.uri, None)
+
+    def _still_down(self) -> bool:
+        """Known down and not answering now (its /health asked at most every PROBE_EVERY_S, 2 s timeout)."""
+        if self.uri not in _down_since:
+            return False
+        if time.monotonic() - _down_since[self.uri] < PROBE_EVERY_S:
+            return True
+        if self.uri.startswith(("http://", "https://")):
+            try:
+                urllib.request.urlopen(self.uri.rstrip("/") + "/health", timeout=2).close()
+            except urllib.error.HTTPError as err:
+                if err.code >= 500:
+                    _down_since[self.uri] = time.monotonic()
+                    return True
+            except OSError:
+                _down_since[self.uri] = time.monotonic()
+                return True
+        return False
+
+    def _went_down(self, err: BaseException) -> None:
+        if self.uri not in _down_since:
+            warn(f"MLflow at {self.uri} does not answer ({type(err).__name__}): its writes are kept in {self.spool} "
+                 "and logged when it answers again; training goes on")
+        _down_since[self.uri] = time.monotonic()
+
+    def _keep(self, name: str, args: tuple, kwargs: dict) -> None:
+        self.spool.parent.mkdir(parents=True, exist_ok=True)
+        if name == "log_artifact":  # the file may be temporary: keep a copy
+            source = Path(kwargs.pop("local_path", None) or args[1])
+            kept = self.spool.parent / "mlflow_spool" / uuid.uuid4().hex[:8] / source.name
+            kept.parent.mkdir(parents=True)
+            shutil.copyfile(source, kept)
+            args = (args[0], str(kept), *args[2:])
+        line = {"call": name, "args": [_encode(a) for a in args], "kwargs": {k: _encode(v) for k, v in kwargs.items()}}
+        with self.spool.open("a") as fh:
+            fh.write(json.dumps(line) + "\n")
+
+    def _flush(self) -> int:
+        """-1: the server is still down (the spool stays); else how many kept calls were replayed."""
+        if self._still_down():
+            return -1
+        if not self.spool.is_file():
+            return 0
+        lines = self.spool.read_text().splitlines()
+        for i, line in enumerate(lines):
+            call = json.loads(line)
+            try:
+                getattr(self.client, call["call"])(
+                    *[_decode(a) for a in call["args"]], **{k: _decode(v) for k, v in call["kwargs"].items()}
+                )
+            except Exception as err:
+                if is_transient(err):
+                    self._went_down(err)
+                    self.spool.write_text("".join(rest + "\n" for rest in lines[i:]))
+                    return -1
+                warn(f"a kept MLflow call ({call['call']}) failed and is dropped: {type(err).__name__}: {err}")
+        self.spool.unlink()
+        shutil.rmtree(self.spool.parent / "mlflow_spool", ignore_errors=True)
+        _down_since.pop(self.uri, None)
+        warn(f"MLflow at {self.uri} answers again: {len(lines)} kept call(s) logged")
+        return len(lines)
+
+
+def _encode(value: Any) -> Any:
+    """A call's argument as JSON (MLflow's Metric and Param entities by their fields; nothing is pickled)."""
+    if isinstance(value, Metric):
+        return {"__metric__": [value.key, value.value, value.timestamp, value.step]}
+    if isinstance(value, Param):
+        return {"__param__": [value.key, value.value]}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and "__metric__" in value:
+        return Metric(*value["__metric__"])
+    if isinstance(value, dict) and "__param__" in value:
+        return Param(*value["__param__"])
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def warn(message: str) -> None:
+    """A warning in the Prefect run's log (outside a flow or task run: this module's logger)."""
+    try:
+        from prefect import get_run_logger
+
+        get_run_logger().warning(message)
+    except Exception:  # outside a flow or task run
+        logger.warning(message)
+
+
+def best_effort(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """For what may be skipped while the server is down (the curve, the model registry): warn, return None."""
+
+    @wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as err:
+            if not is_transient(err):
+                raise
+            warn(f"{fn.__name__} skipped: MLflow does not answer ({type(err).__name__})")
+            return None
+
+    return call
