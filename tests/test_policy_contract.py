@@ -4,6 +4,7 @@ the weights it served. One module-scoped policy serves every test (each engine a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,8 +150,11 @@ def test_dead_engine_is_revived_with_the_current_weights(local: tuple[Experiment
     greedy, prompt = SamplingSettings(n=1, temperature=0.0, max_tokens=16), renderer.render(policy_contract.QUESTION)
     (first,) = policy.engines()
     [[served]] = first.generate([prompt], greedy)
-    ray.kill(first.actor, no_restart=True)
-    assert not first.alive()
+    ray.kill(first.actor, no_restart=True)  # asynchronous: a call sent at once may still be answered
+    deadline = time.monotonic() + 60
+    while first.alive(timeout_s=5) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not first.alive(timeout_s=5)
 
     @flow
     def scenario() -> tuple[list[str], list[str]]:  # revive_engines logs and counts restarts in a run
