@@ -119,7 +119,7 @@ def close_stage(
 
     A Tinker checkpoint's weights stay on the Tinker server: final/ points at its record (and the base
     model's config and tokenizer), the MLflow run is tagged with the final weights' tinker:// path, and
-    `rft convert` downloads and merges them on request (README, "Tinker")."""
+    `rft convert` downloads and merges them on request (docs/backends.md, "Tinker")."""
     remote = tinker_state.read(layout.actor_dir(experiment_dir(config), total_steps))
     final_dir = link_final_model(config, total_steps)
     save_hf = config.trainer.save_hf_checkpoint

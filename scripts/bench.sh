@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The speed benchmark of the README: our GRPO step (turns and overlap, sync every step or every second)
+# The speed benchmark of docs/speed.md: our GRPO step (turns and overlap, sync every step or every second)
 # and TRL's GRPOTrainer at the same shape, in one run. TRL goes into a folder of its own
 # (.rft/bench-site), never into .venv: its declared ranges would move our pinned transformers, and veRL
 # patches TRL's classes when it finds TRL importable. Extra arguments go to benchmarks/grpo_step.py.

@@ -3,7 +3,7 @@ watch. The untrained model gets a quarter of the sums right by its last number b
 \\boxed{} (strict ~1 %). GRPO alone teaches the form within a dozen steps but cannot sharpen sums the model
 rarely gets right, so the recipe is the usual cold start: a short SFT warm-up on worked answers
 ("65 + 10 = 75, 75 + 7 = 82. \\boxed{82}", the generator's `solution` column), evaluated before and after,
-then GRPO on the same problems' rewards. Numbers and minutes: README, "What a run reaches".
+then GRPO on the same problems' rewards. Numbers and minutes: docs/recipes/arith.md.
 
 Run it:  rft run arith          (inspect first: rft validate arith; the data: schemas/generators.py)
 """

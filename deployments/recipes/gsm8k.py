@@ -3,7 +3,7 @@
 GRPO alone (`grpo_only` below, the base of smoke, q20 and gsm8k-tools) teaches the \\boxed{} form within 20
 steps but not the reasoning: the answers get short and strict accuracy stays near the base model's 1 %. So the
 recipe starts the way arith does, with a short SFT warm-up on GSM8K's worked solutions ending in \\boxed{}
-(data/gsm8k-worked), evaluated before and after, then GRPO. Numbers and minutes: README, "What a run reaches".
+(data/gsm8k-worked), evaluated before and after, then GRPO. Numbers and minutes: docs/recipes/gsm8k.md.
 
 Run it:  rft run gsm8k          (inspect first: rft validate gsm8k)
 """

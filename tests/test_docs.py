@@ -1,0 +1,71 @@
+"""The README stays short, every number it states points at where it was measured, and no link in the
+README or docs/ leads nowhere. Reads markdown only: no Prefect, Ray or model."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+PAGES = sorted([README, *ROOT.glob("docs/**/*.md")])
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+CODE_SPAN = re.compile(r"`[^`]*`")
+
+
+def prose_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of every line outside fenced code blocks."""
+    lines, fenced = [], False
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if not fenced:
+            lines.append((number, line))
+    return lines
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = CODE_SPAN.sub(lambda m: m.group(0)[1:-1], heading.strip().lstrip("#").strip()).lower()
+    return re.sub(r"\s", "-", re.sub(r"[^\w\- ]", "", text))
+
+
+def anchors(path: Path) -> set[str]:
+    return {slug(text) for _, text in prose_lines(path) if re.match(r"#{1,6}\s", text)}
+
+
+def test_readme_is_under_200_lines() -> None:
+    assert len(README.read_text().splitlines()) < 200
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_every_relative_link_resolves(page: Path) -> None:
+    broken = []
+    for number, line in prose_lines(page):
+        for target in LINK.findall(CODE_SPAN.sub("", line)):
+            if re.match(r"[a-z]+:", target):  # http(s), mailto: not ours to check offline
+                continue
+            file_part, _, anchor = target.partition("#")
+            resolved = (page.parent / file_part).resolve() if file_part else page
+            if not resolved.exists():
+                broken.append(f"{page.relative_to(ROOT)}:{number}: {target} (no such file)")
+            elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+                broken.append(f"{page.relative_to(ROOT)}:{number}: {target} (no heading #{anchor})")
+            elif not resolved.is_relative_to(ROOT):
+                broken.append(f"{page.relative_to(ROOT)}:{number}: {target} (outside the repository)")
+    assert not broken, "\n".join(broken)
+
+
+def test_every_number_in_the_readme_sits_beside_a_link() -> None:
+    """The README states no number without the file that holds it (a run page, a measurement, a test,
+    a recipe): a line with a number outside code carries a link."""
+    unlinked = []
+    for number, line in prose_lines(README):
+        text = CODE_SPAN.sub("", LINK.sub("", line))
+        tokens = re.findall(r"[\w.\-]+", text)
+        if any(re.search(r"\d", t) and not re.search(r"[A-Za-z]", t) for t in tokens) and not LINK.search(line):
+            unlinked.append(f"README.md:{number}: {line.strip()}")
+    assert not unlinked, "\n".join(unlinked)
