@@ -41,8 +41,8 @@ def test_readme_is_under_200_lines() -> None:
     assert len(README.read_text().splitlines()) < 200
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
-def test_every_relative_link_resolves(page: Path) -> None:
+def broken_links(page: Path, root: Path = ROOT) -> list[str]:
+    """Relative links of `page` to a missing file, a missing heading, or outside `root`."""
     broken = []
     for number, line in prose_lines(page):
         for target in LINK.findall(CODE_SPAN.sub("", line)):
@@ -50,22 +50,56 @@ def test_every_relative_link_resolves(page: Path) -> None:
                 continue
             file_part, _, anchor = target.partition("#")
             resolved = (page.parent / file_part).resolve() if file_part else page
+            where = f"{page.name}:{number}: {target}"
             if not resolved.exists():
-                broken.append(f"{page.relative_to(ROOT)}:{number}: {target} (no such file)")
+                broken.append(f"{where} (no such file)")
             elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
-                broken.append(f"{page.relative_to(ROOT)}:{number}: {target} (no heading #{anchor})")
-            elif not resolved.is_relative_to(ROOT):
-                broken.append(f"{page.relative_to(ROOT)}:{number}: {target} (outside the repository)")
-    assert not broken, "\n".join(broken)
+                broken.append(f"{where} (no heading #{anchor})")
+            elif not resolved.is_relative_to(root):
+                broken.append(f"{where} (outside the repository)")
+    return broken
+
+
+def unlinked_numbers(page: Path) -> list[str]:
+    """Lines stating a number (outside code) with no link on them."""
+    unlinked = []
+    for number, line in prose_lines(page):
+        tokens = re.findall(r"[\w.\-]+", CODE_SPAN.sub("", LINK.sub("", line)))
+        stated = any(re.search(r"\d", t) and not re.search(r"[A-Za-z]", t) for t in tokens)
+        if stated and not LINK.search(line):
+            unlinked.append(f"{page.name}:{number}: {line.strip()}")
+    return unlinked
+
+
+def test_readme_is_under_200_lines() -> None:
+    assert len(README.read_text().splitlines()) < 200
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_every_relative_link_resolves(page: Path) -> None:
+    assert not (broken := broken_links(page)), "\n".join(broken)
 
 
 def test_every_number_in_the_readme_sits_beside_a_link() -> None:
     """The README states no number without the file that holds it (a run page, a measurement, a test,
     a recipe): a line with a number outside code carries a link."""
-    unlinked = []
-    for number, line in prose_lines(README):
-        text = CODE_SPAN.sub("", LINK.sub("", line))
-        tokens = re.findall(r"[\w.\-]+", text)
-        if any(re.search(r"\d", t) and not re.search(r"[A-Za-z]", t) for t in tokens) and not LINK.search(line):
-            unlinked.append(f"README.md:{number}: {line.strip()}")
-    assert not unlinked, "\n".join(unlinked)
+    assert not (unlinked := unlinked_numbers(README)), "\n".join(unlinked)
+
+
+def test_the_checks_find_a_broken_link_and_an_unlinked_number(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "docs").mkdir(parents=True)
+    (repo / "docs" / "runs.md").write_text("# Runs\n\n## The runs\n")
+    (tmp_path / "outside.md").write_text("# Outside\n")
+    page = repo / "docs" / "page.md"
+    page.write_text(
+        "# Title\n\nReaches 0.42 ([runs](runs.md#the-runs)).\nTook 28 minutes.\n\n"
+        "[gone](nowhere.md), [no heading](runs.md#nothing-here), [here](#title), [up](../../outside.md)\n\n"
+        "```\n123 in code, [x](nowhere-in-code.md)\n```\n`rft run --set steps=5` on Llama-3.2-3B\n"
+    )
+    assert unlinked_numbers(page) == ["page.md:4: Took 28 minutes."]
+    assert broken_links(page, root=repo) == [
+        "page.md:6: nowhere.md (no such file)",
+        "page.md:6: runs.md#nothing-here (no heading #nothing-here)",
+        "page.md:6: ../../outside.md (outside the repository)",
+    ]
