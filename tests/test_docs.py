@@ -41,6 +41,14 @@ def test_readme_is_under_200_lines() -> None:
     assert len(README.read_text().splitlines()) < 200
 
 
+def test_readme_opens_with_the_two_commands() -> None:
+    """The first thing after the title: the main job and the tests, each a script that exists."""
+    first_block = README.read_text().split("```")[1]
+    commands = [line.split()[0] for line in first_block.splitlines()[1:] if line.strip()]
+    assert commands == ["scripts/up.sh", "scripts/test.sh"]
+    assert all((ROOT / c).is_file() for c in commands)
+
+
 def broken_links(page: Path, root: Path = ROOT) -> list[str]:
     """Relative links of `page` to a missing file, a missing heading, or outside `root`."""
     broken = []
@@ -73,6 +81,14 @@ def unlinked_numbers(page: Path) -> list[str]:
 
 def test_readme_is_under_200_lines() -> None:
     assert len(README.read_text().splitlines()) < 200
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    """The first thing after the title: the main job and the tests, each a script that exists."""
+    first_block = README.read_text().split("```")[1]
+    commands = [line.split()[0] for line in first_block.splitlines()[1:] if line.strip()]
+    assert commands == ["scripts/up.sh", "scripts/test.sh"]
+    assert all((ROOT / c).is_file() for c in commands)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
