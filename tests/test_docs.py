@@ -102,6 +102,28 @@ def test_every_number_in_the_readme_sits_beside_a_link() -> None:
     assert not (unlinked := unlinked_numbers(README)), "\n".join(unlinked)
 
 
+def missing_code_names(page: Path) -> list[str]:
+    """`path/to/module.py` and `path/to/module.py:name` in code spans whose file, or whose name in it (a def, a
+    class or an assignment; `Class.method` part by part), is not there: the docs follow the code."""
+    missing = []
+    for number, line in prose_lines(page):
+        for path, name in re.findall(r"`([\w./-]+/[\w.-]+\.py)(?::([\w.]+))?`", line):
+            file = ROOT / path
+            if not file.is_file():
+                missing.append(f"{page.name}:{number}: {path} (no such file)")
+                continue
+            source = file.read_text()
+            for part in name.split(".") if name else []:
+                if not re.search(rf"^\s*(def|class)\s+{part}\b|^\s*{part}\s*[:=]", source, re.M):
+                    missing.append(f"{page.name}:{number}: {path}:{name} ({part} is not defined there)")
+    return missing
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_every_module_and_name_the_docs_cite_exists(page: Path) -> None:
+    assert not (missing := missing_code_names(page)), "\n".join(missing)
+
+
 def test_the_checks_find_a_broken_link_and_an_unlinked_number(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     (repo / "docs").mkdir(parents=True)
@@ -112,10 +134,15 @@ def test_the_checks_find_a_broken_link_and_an_unlinked_number(tmp_path: Path) ->
         "# Title\n\nReaches 0.42 ([runs](runs.md#the-runs)).\nTook 28 minutes.\n\n"
         "[gone](nowhere.md), [no heading](runs.md#nothing-here), [here](#title), [up](../../outside.md)\n\n"
         "```\n123 in code, [x](nowhere-in-code.md)\n```\n`rft run --set steps=5` on Llama-3.2-3B\n"
+        "`flows/rl.py:take_turns`, `flows/rl.py:no_such_step`, `flows/gone.py`, `backends/policy.py:Policy.sync`\n"
     )
     assert unlinked_numbers(page) == ["page.md:4: Took 28 minutes."]
     assert broken_links(page, root=repo) == [
         "page.md:6: nowhere.md (no such file)",
         "page.md:6: runs.md#nothing-here (no heading #nothing-here)",
         "page.md:6: ../../outside.md (outside the repository)",
+    ]
+    assert missing_code_names(page) == [
+        "page.md:12: flows/rl.py:no_such_step (no_such_step is not defined there)",
+        "page.md:12: flows/gone.py (no such file)",
     ]
