@@ -22,9 +22,8 @@ from pathlib import Path
 
 import torch
 
-from checkpointing import layout
+from checkpointing import layout, tinker_state
 from checkpointing.layout import DEFAULT_MAX_SHARD_SIZE
-from checkpointing import tinker_state
 from checkpointing.loaders import (
     TORCH_FORMAT,
     VERL_LORA_META,

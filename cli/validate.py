@@ -11,8 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from deployments import RECIPES, UnknownRecipeError, load_any
-from schemas import ConfigRuleError, ExperimentConfig, TrinityImportError, UnknownSettingError, describe_errors
-from schemas import parse_set_args
+from schemas import ConfigRuleError, ExperimentConfig, TrinityImportError, UnknownSettingError, describe_errors, parse_set_args
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 

@@ -13,6 +13,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
+import tracking
 from backends.policy import policy_for
 from backends.weights import WeightsHandle
 from checkpointing import layout
@@ -21,7 +22,6 @@ from flows.stage import evaluate_and_log, exclusive, open_mlflow_run, stage_flow
 from schemas import ExperimentConfig
 from tasks.convert import convert_checkpoint
 from tasks.setup import prepare_model, release, start_rollout_engines
-import tracking
 
 
 @flow(name="bench", log_prints=False)

@@ -12,6 +12,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+import tracking
 from buffer.experience_store import ExperienceStore
 from checkpointing.layout import experiment_dir
 from flows.concurrent import stop_event
@@ -21,7 +22,6 @@ from schemas import ExperimentConfig
 from tasks import schedule
 from tasks.setup import prepare_model, release, start_rollout_engines
 from tasks.sync import load_weights, newest_published
-import tracking
 
 
 def explore_stage(config: ExperimentConfig) -> dict[str, Any]:

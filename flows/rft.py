@@ -15,6 +15,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
 
+import tracking
 from flows.bench import bench
 from flows.explorer import explore_stage
 from flows.rl import rl
@@ -24,7 +25,6 @@ from flows.trainer import train_stage
 from schemas import ExperimentConfig
 from tasks.failures import report_config_errors_briefly
 from tasks.setup import check_requirements, check_secrets, connect, release
-import tracking
 
 # The sides of an experiment each mode runs (what it locks, starts and releases).
 ROLES = {"both": ("explorer", "trainer"), "explore": ("explorer",), "train": ("trainer",), "bench": ("explorer",),

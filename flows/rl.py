@@ -14,6 +14,7 @@ from typing import Any
 
 from prefect import get_run_logger
 
+import tracking
 from flows.concurrent import side_by_side
 from flows.explore import explore
 from flows.explorer import explorer
@@ -35,7 +36,6 @@ from flows.trainer import trainer
 from schemas import ExperimentConfig
 from tasks.checkpoint import restore_checkpoint
 from tasks.setup import prepare_model, start_rollout_engines, start_trainer
-import tracking
 from tracking.progress import StepProgress
 
 

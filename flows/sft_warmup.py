@@ -11,6 +11,7 @@ from typing import Any
 
 from prefect import flow
 
+import tracking
 from buffer.taskset import load_taskset
 from flows.stage import (
     checkpoint_if_due,
@@ -27,7 +28,6 @@ from schemas import ExperimentConfig
 from tasks.checkpoint import restore_checkpoint
 from tasks.setup import prepare_model, start_rollout_engines, start_trainer
 from tasks.sft import sft_dataset, sft_step
-import tracking
 from tracking.progress import StepProgress
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+import tracking
 from buffer.experience_store import ExperienceStore
 from checkpointing.layout import experiment_dir
 from flows.concurrent import stop_event
@@ -30,7 +31,6 @@ from tasks import schedule
 from tasks.checkpoint import restore_checkpoint
 from tasks.setup import prepare_model, start_trainer
 from tasks.sync import publish_weights
-import tracking
 from tracking.progress import StepProgress
 
 

@@ -14,13 +14,13 @@ from schemas.buffer import (
 )
 from schemas.cluster import ClusterConfig
 from schemas.experiment import ExperimentConfig, StageConfig
-from schemas.trinity.aliases import TrinityTinkerConfig
 from schemas.explorer import ExplorerConfig, InferenceModelConfig, TinkerSamplerConfig, VllmModelConfig
 from schemas.model import LoRAConfig, ModelConfig
 from schemas.monitor import MonitorConfig
 from schemas.overrides import UnknownSettingError, parse_set_args
 from schemas.synchronizer import SynchronizerConfig
 from schemas.trainer import TinkerTrainerConfig, TorchTrainerConfig, TrainerConfig, VerlTrainerConfig
+from schemas.trinity.aliases import TrinityTinkerConfig
 
 __all__ = [
     "AlgorithmConfig",

@@ -19,6 +19,7 @@ from pydantic import Field
 from algorithms import ADVANTAGE_FNS, ENTROPY_LOSS_FNS, KL_LOSS_FNS, POLICY_LOSS_FNS
 from algorithms.registry import Args, NoArgs, Registry
 
+
 # ----------------------------------------------------------------------------- functions Trinity names, not built
 # Their arguments are checked like the others' (so an imported Trinity config reads the same), and
 # schemas/support.py refuses each, with the reason.

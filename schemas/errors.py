@@ -6,7 +6,6 @@ from pydantic import ValidationError
 
 from schemas.base import ConfigRuleError
 
-
 # Sections that are tagged unions: pydantic puts the chosen tag into an error's location
 # (trainer.torch.dtype); users name the setting without it (trainer.dtype).
 TAGGED_SECTIONS = {"trainer": "trainer_type", "rollout_model": "engine_type", "auxiliary_models": "engine_type"}
@@ -45,7 +44,8 @@ def error_items(exc: ValidationError) -> list[tuple[str, str]]:
             msg = f"not a setting of {variant}" if variant else "unknown setting (not a field of this section)"
         elif err["type"] == "union_tag_invalid":
             tag = (err.get("ctx") or {}).get("discriminator", "").strip("'")
-            path, msg = f"{path}.{tag}", f"{(err.get('ctx') or {}).get('tag')!r} is not one of {(err.get('ctx') or {}).get('expected_tags')}"
+            ctx = err.get("ctx") or {}
+            path, msg = f"{path}.{tag}", f"{ctx.get('tag')!r} is not one of {ctx.get('expected_tags')}"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
         out.append((path or "<config>", msg))

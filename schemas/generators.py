@@ -65,7 +65,7 @@ class ArithArgs(Section):
             raise ValueError(
                 f"{test_size} held-out problems, but at most {room} can be held out of "
                 + ", ".join(f"{n} {op} problems" for op, n in counts.items())
-                + f" (a quarter of each operation's): widen the operand ranges or hold out fewer"
+                + " (a quarter of each operation's): widen the operand ranges or hold out fewer"
             )
         return test_size
 

@@ -115,7 +115,9 @@ SUPPORT: dict[str, Entry] = {
     "mode[colocate]": refused("'colocate' is not supported: use mode 'both' with synchronizer.sync_offset 0, where "
                               "the explorer and the trainer take turns on the same devices"),
     "project": honoured("tracking/mlflow_monitor.py", "flows/rft.py"),
-    "group": honoured("tracking/mlflow_monitor.py", "tracking/wandb_monitor.py", note="a tag of the experiment's MLflow runs, the W&B group"),
+    "group": honoured(
+        "tracking/mlflow_monitor.py", "tracking/wandb_monitor.py", note="a tag of the experiment's MLflow runs, the W&B group"
+    ),
     "name": honoured("flows/rft.py", "tracking/base.py"),
     "checkpoint_root_dir": honoured("tracking/store.py", note="and every path through experiment_dir"),
     "derived": honoured("cli/validate.py", note="an output"),

@@ -7,4 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--full" ]]; then shift; export RFT_TEST_FULL=1; fi
 scripts/setup.sh
+.venv/bin/ruff check --quiet .  # lint (pyproject.toml [tool.ruff]): unused names, import order, line length
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+import tracking
 from backends.errors import ConfigError
 from backends.policy import policy_for
 from checkpointing import layout
@@ -14,7 +15,6 @@ from checkpointing.models import resolve_model_path
 from preflight import preflight
 from schemas import ExperimentConfig
 from tasks.failures import transient_only
-import tracking
 
 RAY_TIMELINE = "ray_timeline.json"  # Chrome trace format: chrome://tracing or ui.perfetto.dev
 

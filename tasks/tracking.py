@@ -6,9 +6,9 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+import tracking
 from schemas import ExperimentConfig
 from tasks.failures import transient_only
-import tracking
 
 
 @task(name="start-mlflow-run", retries=2, retry_delay_seconds=3, retry_condition_fn=transient_only, cache_policy=NO_CACHE)

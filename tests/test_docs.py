@@ -79,18 +79,6 @@ def unlinked_numbers(page: Path) -> list[str]:
     return unlinked
 
 
-def test_readme_is_under_200_lines() -> None:
-    assert len(README.read_text().splitlines()) < 200
-
-
-def test_readme_opens_with_the_two_commands() -> None:
-    """The first thing after the title: the main job and the tests, each a script that exists."""
-    first_block = README.read_text().split("```")[1]
-    commands = [line.split()[0] for line in first_block.splitlines()[1:] if line.strip()]
-    assert commands == ["scripts/up.sh", "scripts/test.sh"]
-    assert all((ROOT / c).is_file() for c in commands)
-
-
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_every_relative_link_resolves(page: Path) -> None:
     assert not (broken := broken_links(page)), "\n".join(broken)

@@ -104,11 +104,11 @@ def test_opmd_smoke_run_with_priority_sampling_tensorboard_and_every_hf_checkpoi
     """The smoke recipe as opmd, through the real stack, with settings this project now honours:
     sample_strategy priority, monitor tensorboard (no MLflow at all), save_hf_checkpoint always,
     max_prompt_tokens (longer prompts skipped and counted), min_response_tokens, a Ray timeline."""
+    from buffer.taskset import load_taskset
     from flows.rft import rft
     from tasks.setup import RAY_TIMELINE
-    from workflows.render import renderer_for
     from workflows.math_workflow import MathWorkflow
-    from buffer.taskset import load_taskset
+    from workflows.render import renderer_for
 
     base = preset_config("opmd").with_overrides({"checkpoint_root_dir": str(tmp_path / "ckpt")})
     # a prompt limit between the shortest and the longest prompt of the first batch: some are skipped

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import re
 import typing
 from pathlib import Path
@@ -14,7 +13,6 @@ from pydantic import BaseModel, ValidationError
 import schemas
 from deployments import RECIPES, UnknownRecipeError, load_recipe
 from deployments.recipes.gsm8k import grpo_only
-from workflows.math_workflow import DEFAULT_SYSTEM_PROMPT
 from schemas import (
     ConfigRuleError,
     ExperimentConfig,
@@ -23,6 +21,7 @@ from schemas import (
     parse_set_args,
 )
 from schemas.overrides import set_path
+from workflows.math_workflow import DEFAULT_SYSTEM_PROMPT
 
 
 def gsm8k_data() -> dict[str, Any]:

@@ -9,8 +9,8 @@ import socket
 import time
 from pathlib import Path
 
-from deployments import load_recipe
 import tracking
+from deployments import load_recipe
 
 
 def test_writes_are_kept_while_the_server_is_down(tmp_path: Path) -> None:

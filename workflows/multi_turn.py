@@ -35,7 +35,6 @@ from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any
 
 from backends.rollout import Sample
 from buffer.experience import Experience

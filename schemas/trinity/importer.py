@@ -29,11 +29,11 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
 from schemas import support
-from schemas.trinity.aliases import apply_aliases
 from schemas.base import ConfigRuleError
 from schemas.errors import error_items
 from schemas.experiment import ExperimentConfig
 from schemas.overrides import delete_path
+from schemas.trinity.aliases import apply_aliases
 
 TRINITY_IDENTITY_DEFAULTS = {"project": "Trinity-RFT", "name": "rft"}
 # Trinity keys renamed on the way in, per section model: {model class name: {trinity key: our key}}.
@@ -219,7 +219,8 @@ def _filter(data: dict[str, Any], model: type[BaseModel], prefix: str, unsupport
         path = f"{prefix}{key}"
         target = renames.get(key, key)
         if target == "tasksets":
-            field_ann: Any = list[model.model_fields["taskset"].annotation]  # type: ignore[index]
+            item_ann: Any = model.model_fields["taskset"].annotation
+            field_ann: Any = list[item_ann]  # type: ignore[valid-type]
         elif target in model.model_fields:
             field_ann = model.model_fields[target].annotation
         else:
