@@ -156,15 +156,18 @@ def wait_for_state(env: dict[str, str], flow_run_id: str, states: set[str], time
     pytest.fail(f"flow run {flow_run_id} still {state_of(env, flow_run_id)} after {timeout} s")
 
 
-def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dict[str, str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("trainer_type", ["torch", "verl"])
+def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dict[str, str], tmp_path: Path, trainer_type: str) -> None:
     """The CI smoke flow, and what a retry from the UI does: SIGKILL the run's process in the middle of
-    step 2, `prefect flow-run retry` it, and it finishes from its step-1 checkpoint through the worker."""
+    step 2, `prefect flow-run retry` it, and it finishes from its step-1 checkpoint through the worker.
+    Once per trainer a user picks with `--set trainer.trainer_type=...` (veRL: its FSDP workers on gloo)."""
     root = tmp_path / "checkpoints"
     # No evaluation and 16-token answers: this run is about the kill and the retry (the evaluations and
     # the recipe's 32-token answers are checked in process by tests/test_rft_flow.py); generation on
     # 2 CPU cores dominates each of its two starts.
     overrides = {"checkpoint_root_dir": str(root), "cluster.ray_address": "local", "explorer.eval_on_startup": False,
-                 "buffer.explorer_input.eval_tasksets": [], "model.max_response_tokens": 16}
+                 "buffer.explorer_input.eval_tasksets": [], "model.max_response_tokens": 16,
+                 "trainer.trainer_type": trainer_type}
     started = prefect(prefect_stack, "deployment", "run", "rft/smoke", "--param", f"overrides={json.dumps(overrides)}")
     assert started.returncode == 0, started.stdout + started.stderr
     flow_run_id = next(line.split()[-1] for line in started.stdout.splitlines() if "UUID" in line)
