@@ -3,7 +3,7 @@
 Used by mode `both` with overlap (beside the trainer flow, in threads of one run) and by mode
 `explore` (its own deployment, beside a `train` deployment on the same experiment folder). It meets
 the trainer only at the buffer (it writes each step's experiences) and at published weight versions
-(it loads them, see tasks/schedule.py for which version each step samples with).
+(it loads them; backends/schedule.py says which version each step samples with).
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from backends.schedule import Schedule
 from buffer.experience_store import ExperienceStore
 from checkpointing.layout import experiment_dir
 from flows.concurrent import stop_event
+from flows import meeting
 from flows.explore import explore
 from flows.stage import evaluate_and_log, evaluate_baseline, exclusive, open_mlflow_run, planned_steps, stage_flows_without_heartbeats
 from schemas import ExperimentConfig
-from tasks import schedule
 from tasks.setup import prepare_model, release, start_rollout_engines
 from tasks.sync import load_weights, newest_published
 import tracking
@@ -66,6 +67,7 @@ class _Explorer:
         self.evaluated: set[int] = set()
         self.last_evals: list[dict] = []
         self.timeout = config.synchronizer.sync_timeout
+        self.schedule = Schedule.of(config)
 
     def explored(self) -> int:
         store = ExperienceStore.for_experiment(experiment_dir(self.config))
@@ -76,25 +78,24 @@ class _Explorer:
 
     def catch_up(self, step: int) -> None:
         """Before explore `step`: serve the version it must sample with (fixed), or the newest one."""
-        sync = self.config.synchronizer
-        exact = schedule.version_for_step(self.config, step)
+        exact = self.schedule.version_for_step(step)
         if exact is not None:
             if exact > self.serving:
                 self.load(exact, wait=True)
             return
         # explorer_driven: every sync_interval steps, ask for weights newer than ours (if any can exist yet)
-        if sync.sync_style == "explorer_driven" and step - 1 - self.requested >= sync.sync_interval and self.serving < step - 1:
-            schedule.request_sync(self.config, step - 1)
+        if self.schedule.asks_for_weights(step, self.requested, self.serving):
+            meeting.request_sync(self.config, step - 1)
             self.requested = step - 1
             self.load(None, wait=True, newer_than=self.serving)
-        elif newest_published(self.config) > self.serving:  # trainer_driven: take what is there
+        elif newest_published(self.config) > self.serving:  # otherwise take what is there
             self.load(newest_published(self.config), wait=False)
 
     def wait_for_room(self, step: int) -> None:
         """Driven styles: never sample what max_staleness would throw away, nor overfill the buffer."""
-        limit = (self.config.algorithm.sample_strategy_args or {}).get("max_staleness")
-        if self.config.synchronizer.sync_style != "fixed" and limit is not None and (step - 1) - self.serving > limit:
-            self.load(None, wait=True, newer_than=step - 2 - limit)
+        newer_than = self.schedule.room_after(step, self.serving)
+        if newer_than is not None:
+            self.load(None, wait=True, newer_than=newer_than)
 
     def load(self, version: int | None, *, wait: bool, newer_than: int | None = None) -> None:
         """Serve `version` (None: the newest published beyond `newer_than`), waiting for the trainer to
@@ -102,7 +103,7 @@ class _Explorer:
         target = (lambda: newest_published(self.config) > newer_than) if version is None else (
             lambda: newest_published(self.config) >= version)
         if wait:
-            schedule.wait_until(
+            meeting.wait_until(
                 target, timeout_s=self.timeout, stop=stop_event(),
                 waiting_for=f"weights version {version if version is not None else f'> {newer_than}'}",
                 other_side=lambda: f"the trainer's newest published version is {newest_published(self.config)}",

@@ -1,7 +1,7 @@
 """Mode `both`: explore, train and sync the experiment's policy — in turns, or overlapped.
 
 Read it as the stage: bring up the model, the MLflow run, the engines and the trainer; resume from the
-latest checkpoint; evaluate the untrained model. Then, with `sync_offset: 0` and `sync_style: fixed`,
+latest checkpoint; evaluate the untrained model. Then, when the schedule takes turns (backends/schedule.py),
 take turns every step (explore → train → sync, evaluate now and then); otherwise run the explorer and
 the trainer flows side by side, meeting only at the buffer and at published weight versions (explore
 of step N+1 overlaps training of step N). Finally save the trained model and draw the curve.
@@ -14,6 +14,7 @@ from typing import Any
 
 from prefect import get_run_logger
 
+from backends.schedule import Schedule
 from flows.concurrent import side_by_side
 from flows.explore import explore
 from flows.explorer import explorer
@@ -67,9 +68,9 @@ def rl(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
 
 
 def takes_turns(config: ExperimentConfig) -> bool:
-    """Strictly on-policy: each step's rollouts come from the weights the previous step trained."""
-    sync_config = config.synchronizer
-    return sync_config.sync_offset == 0 and sync_config.sync_style == "fixed"
+    """The schedule's answer: strictly on-policy, each step's rollouts from the weights the previous
+    step trained (otherwise the sides overlap, as the resource plan assumes too)."""
+    return Schedule.of(config).in_turns
 
 
 def take_turns(
@@ -77,10 +78,11 @@ def take_turns(
 ) -> list[dict]:
     """Every step: explore a batch, train on it, sync the engines; evaluate every eval_interval steps."""
     evals: list[dict] = []
+    schedule = Schedule.of(config)
     for step in range(done + 1, total_steps + 1):
         started = time.perf_counter()
         metrics = explore(config, step)
-        sync_now = step % config.synchronizer.sync_interval == 0 or step == total_steps
+        sync_now = schedule.publish_due(step, total_steps, requested=False)
         try:
             metrics |= train(config, step)
             if sync_now:

@@ -212,9 +212,9 @@ SUPPORT: dict[str, Entry] = {
     "trainer[*].max_checkpoints_to_keep": honoured("tasks/checkpoint.py", "preflight/disk.py"),
     # --------------------------------------------------------------------- synchronizer, monitor
     "synchronizer.sync_method": honoured("backends/local/weight_sync.py"),
-    "synchronizer.sync_style": honoured("tasks/schedule.py"),
-    "synchronizer.sync_interval": honoured("tasks/schedule.py"),
-    "synchronizer.sync_offset": honoured("tasks/schedule.py"),
+    "synchronizer.sync_style": honoured("backends/schedule.py"),
+    "synchronizer.sync_interval": honoured("backends/schedule.py"),
+    "synchronizer.sync_offset": honoured("backends/schedule.py"),
     "synchronizer.sync_timeout": honoured("flows/trainer.py", "flows/explorer.py"),
     "monitor.monitor_type": honoured("tracking/__init__.py"),
     "monitor.monitor_type[wandb]": honoured("tracking/wandb_monitor.py").refuse_if(
