@@ -53,13 +53,13 @@ class Schedule:
 
     @classmethod
     def of(cls, config: ExperimentConfig) -> Schedule:
-        sync = config.synchronizer
+        sync, algorithm = config.synchronizer, config.algorithm
         sides = SIDES.get(config.mode, BOTH)
-        if config.mode == "train" and config.algorithm.algorithm_type == "sft" and config.buffer.explorer_input.eval_tasksets:
+        if config.mode == "train" and algorithm.algorithm_type == "sft" and config.buffer.explorer_input.eval_tasksets:
             sides = BOTH  # the SFT stage evaluates on engines of its own
-        exchanges = config.mode in ("both", "explore", "train") and ALGORITHM_PRESETS[config.algorithm.algorithm_type].needs_rollout
-        return cls(style=sync.sync_style, interval=sync.sync_interval, offset=sync.sync_offset, sides=sides, exchanges=exchanges,
-                   max_staleness=(config.algorithm.sample_strategy_args or {}).get("max_staleness"))
+        exchanges = config.mode in ("both", "explore", "train") and ALGORITHM_PRESETS[algorithm.algorithm_type].needs_rollout
+        return cls(style=sync.sync_style, interval=sync.sync_interval, offset=sync.sync_offset, sides=sides,
+                   exchanges=exchanges, max_staleness=(algorithm.sample_strategy_args or {}).get("max_staleness"))
 
     # -- what runs, and how ----------------------------------------------------------------------
 

@@ -18,41 +18,42 @@ from checkpointing.layout import experiment_dir
 from flows.concurrent import stop_event
 from flows import meeting
 from flows.explore import explore
-from flows.stage import evaluate_and_log, evaluate_baseline, exclusive, open_mlflow_run, planned_steps, stage_flows_without_heartbeats
+from flows.stage import evaluate_and_log, evaluate_baseline, planned_steps, stage_session
 from schemas import ExperimentConfig
-from tasks.setup import prepare_model, release, start_rollout_engines
 from tasks.sync import load_weights, newest_published
 import tracking
+from tracking.progress import StepProgress
 
 
-def explore_stage(config: ExperimentConfig) -> dict[str, Any]:
+def explore_stage(config: ExperimentConfig, model_name: str | None = None) -> dict[str, Any]:
     """Mode `explore`: the engines and the explorer only; a `train` run on the same experiment trains."""
     total_steps = planned_steps(config)
-    with exclusive(config, roles=("explorer",)), stage_flows_without_heartbeats():
-        model_dir = prepare_model(config)
-        run = open_mlflow_run(config, role="explorer")
-        start_rollout_engines(config, model_dir)
+    with stage_session(config, total_steps) as stage:
         serving = newest_published(config)
         if serving:  # the trainer has published already: sample with its newest weights
             load_weights(config, serving)
-        elif config.explorer.eval_on_startup and _Explorer(config, total_steps, run["run_id"], 0).explored() == 0:
-            evaluate_baseline(config, run["run_id"])
-        outcome = explorer(config, total_steps, run["run_id"], serving)
-        tracking.finish_run(config, run["run_id"])
-        release(config, roles=("explorer",))
-        return {"steps": total_steps, "mlflow_run_id": run["run_id"], "eval": {e["name"]: e["metrics"] for e in outcome["evals"]}}
+        elif config.explorer.eval_on_startup and _Explorer(config, total_steps, stage.run_id, 0).explored() == 0:
+            evaluate_baseline(config, stage.run_id)
+        stage.evals = explorer(config, total_steps, stage.run_id, serving, str(stage.progress.artifact))["evals"]
+    return stage.summary
 
 
 @flow(name="explorer", log_prints=False)
-def explorer(config: ExperimentConfig, total_steps: int, run_id: str, serving: int = 0) -> dict[str, Any]:
+def explorer(
+    config: ExperimentConfig, total_steps: int, run_id: str, serving: int = 0, progress_id: str | None = None
+) -> dict[str, Any]:
     """Explore steps after the last one in the buffer up to `total_steps`, then load and evaluate the
-    trainer's final version. `serving`: the version the engines serve now. Returns the last evals."""
+    trainer's final version. `serving`: the version the engines serve now; `progress_id`: the progress
+    this side shows (mode explore; beside a trainer, the trainer shows it). Returns the last evals."""
+    progress = StepProgress.attach(progress_id, total_steps, f"{config.project}/{config.name}") if progress_id else None
     side = _Explorer(config, total_steps, run_id, serving)
     for step in range(side.explored() + 1, total_steps + 1):
         side.catch_up(step)
         side.wait_for_room(step)
         metrics = explore(config, step)
         tracking.log_metrics(config, run_id, metrics, step)
+        if progress is not None:
+            progress.update(step, metrics)
     side.load(total_steps, wait=True)  # finish with the trainer: its final model, evaluated
     return {"evals": side.last_evals, "serving": side.serving}
 

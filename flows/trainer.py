@@ -17,19 +17,9 @@ from checkpointing.layout import experiment_dir
 from flows import meeting
 from flows.concurrent import stop_event
 from flows.recovery import retrain_after_trainer_death
-from flows.stage import (
-    checkpoint_if_due,
-    close_stage,
-    exclusive,
-    finished_summary,
-    open_mlflow_run,
-    planned_steps,
-    stage_flows_without_heartbeats,
-)
+from flows.stage import checkpoint_if_due, finished_summary, planned_steps, stage_session
 from flows.train import train
 from schemas import ExperimentConfig
-from tasks.checkpoint import restore_checkpoint
-from tasks.setup import prepare_model, start_trainer
 from tasks.sync import publish_weights
 import tracking
 from tracking.progress import StepProgress
@@ -40,16 +30,11 @@ def train_stage(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
     total_steps = planned_steps(config)
     if summary := finished_summary(config, total_steps):
         return summary
-    with exclusive(config, roles=("trainer",)), stage_flows_without_heartbeats():
-        model_dir = prepare_model(config)
-        run = open_mlflow_run(config)
-        start_trainer(config, model_dir, total_steps)
-        done = restore_checkpoint(config)
-        if done:  # an explorer (re)starting now samples with the restored weights
-            publish_weights(config, done)
-        progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
-        trainer(config, total_steps, run, model_dir, done, str(progress.artifact))
-        return close_stage(config, run, total_steps, model_dir, model_name, evals=[], roles=("trainer",))
+    with stage_session(config, total_steps, model_name) as stage:
+        if stage.done:  # an explorer (re)starting now samples with the restored weights
+            publish_weights(config, stage.done)
+        trainer(config, total_steps, stage.run, stage.model_dir, stage.done, str(stage.progress.artifact))
+    return stage.summary
 
 
 @flow(name="trainer", log_prints=False)
