@@ -86,8 +86,8 @@ class Schedule:
     @property
     def samples_trainer_weights(self) -> bool:
         """Every explore step here samples exactly the weights the trainer holds, while nothing trains:
-        both sides in this process, in turns, a sync every step."""
-        return self.sides == BOTH and self.in_turns and self.interval == 1
+        an RL stage with both sides in this process, in turns, a sync every step."""
+        return self.exchanges and self.sides == BOTH and self.in_turns and self.interval == 1
 
     # -- versions and waits ----------------------------------------------------------------------
 

@@ -56,6 +56,8 @@ def test_the_engines_sample_the_trainers_weights_only_in_turns_in_one_process_wi
     for overrides in ({"synchronizer.sync_interval": 2, "explorer.eval_interval": 2}, {"synchronizer.sync_offset": 1},
                       {"synchronizer.sync_style": "trainer_driven"}, {"mode": "explore"}):
         assert not Schedule.of(SMOKE.with_overrides(overrides)).samples_trainer_weights, overrides
+    sft = load_recipe("arith").resolve_stages()[0]  # engines beside the trainer, but no RL steps
+    assert Schedule.of(sft).sides == ("explorer", "trainer") and not Schedule.of(sft).samples_trainer_weights
 
 
 def test_explorer_driven_asks_every_interval_and_the_trainer_answers() -> None:
