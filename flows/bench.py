@@ -13,6 +13,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
+import tracking
 from backends.policy import policy_for
 from backends.weights import WeightsHandle
 from checkpointing import layout
@@ -20,7 +21,6 @@ from checkpointing.layout import experiment_dir
 from flows.stage import evaluate_and_log, stage_session
 from schemas import ExperimentConfig
 from tasks.convert import convert_checkpoint
-import tracking
 
 
 @flow(name="bench", log_prints=False)

@@ -12,16 +12,16 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+import tracking
 from backends.schedule import Schedule
 from buffer.experience_store import ExperienceStore
 from checkpointing.layout import experiment_dir
-from flows.concurrent import stop_event
 from flows import meeting
+from flows.concurrent import stop_event
 from flows.explore import explore
 from flows.stage import evaluate_and_log, evaluate_baseline, planned_steps, stage_session
 from schemas import ExperimentConfig
 from tasks.sync import load_weights, newest_published
-import tracking
 from tracking.progress import StepProgress
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
 
+import tracking
 from backends.schedule import Schedule
 from flows.bench import bench
 from flows.explorer import explore_stage
@@ -27,7 +28,6 @@ from flows.trainer import train_stage
 from schemas import ExperimentConfig
 from tasks.failures import report_config_errors_briefly
 from tasks.setup import check_requirements, check_secrets, connect, release
-import tracking
 
 StageFlow = Callable[[ExperimentConfig, str], dict[str, Any]]
 # The flow of each mode (a stage's model name: what a trained model is registered as). A `train` stage

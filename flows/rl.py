@@ -15,6 +15,7 @@ from typing import Any
 
 from prefect import get_run_logger
 
+import tracking
 from backends.schedule import Schedule
 from flows.concurrent import side_by_side
 from flows.explore import explore
@@ -33,7 +34,6 @@ from flows.sync import sync
 from flows.train import train
 from flows.trainer import trainer
 from schemas import ExperimentConfig
-import tracking
 
 
 def rl(config: ExperimentConfig, model_name: str) -> dict[str, Any]:

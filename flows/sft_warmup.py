@@ -11,12 +11,12 @@ from typing import Any
 
 from prefect import flow
 
+import tracking
 from buffer.taskset import load_taskset
 from flows.stage import checkpoint_if_due, evaluate_and_log, evaluate_baseline, finished_summary, stage_session
 from flows.sync import sync
 from schemas import ExperimentConfig
 from tasks.sft import sft_dataset, sft_step
-import tracking
 
 
 @flow(name="sft_warmup", log_prints=False)

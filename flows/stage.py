@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger
-from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
+from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
+import tracking
 from backends.schedule import Schedule, Side
 from buffer.taskset import compute_total_steps, load_taskset
-from checkpointing import layout
+from checkpointing import layout, tinker_state
 from checkpointing import lock as run_lock
-from checkpointing import tinker_state
 from checkpointing.layout import experiment_dir
 from checkpointing.records import read_json, write_json_atomic
 from schemas import ExperimentConfig
@@ -33,7 +33,6 @@ from tasks.evaluate import comparison_markdown
 from tasks.save import link_final_model
 from tasks.setup import prepare_model, release, start_rollout_engines, start_trainer
 from tasks.tracking import start_mlflow_run
-import tracking
 from tracking.progress import StepProgress
 
 # The tracking run each mode logs to (its role; "main" otherwise): the rft flow's hooks mark it failed.

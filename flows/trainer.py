@@ -11,6 +11,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+import tracking
 from backends.schedule import Schedule
 from buffer.experience_store import ExperienceStore
 from checkpointing.layout import experiment_dir
@@ -21,7 +22,6 @@ from flows.stage import checkpoint_if_due, finished_summary, planned_steps, stag
 from flows.train import train
 from schemas import ExperimentConfig
 from tasks.sync import publish_weights
-import tracking
 from tracking.progress import StepProgress
 
 

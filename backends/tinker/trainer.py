@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from backends.schedule import Schedule
 from backends.tinker import losses
 from backends.tinker.connection import Endpoint, ServerInfo, endpoint, preflight, service_client, unload_model, wait
-from backends.schedule import Schedule
 from backends.trainer import TrainerBackend
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
