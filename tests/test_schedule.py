@@ -98,3 +98,17 @@ def test_only_the_schedule_reads_when_the_sides_sync() -> None:
         if isinstance(node, ast.Attribute) and node.attr in SYNC_FIELDS
     )
     assert readers == []
+
+
+def test_each_mode_runs_the_flow_of_its_row() -> None:
+    from flows.explorer import explore_stage
+    from flows.rft import MODE_FLOWS, flow_for
+    from flows.rl import rl
+    from flows.sft_warmup import sft_warmup
+    from flows.trainer import train_stage
+
+    sft, grpo = load_recipe("arith").resolve_stages()
+    assert (flow_for(sft), flow_for(grpo)) == (sft_warmup, rl)
+    assert flow_for(SMOKE.with_overrides({"mode": "train"})) is train_stage
+    assert flow_for(SMOKE.with_overrides({"mode": "explore"})) is explore_stage
+    assert flow_for(SMOKE.with_overrides({"mode": "bench"})) is MODE_FLOWS["bench"]  # bench(stage): no model name
