@@ -1,8 +1,8 @@
 """The one schedule of explorer and trainer, from `synchronizer` and `mode`: what a stage runs, whether
 its two sides take turns or overlap, which weights version each explore step samples with, when the
 trainer publishes, and when either side waits for the other. Flows (flows/rl.py, explorer.py,
-trainer.py) and resource planning (a policy's plan) ask it; nothing else reads sync_style,
-sync_interval or sync_offset.
+trainer.py) and the backends (a policy's resource plan and weight transport) ask it; nothing else
+reads sync_style, sync_interval or sync_offset, and no backend reads `synchronizer` or `mode` itself.
 
 Versions: version v is the weights after train step v (0: the initial model). Explore step k is
 trained by train step k, which starts from version k-1, so its staleness is (k-1) - the version it
@@ -46,6 +46,8 @@ class Schedule:
     sides: tuple[Side, ...]  # what this stage runs: explorer (the engines), trainer, or both
     exchanges: bool = True  # an RL stage: its explorer and trainer trade experiences and weights (SFT, bench: no)
     max_staleness: int | None = None  # algorithm.sample_strategy_args.max_staleness
+    method: str = "nccl"  # synchronizer.sync_method: how a version reaches the engines (the policy's transport)
+    timeout_s: float = 3600.0  # synchronizer.sync_timeout: the longest either side waits for the other
 
     def __post_init__(self) -> None:
         if self.style not in STYLES:
@@ -59,7 +61,8 @@ class Schedule:
             sides = BOTH  # the SFT stage evaluates on engines of its own
         exchanges = config.mode in ("both", "explore", "train") and ALGORITHM_PRESETS[algorithm.algorithm_type].needs_rollout
         return cls(style=sync.sync_style, interval=sync.sync_interval, offset=sync.sync_offset, sides=sides,
-                   exchanges=exchanges, max_staleness=(algorithm.sample_strategy_args or {}).get("max_staleness"))
+                   exchanges=exchanges, max_staleness=(algorithm.sample_strategy_args or {}).get("max_staleness"),
+                   method=sync.sync_method, timeout_s=float(sync.sync_timeout))
 
     # -- what runs, and how ----------------------------------------------------------------------
 

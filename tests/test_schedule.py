@@ -112,3 +112,15 @@ def test_each_mode_runs_the_flow_of_its_row() -> None:
     assert flow_for(SMOKE.with_overrides({"mode": "train"})) is train_stage
     assert flow_for(SMOKE.with_overrides({"mode": "explore"})) is explore_stage
     assert flow_for(SMOKE.with_overrides({"mode": "bench"})) is MODE_FLOWS["bench"]  # bench(stage): no model name
+
+
+def test_no_backend_reads_the_synchronizer_or_the_mode_itself() -> None:
+    """Backends get when and how the sides sync, and what a stage runs, from the schedule."""
+    readers = sorted(
+        f"{path.relative_to(ROOT)}:{node.lineno} .{node.attr}"
+        for path in (ROOT / "backends").rglob("*.py")
+        if path.relative_to(ROOT).as_posix() != "backends/schedule.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and node.attr in ("synchronizer", "mode")
+    )
+    assert readers == []

@@ -238,11 +238,9 @@ class LocalPolicy(Policy):
         return layout.sync_dir(self.config.experiment_dir.resolve()) / layout.SERVING
 
     def _transport(self) -> WeightTransport:
-        rollout = self.config.explorer.rollout_model
-        return make_transport(
-            self.config.synchronizer.sync_method, ray_cluster.cluster_gpus() > 0, rollout.tensor_parallel_size,
-            timeout_s=self.config.synchronizer.sync_timeout,
-        )
+        rollout, schedule = self.config.explorer.rollout_model, Schedule.of(self.config)
+        return make_transport(schedule.method, ray_cluster.cluster_gpus() > 0, rollout.tensor_parallel_size,
+                              timeout_s=schedule.timeout_s)
 
     def _load_into(self, engines: list[EngineClient], weights: WeightsHandle) -> None:
         transport = self._transport()
