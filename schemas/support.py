@@ -195,7 +195,7 @@ SUPPORT: dict[str, Entry] = {
         "Trinity's old warm-up is not run; use a first stage with algorithm sft and buffer.total_steps (see "
         "buffer.trainer_input.sft_warmup_dataset)"),
     "buffer.trainer_input.experience_buffer.capacity": warned(
-        "the SQLite buffer has no capacity limit (the explorer runs at most sync_offset steps ahead)"),
+        "the SQLite buffer has no capacity limit (the schedule bounds how far the explorer runs ahead)"),
     "buffer.trainer_input.experience_buffer.max_read_timeout": warned(
         "the trainer waits for the explorer's experiences up to synchronizer.sync_timeout"),
     # --------------------------------------------------------------------- explorer
