@@ -63,6 +63,7 @@ def main() -> None:
 def run_variant(name: str, sync: dict[str, int], steps: int, extra: list[str]) -> dict[str, float | int | str]:
     from mlflow.tracking import MlflowClient
 
+    from backends.schedule import Schedule
     from deployments import load_recipe
     from flows.rft import rft
     from schemas import parse_set_args
@@ -99,9 +100,10 @@ def run_variant(name: str, sync: dict[str, int], steps: int, extra: list[str]) -
     step_s = statistics.mean(wall[1:] or wall)
     samples = mean("explore/experiences")
     trained = samples - mean("train/skipped_zero_advantage")
+    schedule = Schedule.of(config)
     result = {
-        "sync_offset": config.synchronizer.sync_offset,
-        "sync_interval": config.synchronizer.sync_interval,
+        "sync_offset": schedule.offset,
+        "sync_interval": schedule.interval,
         "steps_measured": len(wall[1:] or wall),
         "seconds_per_step": step_s,
         "explore_s": mean("time/explore_s"),

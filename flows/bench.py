@@ -18,10 +18,9 @@ from backends.policy import policy_for
 from backends.weights import WeightsHandle
 from checkpointing import layout
 from checkpointing.layout import experiment_dir
-from flows.stage import evaluate_and_log, exclusive, open_mlflow_run, stage_flows_without_heartbeats
+from flows.stage import evaluate_and_log, stage_session
 from schemas import ExperimentConfig
 from tasks.convert import convert_checkpoint
-from tasks.setup import prepare_model, release, start_rollout_engines
 
 
 @flow(name="bench", log_prints=False)
@@ -33,21 +32,17 @@ def bench(config: ExperimentConfig, steps: list[int] | None = None) -> dict[str,
     wanted = saved if steps is None else [s for s in steps if s in saved]
     if steps is not None and (missing := sorted(set(steps) - set(saved))):
         raise FileNotFoundError(f"{experiment_dir(config)}: no checkpoint of steps {missing}; saved: {saved}")
-    with exclusive(config, roles=("explorer",)), stage_flows_without_heartbeats():
-        model_dir = prepare_model(config)
-        run = open_mlflow_run(config, role="bench")
-        start_rollout_engines(config, model_dir)
-        rows = [_evaluate(config, run["run_id"], 0)]
-        for step in wanted:
-            converted = convert_checkpoint(str(layout.step_dir(experiment_dir(config), step)), model_dir)
+    with stage_session(config, total_steps=len(wanted)) as stage:
+        rows = [_evaluate(config, stage.run_id, 0)]
+        for i, step in enumerate(wanted, start=1):
+            converted = convert_checkpoint(str(layout.step_dir(experiment_dir(config), step)), stage.model_dir)
             policy_for(config).load(WeightsHandle(version=step, kind="folder", location=converted["model_dir"]))
-            rows.append(_evaluate(config, run["run_id"], step))
+            rows.append(_evaluate(config, stage.run_id, step))
+            stage.progress.update(i, rows[-1])
         create_table_artifact(rows, key="bench", description=f"{config.project}/{config.name}: evaluation per checkpoint")
-        curve = tracking.log_reward_curve(config, run["run_id"], file_name="bench_curve.png")
-        tracking.finish_run(config, run["run_id"])
-        release(config, roles=("explorer",))
+        curve = tracking.log_reward_curve(config, stage.run_id, file_name="bench_curve.png")
     get_run_logger().info("bench of %s/%s: %d checkpoints evaluated, curve %s", config.project, config.name, len(wanted), curve)
-    return {"steps": [0, *wanted], "rows": rows, "curve": str(curve) if curve else None, "mlflow_run_id": run["run_id"]}
+    return {"steps": [0, *wanted], "rows": rows, "curve": str(curve) if curve else None, "mlflow_run_id": stage.run_id}
 
 
 def _evaluate(config: ExperimentConfig, run_id: str, step: int) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Used by mode `both` with overlap (beside the trainer flow, in threads of one run) and by mode
 `explore` (its own deployment, beside a `train` deployment on the same experiment folder). It meets
 the trainer only at the buffer (it writes each step's experiences) and at published weight versions
-(it loads them, see tasks/schedule.py for which version each step samples with).
+(it loads them; backends/schedule.py says which version each step samples with).
 """
 
 from __future__ import annotations
@@ -13,45 +13,47 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 import tracking
+from backends.schedule import Schedule
 from buffer.experience_store import ExperienceStore
 from checkpointing.layout import experiment_dir
+from flows import meeting
 from flows.concurrent import stop_event
 from flows.explore import explore
-from flows.stage import evaluate_and_log, evaluate_baseline, exclusive, open_mlflow_run, planned_steps, stage_flows_without_heartbeats
+from flows.stage import evaluate_and_log, evaluate_baseline, planned_steps, stage_session
 from schemas import ExperimentConfig
-from tasks import schedule
-from tasks.setup import prepare_model, release, start_rollout_engines
 from tasks.sync import load_weights, newest_published
+from tracking.progress import StepProgress
 
 
-def explore_stage(config: ExperimentConfig) -> dict[str, Any]:
+def explore_stage(config: ExperimentConfig, model_name: str | None = None) -> dict[str, Any]:
     """Mode `explore`: the engines and the explorer only; a `train` run on the same experiment trains."""
     total_steps = planned_steps(config)
-    with exclusive(config, roles=("explorer",)), stage_flows_without_heartbeats():
-        model_dir = prepare_model(config)
-        run = open_mlflow_run(config, role="explorer")
-        start_rollout_engines(config, model_dir)
+    with stage_session(config, total_steps) as stage:
         serving = newest_published(config)
         if serving:  # the trainer has published already: sample with its newest weights
             load_weights(config, serving)
-        elif config.explorer.eval_on_startup and _Explorer(config, total_steps, run["run_id"], 0).explored() == 0:
-            evaluate_baseline(config, run["run_id"])
-        outcome = explorer(config, total_steps, run["run_id"], serving)
-        tracking.finish_run(config, run["run_id"])
-        release(config, roles=("explorer",))
-        return {"steps": total_steps, "mlflow_run_id": run["run_id"], "eval": {e["name"]: e["metrics"] for e in outcome["evals"]}}
+        elif config.explorer.eval_on_startup and _Explorer(config, total_steps, stage.run_id, 0).explored() == 0:
+            evaluate_baseline(config, stage.run_id)
+        stage.evals = explorer(config, total_steps, stage.run_id, serving, str(stage.progress.artifact))["evals"]
+    return stage.summary
 
 
 @flow(name="explorer", log_prints=False)
-def explorer(config: ExperimentConfig, total_steps: int, run_id: str, serving: int = 0) -> dict[str, Any]:
+def explorer(
+    config: ExperimentConfig, total_steps: int, run_id: str, serving: int = 0, progress_id: str | None = None
+) -> dict[str, Any]:
     """Explore steps after the last one in the buffer up to `total_steps`, then load and evaluate the
-    trainer's final version. `serving`: the version the engines serve now. Returns the last evals."""
+    trainer's final version. `serving`: the version the engines serve now; `progress_id`: the progress
+    this side shows (mode explore; beside a trainer, the trainer shows it). Returns the last evals."""
+    progress = StepProgress.attach(progress_id, total_steps, f"{config.project}/{config.name}") if progress_id else None
     side = _Explorer(config, total_steps, run_id, serving)
     for step in range(side.explored() + 1, total_steps + 1):
         side.catch_up(step)
         side.wait_for_room(step)
         metrics = explore(config, step)
         tracking.log_metrics(config, run_id, metrics, step)
+        if progress is not None:
+            progress.update(step, metrics)
     side.load(total_steps, wait=True)  # finish with the trainer: its final model, evaluated
     return {"evals": side.last_evals, "serving": side.serving}
 
@@ -66,6 +68,7 @@ class _Explorer:
         self.evaluated: set[int] = set()
         self.last_evals: list[dict] = []
         self.timeout = config.synchronizer.sync_timeout
+        self.schedule = Schedule.of(config)
 
     def explored(self) -> int:
         store = ExperienceStore.for_experiment(experiment_dir(self.config))
@@ -76,25 +79,24 @@ class _Explorer:
 
     def catch_up(self, step: int) -> None:
         """Before explore `step`: serve the version it must sample with (fixed), or the newest one."""
-        sync = self.config.synchronizer
-        exact = schedule.version_for_step(self.config, step)
+        exact = self.schedule.version_for_step(step)
         if exact is not None:
             if exact > self.serving:
                 self.load(exact, wait=True)
             return
         # explorer_driven: every sync_interval steps, ask for weights newer than ours (if any can exist yet)
-        if sync.sync_style == "explorer_driven" and step - 1 - self.requested >= sync.sync_interval and self.serving < step - 1:
-            schedule.request_sync(self.config, step - 1)
+        if self.schedule.asks_for_weights(step, self.requested, self.serving):
+            meeting.request_sync(self.config, step - 1)
             self.requested = step - 1
             self.load(None, wait=True, newer_than=self.serving)
-        elif newest_published(self.config) > self.serving:  # trainer_driven: take what is there
+        elif newest_published(self.config) > self.serving:  # otherwise take what is there
             self.load(newest_published(self.config), wait=False)
 
     def wait_for_room(self, step: int) -> None:
         """Driven styles: never sample what max_staleness would throw away, nor overfill the buffer."""
-        limit = (self.config.algorithm.sample_strategy_args or {}).get("max_staleness")
-        if self.config.synchronizer.sync_style != "fixed" and limit is not None and (step - 1) - self.serving > limit:
-            self.load(None, wait=True, newer_than=step - 2 - limit)
+        newer_than = self.schedule.room_after(step, self.serving)
+        if newer_than is not None:
+            self.load(None, wait=True, newer_than=newer_than)
 
     def load(self, version: int | None, *, wait: bool, newer_than: int | None = None) -> None:
         """Serve `version` (None: the newest published beyond `newer_than`), waiting for the trainer to
@@ -102,7 +104,7 @@ class _Explorer:
         target = (lambda: newest_published(self.config) > newer_than) if version is None else (
             lambda: newest_published(self.config) >= version)
         if wait:
-            schedule.wait_until(
+            meeting.wait_until(
                 target, timeout_s=self.timeout, stop=stop_event(),
                 waiting_for=f"weights version {version if version is not None else f'> {newer_than}'}",
                 other_side=lambda: f"the trainer's newest published version is {newest_published(self.config)}",

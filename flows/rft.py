@@ -10,26 +10,36 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
 
 import tracking
+from backends.schedule import Schedule
 from flows.bench import bench
 from flows.explorer import explore_stage
 from flows.rl import rl
 from flows.serve import serve
 from flows.sft_warmup import sft_warmup
+from flows.stage import TRACKING_ROLE
 from flows.trainer import train_stage
 from schemas import ExperimentConfig
 from tasks.failures import report_config_errors_briefly
 from tasks.setup import check_requirements, check_secrets, connect, release
 
-# The sides of an experiment each mode runs (what it locks, starts and releases).
-ROLES = {"both": ("explorer", "trainer"), "explore": ("explorer",), "train": ("trainer",), "bench": ("explorer",),
-         "serve": ("explorer",)}
-MLFLOW_ROLE = {"explore": "explorer", "bench": "bench", "serve": "serve"}  # serve opens none: nothing to fail
+StageFlow = Callable[[ExperimentConfig, str], dict[str, Any]]
+# The flow of each mode (a stage's model name: what a trained model is registered as). A `train` stage
+# of algorithm sft learns from a dataset: the SFT flow (see `flow_for`).
+MODE_FLOWS: dict[str, StageFlow] = {
+    "both": rl,
+    "train": train_stage,
+    "sft": sft_warmup,
+    "explore": explore_stage,
+    "bench": lambda stage, _model_name: bench(stage),
+    "serve": lambda stage, _model_name: serve(stage),
+}
 
 
 def _release(flow: Any, run: Any, state: Any) -> None:
@@ -42,10 +52,10 @@ def _release(flow: Any, run: Any, state: Any) -> None:
     except Exception:  # an invalid config never started anything
         return
     for stage in config.resolve_stages():
-        release(stage, ROLES.get(stage.mode, ("explorer", "trainer")))
+        release(stage, Schedule.of(stage).sides)
         if not state.is_completed():
             try:
-                tracking.fail_open_run(stage, role=MLFLOW_ROLE.get(stage.mode, "main"))
+                tracking.fail_open_run(stage, role=TRACKING_ROLE.get(stage.mode, "main"))
             except Exception as err:  # noqa: BLE001 - the run's own failure is the message, not the hook's
                 logging.getLogger(__name__).warning("MLflow run of %s not marked failed: %s: %s", stage.name,
                                                     type(err).__name__, str(err).splitlines()[0] if str(err) else "")
@@ -93,17 +103,14 @@ def rft(
 
 def run_stage(stage: ExperimentConfig, model_name: str) -> dict[str, Any]:
     """The flow of the stage's mode (modes that cannot run are refused at validation)."""
-    if stage.mode == "both":
-        return rl(stage, model_name)
-    if stage.mode == "train":
-        return sft_warmup(stage, model_name) if stage.algorithm.algorithm_type == "sft" else train_stage(stage, model_name)
-    if stage.mode == "explore":
-        return explore_stage(stage)
-    if stage.mode == "bench":
-        return bench(stage)
-    if stage.mode == "serve":
-        return serve(stage)
-    raise NotImplementedError(f"mode {stage.mode!r} has no flow (validation should have refused it)")
+    return flow_for(stage)(stage, model_name)
+
+
+def flow_for(stage: ExperimentConfig) -> StageFlow:
+    key = "sft" if stage.mode == "train" and stage.algorithm.algorithm_type == "sft" else stage.mode
+    if key not in MODE_FLOWS:
+        raise NotImplementedError(f"mode {stage.mode!r} has no flow (validation should have refused it)")
+    return MODE_FLOWS[key]
 
 
 def named_for_flow_run(config: ExperimentConfig, run: Any) -> ExperimentConfig:

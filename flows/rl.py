@@ -1,10 +1,11 @@
 """Mode `both`: explore, train and sync the experiment's policy — in turns, or overlapped.
 
-Read it as the stage: bring up the model, the MLflow run, the engines and the trainer; resume from the
-latest checkpoint; evaluate the untrained model. Then, with `sync_offset: 0` and `sync_style: fixed`,
-take turns every step (explore → train → sync, evaluate now and then); otherwise run the explorer and
-the trainer flows side by side, meeting only at the buffer and at published weight versions (explore
-of step N+1 overlaps training of step N). Finally save the trained model and draw the curve.
+Read it as the stage: the stage session (flows/stage.py) brings up the model, the tracking run, the
+engines and the trainer and resumes from the latest checkpoint; evaluate the untrained model. Then,
+when the schedule takes turns (backends/schedule.py), take turns every step (explore → train → sync,
+evaluate now and then); otherwise run the explorer and the trainer flows side by side, meeting only at
+the buffer and at published weight versions (explore of step N+1 overlaps training of step N). The
+session's close saves the trained model and draws the curve.
 """
 
 from __future__ import annotations
@@ -15,28 +16,24 @@ from typing import Any
 from prefect import get_run_logger
 
 import tracking
+from backends.schedule import Schedule
 from flows.concurrent import side_by_side
 from flows.explore import explore
 from flows.explorer import explorer
 from flows.recovery import retrain_after_trainer_death
 from flows.stage import (
+    Stage,
     checkpoint_if_due,
-    close_stage,
     evaluate_and_log,
     evaluate_baseline,
-    exclusive,
     finished_summary,
-    open_mlflow_run,
     planned_steps,
-    stage_flows_without_heartbeats,
+    stage_session,
 )
 from flows.sync import sync
 from flows.train import train
 from flows.trainer import trainer
 from schemas import ExperimentConfig
-from tasks.checkpoint import restore_checkpoint
-from tasks.setup import prepare_model, start_rollout_engines, start_trainer
-from tracking.progress import StepProgress
 
 
 def rl(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
@@ -44,43 +41,38 @@ def rl(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
     total_steps = planned_steps(config)
     if summary := finished_summary(config, total_steps):
         return summary
-    with exclusive(config), stage_flows_without_heartbeats():
-        model_dir = prepare_model(config)
-        run = open_mlflow_run(config)
-        start_rollout_engines(config, model_dir)
-        start_trainer(config, model_dir, total_steps)
-        done = restore_checkpoint(config)  # 0 on a fresh start; disk is the source of truth
-        if done:
-            sync(config, done)  # the engines serve the restored weights
-        progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
-        if not done and config.explorer.eval_on_startup:  # the model before training: the baseline
-            evaluate_baseline(config, run["run_id"])
+    with stage_session(config, total_steps, model_name) as stage:
+        if stage.done:
+            sync(config, stage.done)  # the engines serve the restored weights
+        elif config.explorer.eval_on_startup:  # the model before training: the baseline
+            evaluate_baseline(config, stage.run_id)
         if takes_turns(config):
-            evals = take_turns(config, run, done, total_steps, model_dir, progress)
+            stage.evals = take_turns(stage)
         else:
+            progress_id = str(stage.progress.artifact)
             _, explored = side_by_side(
-                lambda: trainer(config, total_steps, run, model_dir, done, str(progress.artifact)),
-                lambda: explorer(config, total_steps, run["run_id"], serving=done),
+                lambda: trainer(config, total_steps, stage.run, stage.model_dir, stage.done, progress_id),
+                lambda: explorer(config, total_steps, stage.run_id, serving=stage.done),
             )
-            evals = explored["evals"]
-        return close_stage(config, run, total_steps, model_dir, model_name, evals)
+            stage.evals = explored["evals"]
+    return stage.summary
 
 
 def takes_turns(config: ExperimentConfig) -> bool:
-    """Strictly on-policy: each step's rollouts come from the weights the previous step trained."""
-    sync_config = config.synchronizer
-    return sync_config.sync_offset == 0 and sync_config.sync_style == "fixed"
+    """The schedule's answer: strictly on-policy, each step's rollouts from the weights the previous
+    step trained (otherwise the sides overlap, as the resource plan assumes too)."""
+    return Schedule.of(config).in_turns
 
 
-def take_turns(
-    config: ExperimentConfig, run: dict[str, str], done: int, total_steps: int, model_dir: str, progress: StepProgress
-) -> list[dict]:
+def take_turns(stage: Stage) -> list[dict]:
     """Every step: explore a batch, train on it, sync the engines; evaluate every eval_interval steps."""
+    config, run, total_steps, model_dir, progress = stage.config, stage.run, stage.total_steps, stage.model_dir, stage.progress
     evals: list[dict] = []
-    for step in range(done + 1, total_steps + 1):
+    schedule = stage.schedule
+    for step in range(stage.done + 1, total_steps + 1):
         started = time.perf_counter()
         metrics = explore(config, step)
-        sync_now = step % config.synchronizer.sync_interval == 0 or step == total_steps
+        sync_now = schedule.publish_due(step, total_steps, requested=False)
         try:
             metrics |= train(config, step)
             if sync_now:

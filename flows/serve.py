@@ -4,8 +4,8 @@ endpoints until the flow run is cancelled (or `max_seconds` pass).
 The weights are those of the experiment's latest complete checkpoint (converted to a Hugging Face
 folder when it is not yet), or the base model when the experiment has none. The endpoints' addresses
 are logged, printed and shown as a Prefect artifact. Cancelling the flow run (Prefect UI, `prefect
-flow-run cancel`, Ctrl-C under `rft run`) stops the engines: the `finally` below and the `rft` flow's
-state hooks release them.
+flow-run cancel`, Ctrl-C under `rft run`) stops the engines: the stage session (flows/stage.py) and the
+`rft` flow's state hooks release them.
 """
 
 from __future__ import annotations
@@ -18,44 +18,40 @@ from prefect.artifacts import create_markdown_artifact
 
 from checkpointing import layout
 from checkpointing.layout import experiment_dir
-from flows.stage import exclusive
+from flows.stage import stage_session
 from schemas import ExperimentConfig
 from tasks.convert import convert_checkpoint
 from tasks.serve import check_engines, endpoints, latest_checkpoint
-from tasks.setup import prepare_model, release, start_rollout_engines
+from tasks.setup import start_rollout_engines
 
 CHECK_EVERY_S = 30.0
-ROLES = ("explorer",)  # the side of the experiment serve runs: engines, no trainer
 
 
 @flow(name="serve", log_prints=True)
 def serve(config: ExperimentConfig, max_seconds: float | None = None) -> dict[str, Any]:
     """Serve the experiment's latest weights on `explorer.rollout_model.engine_num` endpoints."""
     logger = get_run_logger()
-    with exclusive(config, ROLES):
-        try:
-            base_model = prepare_model(config)
-            step = latest_checkpoint(config)
-            if step is None:
-                logger.warning("%s/%s has no checkpoint in %s: serving the base model %s", config.project, config.name,
-                               experiment_dir(config), config.model.model_path)
-                model_dir, source = base_model, f"base model {config.model.model_path}"
-            else:
-                model_dir = convert_checkpoint(str(layout.step_dir(experiment_dir(config), step)), base_model)["model_dir"]
-                source = f"{config.project}/{config.name} step {step}"
-            start_rollout_engines(config, model_dir)
-            urls = endpoints(config)
-            announce(config, urls, source, model_dir)
-            started = time.monotonic()
-            last_check = started
-            while max_seconds is None or time.monotonic() - started < max_seconds:
-                time.sleep(1.0)
-                if time.monotonic() - last_check >= CHECK_EVERY_S:
-                    check_engines(config)
-                    last_check = time.monotonic()
-            return {"endpoints": urls, "model_dir": model_dir, "step": step or 0, "served_s": time.monotonic() - started}
-        finally:
-            release(config, ROLES)  # also on cancellation: the engines never outlive the run
+    # no tracking run, no progress: it serves until cancelled (the session releases the engines then too)
+    with stage_session(config, total_steps=0, engines=False, track=False, progress=False) as stage:
+        step = latest_checkpoint(config)
+        if step is None:
+            logger.warning("%s/%s has no checkpoint in %s: serving the base model %s", config.project, config.name,
+                           experiment_dir(config), config.model.model_path)
+            model_dir, source = stage.model_dir, f"base model {config.model.model_path}"
+        else:
+            model_dir = convert_checkpoint(str(layout.step_dir(experiment_dir(config), step)), stage.model_dir)["model_dir"]
+            source = f"{config.project}/{config.name} step {step}"
+        start_rollout_engines(config, model_dir)
+        urls = endpoints(config)
+        announce(config, urls, source, model_dir)
+        started = time.monotonic()
+        last_check = started
+        while max_seconds is None or time.monotonic() - started < max_seconds:
+            time.sleep(1.0)
+            if time.monotonic() - last_check >= CHECK_EVERY_S:
+                check_engines(config)
+                last_check = time.monotonic()
+    return {"endpoints": urls, "model_dir": model_dir, "step": step or 0, "served_s": time.monotonic() - started}
 
 
 def announce(config: ExperimentConfig, urls: list[str], source: str, model_dir: str) -> None:

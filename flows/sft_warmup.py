@@ -13,22 +13,10 @@ from prefect import flow
 
 import tracking
 from buffer.taskset import load_taskset
-from flows.stage import (
-    checkpoint_if_due,
-    close_stage,
-    evaluate_and_log,
-    evaluate_baseline,
-    exclusive,
-    finished_summary,
-    open_mlflow_run,
-    stage_flows_without_heartbeats,
-)
+from flows.stage import checkpoint_if_due, evaluate_and_log, evaluate_baseline, finished_summary, stage_session
 from flows.sync import sync
 from schemas import ExperimentConfig
-from tasks.checkpoint import restore_checkpoint
-from tasks.setup import prepare_model, start_rollout_engines, start_trainer
 from tasks.sft import sft_dataset, sft_step
-from tracking.progress import StepProgress
 
 
 @flow(name="sft_warmup", log_prints=False)
@@ -40,25 +28,17 @@ def sft_warmup(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
     )
     if summary := finished_summary(config, total_steps):
         return summary
-    evaluates = bool(config.buffer.explorer_input.eval_tasksets)
-    with exclusive(config), stage_flows_without_heartbeats():
-        model_dir = prepare_model(config)
-        run = open_mlflow_run(config)
-        if evaluates:
-            start_rollout_engines(config, model_dir)
-        start_trainer(config, model_dir, total_steps)
-        done = restore_checkpoint(config)
-        if evaluates and not done and config.explorer.eval_on_startup:
-            evaluate_baseline(config, run["run_id"])
-        progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
-        for step in range(done + 1, total_steps + 1):
-            metrics = sft_step(config, step, model_dir)
-            tracking.log_metrics(config, run["run_id"], metrics, step)
-            checkpoint_if_due(config, run, step, total_steps, model_dir)
-            progress.update(step, metrics)
-        evals: list[dict] = []
+    with stage_session(config, total_steps, model_name) as stage:  # engines too when it evaluates (the schedule)
+        evaluates = stage.schedule.explores
+        if evaluates and not stage.done and config.explorer.eval_on_startup:
+            evaluate_baseline(config, stage.run_id)
+        for step in range(stage.done + 1, total_steps + 1):
+            metrics = sft_step(config, step, stage.model_dir)
+            tracking.log_metrics(config, stage.run_id, metrics, step)
+            checkpoint_if_due(config, stage.run, step, total_steps, stage.model_dir)
+            stage.progress.update(step, metrics)
         if evaluates:  # the engines get the trained weights once, for the evaluation after the warm-up
             sync(config, total_steps)
-            evals, metrics = evaluate_and_log(config, run["run_id"], total_steps)
-            tracking.log_metrics(config, run["run_id"], metrics, total_steps)
-        return close_stage(config, run, total_steps, model_dir, model_name, evals=evals)
+            stage.evals, metrics = evaluate_and_log(config, stage.run_id, total_steps)
+            tracking.log_metrics(config, stage.run_id, metrics, total_steps)
+    return stage.summary

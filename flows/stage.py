@@ -1,10 +1,16 @@
-"""What every training stage does before and after its steps: one live run per experiment, the MLflow
-run, checkpoints, and at the end the converted model, the curve and the summary."""
+"""What every stage does before and after its loop, in one place: `stage_session` holds the experiment
+(one live run per side), brings up the model folder, the tracking run, the engines and the trainer it
+needs, resumes from the latest checkpoint and shows progress; at the end it converts and registers the
+trained model, draws the curve, writes the summary and releases what it started (also on failure).
+Each mode's flow (flows/rl.py, trainer.py, explorer.py, sft_warmup.py, bench.py, serve.py) keeps its loop.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,18 +20,104 @@ from prefect.runtime import flow_run
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
 import tracking
+from backends.schedule import Schedule, Side
 from buffer.taskset import compute_total_steps, load_taskset
 from checkpointing import layout, tinker_state
 from checkpointing import lock as run_lock
 from checkpointing.layout import experiment_dir
 from checkpointing.records import read_json, write_json_atomic
 from schemas import ExperimentConfig
-from tasks.checkpoint import save_checkpoint
+from tasks.checkpoint import restore_checkpoint, save_checkpoint
 from tasks.convert import convert_checkpoint
 from tasks.evaluate import comparison_markdown
 from tasks.save import link_final_model
-from tasks.setup import release
+from tasks.setup import prepare_model, release, start_rollout_engines, start_trainer
 from tasks.tracking import start_mlflow_run
+from tracking.progress import StepProgress
+
+# The tracking run each mode logs to (its role; "main" otherwise): the rft flow's hooks mark it failed.
+TRACKING_ROLE = {"explore": "explorer", "bench": "bench", "serve": "serve"}
+
+
+@dataclass
+class Stage:
+    """What a stage's loop works with; `stage_session` fills it in."""
+
+    config: ExperimentConfig
+    total_steps: int
+    schedule: Schedule
+    model_dir: str = ""
+    run: dict[str, str] = field(default_factory=dict)  # the tracking run (none for serve)
+    done: int = 0  # train steps restored from the latest checkpoint (0: a fresh start)
+    progress: StepProgress | None = None
+    evals: list[dict] = field(default_factory=list)  # the loop's last evaluation: the summary's
+    summary: dict[str, Any] = field(default_factory=dict)  # what the stage returns, once it closed
+
+    @property
+    def run_id(self) -> str:
+        return self.run["run_id"]
+
+    @property
+    def name(self) -> str:
+        return f"{self.config.project}/{self.config.name}"
+
+
+@contextmanager
+def stage_session(
+    config: ExperimentConfig, total_steps: int, model_name: str | None = None, *, engines: bool | None = None,
+    track: bool = True, progress: bool = True,
+) -> Iterator[Stage]:
+    """Bring the stage up, hand it to the loop, close it. What runs is the schedule's `sides`: the
+    engines (unless `engines` is False: a loop that starts them on weights of its own), the trainer
+    (restored from the latest checkpoint). A stage that trains closes with the trained model, registered
+    as `model_name`, and the summary file; any other with its tracking run finished. On failure what
+    was started is released and the error raised (the rft flow's hooks mark the tracking run failed)."""
+    schedule = Schedule.of(config)
+    stage = Stage(config, total_steps, schedule)
+    with exclusive(config, schedule.sides), stage_flows_without_heartbeats():
+        try:
+            stage.model_dir = prepare_model(config)
+            if track:
+                stage.run = open_mlflow_run(config, TRACKING_ROLE.get(config.mode, "main"))
+            if schedule.explores and engines is not False:
+                start_rollout_engines(config, stage.model_dir)
+            if schedule.trains:
+                start_trainer(config, stage.model_dir, total_steps)
+                stage.done = restore_checkpoint(config)  # disk is the source of truth
+            if progress:
+                stage.progress = StepProgress(total_steps, stage.name, done=stage.done)
+            yield stage
+            if schedule.trains and model_name is not None:
+                stage.summary = close_stage(config, stage.run, total_steps, stage.model_dir, model_name, stage.evals)
+            else:
+                stage.summary = close_side(stage)
+        except BaseException:
+            release_quietly(config, schedule.sides)
+            raise
+        release(config, schedule.sides)  # the next stage starts its own
+
+
+def release_quietly(config: ExperimentConfig, sides: tuple[Side, ...]) -> None:
+    """Release after a failure: a failing release is logged, the stage's own error is the one raised."""
+    try:
+        release(config, sides)
+    except Exception as err:  # noqa: BLE001
+        logging.getLogger(__name__).warning("%s/%s: release after the failure failed too: %s: %s", config.project,
+                                            config.name, type(err).__name__, err)
+
+
+def close_side(stage: Stage) -> dict[str, Any]:
+    """A stage that trains no model of its own (explore, bench, serve): its tracking run finished, its
+    last evaluation beside the one before training."""
+    config = stage.config
+    at_start = read_json(experiment_dir(config) / layout.EVAL_AT_START, {})
+    if stage.evals:
+        create_markdown_artifact(summary_markdown(config, stage.evals, at_start, None, stage.run.get("url")),
+                                 description="Final evaluation")
+    if stage.run:
+        tracking.finish_run(config, stage.run_id)
+    return {"steps": stage.total_steps, "mlflow_run_id": stage.run.get("run_id"),
+            "eval": {r["name"]: r["metrics"] for r in stage.evals}, "eval_at_start": at_start}
 
 
 def finished_summary(config: ExperimentConfig, total_steps: int) -> dict[str, Any] | None:
@@ -111,7 +203,6 @@ def checkpoint_if_due(config: ExperimentConfig, run: dict[str, str], step: int, 
 
 def close_stage(
     config: ExperimentConfig, run: dict[str, str], total_steps: int, model_dir: str, model_name: str, evals: list[dict],
-    roles: tuple[str, ...] = run_lock.ROLES,
 ) -> dict[str, Any]:
     """Convert the final checkpoint (unless trainer.save_hf_checkpoint is 'never'), point final/ at it,
     register it, draw the curve, write the summary.
@@ -149,15 +240,16 @@ def close_stage(
         "eval_at_start": at_start,
     }
     write_json_atomic(experiment_dir(config) / layout.SUMMARY, summary)
-    release(config, roles)  # the next stage starts its own
     return summary
 
 
 def summary_markdown(
-    config: ExperimentConfig, evals: list[dict], at_start: dict[str, dict], final_dir: str, url: str
+    config: ExperimentConfig, evals: list[dict], at_start: dict[str, dict], final_dir: str | None, url: str | None
 ) -> str:
     """The final evaluation: each taskset's metrics before training beside after (tasks/evaluate.py)."""
-    lines = [f"# {config.project}/{config.name}", "", f"Final model: `{final_dir}`", "", f"MLflow: [{url}]({url})", ""]
+    lines = [f"# {config.project}/{config.name}", ""]
+    lines += [f"Final model: `{final_dir}`", ""] if final_dir else []
+    lines += [f"MLflow: [{url}]({url})", ""] if url else []
     for r in evals:
         lines += [f"## {r['name']}", "", comparison_markdown(at_start.get(r["name"]), r["metrics"], "after training"), ""]
     return "\n".join(lines)

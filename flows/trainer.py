@@ -1,5 +1,5 @@
 """The trainer side: a train step as soon as the explorer has put that step's experiences in the buffer,
-weights published on schedule (tasks/schedule.py), checkpoints every trainer.save_interval steps.
+weights published on schedule (backends/schedule.py), checkpoints every trainer.save_interval steps.
 
 Used by mode `both` with overlap (beside the explorer flow) and by mode `train` (its own deployment).
 """
@@ -12,24 +12,15 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 import tracking
+from backends.schedule import Schedule
 from buffer.experience_store import ExperienceStore
 from checkpointing.layout import experiment_dir
+from flows import meeting
 from flows.concurrent import stop_event
 from flows.recovery import retrain_after_trainer_death
-from flows.stage import (
-    checkpoint_if_due,
-    close_stage,
-    exclusive,
-    finished_summary,
-    open_mlflow_run,
-    planned_steps,
-    stage_flows_without_heartbeats,
-)
+from flows.stage import checkpoint_if_due, finished_summary, planned_steps, stage_session
 from flows.train import train
 from schemas import ExperimentConfig
-from tasks import schedule
-from tasks.checkpoint import restore_checkpoint
-from tasks.setup import prepare_model, start_trainer
 from tasks.sync import publish_weights
 from tracking.progress import StepProgress
 
@@ -39,16 +30,11 @@ def train_stage(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
     total_steps = planned_steps(config)
     if summary := finished_summary(config, total_steps):
         return summary
-    with exclusive(config, roles=("trainer",)), stage_flows_without_heartbeats():
-        model_dir = prepare_model(config)
-        run = open_mlflow_run(config)
-        start_trainer(config, model_dir, total_steps)
-        done = restore_checkpoint(config)
-        if done:  # an explorer (re)starting now samples with the restored weights
-            publish_weights(config, done)
-        progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
-        trainer(config, total_steps, run, model_dir, done, str(progress.artifact))
-        return close_stage(config, run, total_steps, model_dir, model_name, evals=[], roles=("trainer",))
+    with stage_session(config, total_steps, model_name) as stage:
+        if stage.done:  # an explorer (re)starting now samples with the restored weights
+            publish_weights(config, stage.done)
+        trainer(config, total_steps, stage.run, stage.model_dir, stage.done, str(stage.progress.artifact))
+    return stage.summary
 
 
 @flow(name="trainer", log_prints=False)
@@ -57,15 +43,16 @@ def trainer(
 ) -> dict[str, Any]:
     """Train steps `done`+1 .. `total_steps`, each once its explore step is in the buffer."""
     progress = StepProgress.attach(progress_id, total_steps, f"{config.project}/{config.name}") if progress_id else None
-    answered = schedule.latest_request(config)  # explorer_driven: requests already answered
+    schedule = Schedule.of(config)
+    answered = meeting.latest_request(config)  # explorer_driven: requests already answered
     published = done
     last = time.perf_counter()
     for step in range(done + 1, total_steps + 1):
         waited = 0.0
         while not explored(config, step):  # an explorer asking for weights meanwhile gets the newest
             waited += wait_for_explore_step(config, step, until_request_after=answered if published < step - 1 else None)
-            if schedule.latest_request(config) > answered and published < step - 1:
-                answered = schedule.latest_request(config)
+            if meeting.latest_request(config) > answered and published < step - 1:
+                answered = meeting.latest_request(config)
                 publish_weights(config, step - 1)
                 published = step - 1
         try:
@@ -73,9 +60,9 @@ def trainer(
         except Exception as error:  # a dead trainer is restarted and the lost steps trained again
             metrics = retrain_after_trainer_death(config, step, model_dir, total_steps, error)
         metrics |= {"time/wait_for_explorer_s": waited}
-        requested = schedule.latest_request(config) > answered
-        if schedule.publish_due(config, step, total_steps, requested):
-            answered = schedule.latest_request(config)
+        requested = meeting.latest_request(config) > answered
+        if schedule.publish_due(step, total_steps, requested):
+            answered = meeting.latest_request(config)
             metrics |= publish_weights(config, step)
             published = step
         now = time.perf_counter()
@@ -102,9 +89,9 @@ def wait_for_explore_step(config: ExperimentConfig, step: int, until_request_aft
     """Seconds waited until explore step `step` is in the buffer (sync_timeout at most), or until the
     explorer asks for weights after `until_request_after` (explorer_driven)."""
     store = ExperienceStore.for_experiment(experiment_dir(config))
-    asked = (lambda: schedule.latest_request(config) > until_request_after) if until_request_after is not None else (lambda: False)
+    asked = (lambda: meeting.latest_request(config) > until_request_after) if until_request_after is not None else (lambda: False)
     try:
-        return schedule.wait_until(
+        return meeting.wait_until(
             lambda: store.max_explore_step() >= step or asked(),
             timeout_s=config.synchronizer.sync_timeout,
             waiting_for=f"explore step {step}",

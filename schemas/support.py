@@ -197,7 +197,7 @@ SUPPORT: dict[str, Entry] = {
         "Trinity's old warm-up is not run; use a first stage with algorithm sft and buffer.total_steps (see "
         "buffer.trainer_input.sft_warmup_dataset)"),
     "buffer.trainer_input.experience_buffer.capacity": warned(
-        "the SQLite buffer has no capacity limit (the explorer runs at most sync_offset steps ahead)"),
+        "the SQLite buffer has no capacity limit (the schedule bounds how far the explorer runs ahead)"),
     "buffer.trainer_input.experience_buffer.max_read_timeout": warned(
         "the trainer waits for the explorer's experiences up to synchronizer.sync_timeout"),
     # --------------------------------------------------------------------- explorer
@@ -214,9 +214,9 @@ SUPPORT: dict[str, Entry] = {
     "trainer[*].max_checkpoints_to_keep": honoured("tasks/checkpoint.py", "preflight/disk.py"),
     # --------------------------------------------------------------------- synchronizer, monitor
     "synchronizer.sync_method": honoured("backends/local/weight_sync.py"),
-    "synchronizer.sync_style": honoured("tasks/schedule.py"),
-    "synchronizer.sync_interval": honoured("tasks/schedule.py"),
-    "synchronizer.sync_offset": honoured("tasks/schedule.py"),
+    "synchronizer.sync_style": honoured("backends/schedule.py"),
+    "synchronizer.sync_interval": honoured("backends/schedule.py"),
+    "synchronizer.sync_offset": honoured("backends/schedule.py"),
     "synchronizer.sync_timeout": honoured("flows/trainer.py", "flows/explorer.py"),
     "monitor.monitor_type": honoured("tracking/__init__.py"),
     "monitor.monitor_type[wandb]": honoured("tracking/wandb_monitor.py").refuse_if(

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from backends.schedule import Schedule
 from buffer.experience_store import ExperienceStore
 from deployments import load_recipe
+from flows import meeting
 from schemas import ExperimentConfig
-from tasks import schedule
 from tracking import ROLE_TAG, tracking_uri
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,22 +34,24 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_fixed_style_samples_each_step_with_an_exact_version(offset: int, interval: int, versions: list[int]) -> None:
     config = load_recipe("smoke").with_overrides(
         {"buffer.total_steps": 6, "synchronizer.sync_offset": offset, "synchronizer.sync_interval": interval})
-    assert [schedule.version_for_step(config, k) for k in range(1, 7)] == versions
+    schedule = Schedule.of(config)
+    assert [schedule.version_for_step(k) for k in range(1, 7)] == versions
     staleness = [(k - 1) - v for k, v in enumerate(versions, start=1)]
     assert max(staleness) == offset + interval - 1
-    assert [schedule.publish_due(config, t, 6, requested=False) for t in range(1, 7)] == [
+    assert [schedule.publish_due(t, 6, requested=False) for t in range(1, 7)] == [
         t % interval == 0 or t == 6 for t in range(1, 7)]
 
 
 def test_driven_styles_sample_with_the_newest_version() -> None:
     config = load_recipe("smoke").with_overrides({"synchronizer.sync_style": "explorer_driven"})
-    assert schedule.version_for_step(config, 5) is None
-    assert schedule.publish_due(config, 1, 2, requested=True) and not schedule.publish_due(config, 1, 3, requested=False)
+    schedule = Schedule.of(config)
+    assert schedule.version_for_step(5) is None
+    assert schedule.publish_due(1, 2, requested=True) and not schedule.publish_due(1, 3, requested=False)
 
 
 def test_a_wait_fails_naming_the_other_side() -> None:
-    with pytest.raises(schedule.SyncTimeoutError, match=r"waited 0 s .*for explore step 3; the explorer's last finished step is 1"):
-        schedule.wait_until(lambda: False, timeout_s=0.2, waiting_for="explore step 3",
+    with pytest.raises(meeting.SyncTimeoutError, match=r"waited 0 s .*for explore step 3; the explorer's last finished step is 1"):
+        meeting.wait_until(lambda: False, timeout_s=0.2, waiting_for="explore step 3",
                             other_side=lambda: "the explorer's last finished step is 1")
 
 

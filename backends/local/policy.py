@@ -4,8 +4,8 @@
     {experiment_id}-trainer       the trainer (backends.local.trainer_actor, any TrainerBackend)
 
 Resources are decided here, from the config and the cluster: GPUs per engine and for the trainer, and
-on CPU how the cores are shared — all of them to each side when explorer and trainer take turns
-(sync_offset 0), a share each when they overlap.
+on CPU how the cores are shared — all of them to each side when explorer and trainer take turns, a
+share each when they overlap (the schedule says which: backends/schedule.py).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from backends.local import ray_cluster, trainer_actor, vllm_engine
 from backends.local.engine_client import EngineClient
 from backends.local.weight_sync import WeightTransport, make_transport, remove_shared_memory
 from backends.policy import Policy
+from backends.schedule import Schedule
 from backends.weights import WeightsHandle
 from checkpointing import layout
 
@@ -68,7 +69,8 @@ def plan_resources(config, cluster: dict[str, float], cores: int | None = None, 
     rollout = config.explorer.rollout_model
     cores = cores or os.cpu_count() or 1
     gpus = int(cluster.get("GPU", 0))
-    overlap = config.synchronizer.sync_offset > 0  # explore of step N+1 runs while step N trains
+    schedule = Schedule.of(config)
+    overlap = schedule.overlapped  # e.g. explore of step N+1 runs while step N trains
     engine_threads = max(cores // rollout.engine_num, 1)
     # Overlapped, sampling is the long side (~12 s of a step on 2 cores against ~3 s of training): the
     # engines keep every core and the trainer's half-share is oversubscribed for its few seconds, at a
@@ -78,7 +80,7 @@ def plan_resources(config, cluster: dict[str, float], cores: int | None = None, 
     if not gpus:
         trainer_gpus = 0
     elif in_workers:  # trainer devices = total - rollout devices
-        trainer_gpus = gpus - (rollout_gpus(config) if config.mode != "train" else 0)
+        trainer_gpus = gpus - (rollout_gpus(config) if schedule.explores else 0)
     else:
         trainer_gpus = 1
     return ResourcePlan(
@@ -236,11 +238,9 @@ class LocalPolicy(Policy):
         return layout.sync_dir(self.config.experiment_dir.resolve()) / layout.SERVING
 
     def _transport(self) -> WeightTransport:
-        rollout = self.config.explorer.rollout_model
-        return make_transport(
-            self.config.synchronizer.sync_method, ray_cluster.cluster_gpus() > 0, rollout.tensor_parallel_size,
-            timeout_s=self.config.synchronizer.sync_timeout,
-        )
+        rollout, schedule = self.config.explorer.rollout_model, Schedule.of(self.config)
+        return make_transport(schedule.method, ray_cluster.cluster_gpus() > 0, rollout.tensor_parallel_size,
+                              timeout_s=schedule.timeout_s)
 
     def _load_into(self, engines: list[EngineClient], weights: WeightsHandle) -> None:
         transport = self._transport()

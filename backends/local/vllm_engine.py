@@ -66,7 +66,9 @@ class EngineSettings:
 
     @classmethod
     def from_config(cls, config: Any, model_dir: str | None = None) -> EngineSettings:
-        """From an `ExperimentConfig`: explorer.rollout_model, model and synchronizer sections."""
+        """From an `ExperimentConfig`: explorer.rollout_model and model sections, and the schedule's sync method."""
+        from backends.schedule import Schedule  # in the driver only: an engine's process never needs the schemas
+
         rollout, model = config.explorer.rollout_model, config.model
         max_model_len = model.max_model_len or (model.max_prompt_tokens + model.max_response_tokens)
         return cls(
@@ -80,7 +82,7 @@ class EngineSettings:
             enforce_eager=rollout.enforce_eager,
             enable_prefix_caching=rollout.enable_prefix_caching,
             enable_chunked_prefill=rollout.enable_chunked_prefill,
-            sync_method=config.synchronizer.sync_method,
+            sync_method=Schedule.of(config).method,
             enable_openai_api=rollout.enable_openai_api,
             enable_history=rollout.enable_history,
             openai_api_host=rollout.openai_api_host,

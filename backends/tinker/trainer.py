@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from backends.schedule import Schedule
 from backends.tinker import losses
 from backends.tinker.connection import Endpoint, ServerInfo, endpoint, preflight, service_client, unload_model, wait
 from backends.trainer import TrainerBackend
@@ -45,9 +46,7 @@ def publishes_state(config: ExperimentConfig, info: ServerInfo) -> bool:
     explorer's own replica keeps each version it samples apart from the training weights."""
     if info.snapshots:
         return False
-    sync = config.synchronizer
-    takes_turns = config.mode == "both" and sync.sync_offset == 0 and sync.sync_style == "fixed"
-    return not (takes_turns and sync.sync_interval == 1)
+    return not Schedule.of(config).samples_trainer_weights
 
 
 def scheduled_lr(config: ExperimentConfig, step: int, total_steps: int) -> float:
