@@ -33,11 +33,17 @@ class Deployment:
     name_per_flow_run: bool = True  # False: every run of it is one experiment (explore/train pairs)
 
 
+# The nightly gate: strict accuracy on the 400 held-out problems must rise by a point (about one standard
+# error at the recipe's 3 %, README "What a run reaches") for the night's model to take `champion`.
+NIGHTLY_GATE = {"metric": "gsm8k-eval/strict", "margin": 0.01, "alias": "champion"}
+
 # One experiment that an explore run and a train run share (started separately, they finish together).
 SPLIT = {"name": "smoke-split", "buffer.total_steps": 3}
 
 DEPLOYMENTS = (
-    Deployment("gsm8k", CPU_POOL, "GRPO on GSM8K with SmolLM2-135M-Instruct on CPU (the embedded default).", nightly=True),
+    Deployment("gsm8k", CPU_POOL, "GRPO on GSM8K with SmolLM2-135M-Instruct on CPU (the embedded default); the night's "
+               "model takes the registry alias 'champion' only if it beats the holder (docs/nightly.md).",
+               nightly=True, settings={"monitor.gate": NIGHTLY_GATE}),
     Deployment("arith", CPU_POOL, "GRPO on generated arithmetic with SmolLM2-135M-Instruct on CPU: visible learning in minutes."),
     Deployment("smoke", CPU_POOL, "Two tiny GRPO steps through the whole stack, for CI."),
     Deployment("smoke", CPU_POOL, "The explorer of experiment smoke-split; run it with rft/smoke-train.",

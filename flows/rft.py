@@ -14,14 +14,17 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
+from prefect.states import Completed, State
 
 from flows.bench import bench
 from flows.explorer import explore_stage
+from flows.gate import gate
 from flows.rl import rl
 from flows.serve import serve
 from flows.sft_warmup import sft_warmup
 from flows.trainer import train_stage
 from schemas import ExperimentConfig
+from schemas.resolver import TRAINING_MODES
 from tasks.failures import report_config_errors_briefly
 from tasks.setup import check_requirements, check_secrets, connect, release
 import tracking
@@ -60,7 +63,7 @@ def _release(flow: Any, run: Any, state: Any) -> None:
 )
 def rft(
     config: ExperimentConfig, overrides: dict[str, Any] | None = None, name_per_flow_run: bool = False
-) -> dict[str, Any]:
+) -> dict[str, Any] | State:
     """Run an experiment, or resume it from its latest checkpoint.
 
     Args:
@@ -69,6 +72,9 @@ def rft(
             {"algorithm.optimizer.lr": 2e-6, "buffer.total_steps": 3}.
         name_per_flow_run: Make every flow run its own experiment, named
             "{name}-{flow run name}" (nightly runs); a retry of that flow run resumes it.
+
+    Returns each stage's summary (and the gate's decision, with `monitor.gate`); a run a budget stopped
+    ends Completed, named BudgetReached, with the reason as its message.
     """
     config = config.with_overrides(overrides or {})
     model_name = f"{config.project}-{config.name}"  # registered in MLflow; every run adds a version
@@ -88,6 +94,11 @@ def rft(
     for stage in stages:
         name = f"{model_name}-{stage.name.rsplit('/', 1)[-1]}" if len(stages) > 1 else model_name
         outcome[stage.name] = run_stage(stage, name)
+        if stopped := outcome[stage.name].get("stopped"):  # a budget: the stages after it wait for a resume
+            return Completed(name="BudgetReached", message=f"{stage.name}: {stopped}", data=outcome)
+    last = stages[-1]
+    if last.monitor.gate is not None and last.mode in TRAINING_MODES:
+        outcome["gate"] = gate(last, outcome[last.name], last.monitor.gate.registered_model or name)
     return outcome
 
 

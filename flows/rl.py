@@ -14,6 +14,7 @@ from typing import Any
 
 from prefect import get_run_logger
 
+from checkpointing.layout import experiment_dir
 from flows.concurrent import side_by_side
 from flows.explore import explore
 from flows.explorer import explorer
@@ -28,6 +29,7 @@ from flows.stage import (
     open_mlflow_run,
     planned_steps,
     stage_flows_without_heartbeats,
+    stop_stage,
 )
 from flows.sync import sync
 from flows.train import train
@@ -37,6 +39,7 @@ from tasks.checkpoint import restore_checkpoint
 from tasks.setup import prepare_model, start_rollout_engines, start_trainer
 import tracking
 from tracking.progress import StepProgress
+from tracking.usage import Ledger, over_budget
 
 
 def rl(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
@@ -56,7 +59,10 @@ def rl(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
         if not done and config.explorer.eval_on_startup:  # the model before training: the baseline
             evaluate_baseline(config, run["run_id"])
         if takes_turns(config):
-            evals = take_turns(config, run, done, total_steps, model_dir, progress)
+            evals, stopped = take_turns(config, run, done, total_steps, model_dir, progress)
+            if stopped is not None:  # a budget: checkpointed at that step, resumable
+                step, reason, usage = stopped
+                return stop_stage(config, run, step, total_steps, reason, usage)
         else:
             _, explored = side_by_side(
                 lambda: trainer(config, total_steps, run, model_dir, done, str(progress.artifact)),
@@ -72,11 +78,16 @@ def takes_turns(config: ExperimentConfig) -> bool:
     return sync_config.sync_offset == 0 and sync_config.sync_style == "fixed"
 
 
+Stopped = tuple[int, str, dict[str, float]]  # the step a budget stopped after, why, the usage so far
+
+
 def take_turns(
     config: ExperimentConfig, run: dict[str, str], done: int, total_steps: int, model_dir: str, progress: StepProgress
-) -> list[dict]:
-    """Every step: explore a batch, train on it, sync the engines; evaluate every eval_interval steps."""
+) -> tuple[list[dict], Stopped | None]:
+    """Every step: explore a batch, train on it, sync the engines; evaluate every eval_interval steps.
+    Stops early, checkpointed, when the usage so far reaches the budget."""
     evals: list[dict] = []
+    ledger = Ledger(experiment_dir(config), done)
     for step in range(done + 1, total_steps + 1):
         started = time.perf_counter()
         metrics = explore(config, step)
@@ -90,12 +101,17 @@ def take_turns(
         metrics["time/step_s"] = sum(metrics.get(k, 0.0) for k in ("time/explore_s", "time/train_s", "time/sync_s"))
         metrics["time/step_wall_s"] = time.perf_counter() - started  # with Prefect's own overhead
         if step % config.explorer.eval_interval == 0 or step == total_steps:
+            eval_started = time.perf_counter()
             evals, eval_metrics = evaluate_and_log(config, run["run_id"], step)
-            metrics |= eval_metrics
+            metrics |= eval_metrics | {"time/eval_s": time.perf_counter() - eval_started}
+        metrics |= ledger.add(step, metrics, time.perf_counter() - started)
+        stop = over_budget(config.budget, ledger.totals()) if step < total_steps else None
         tracking.log_metrics(config, run["run_id"], metrics, step)
-        checkpoint_if_due(config, run, step, total_steps, model_dir)
+        checkpoint_if_due(config, run, step, total_steps, model_dir, now=stop is not None)
         progress.update(step, metrics)
         get_run_logger().info(
             "step %d/%d: reward %.3f, %.1f s", step, total_steps, metrics.get("explore/reward_mean", 0.0), metrics["time/step_s"]
         )
-    return evals
+        if stop is not None:
+            return evals, (step, stop, ledger.totals())
+    return evals, None

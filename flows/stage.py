@@ -27,6 +27,7 @@ from tasks.save import link_final_model
 from tasks.setup import release
 from tasks.tracking import start_mlflow_run
 import tracking
+from tracking.usage import Ledger
 
 
 def finished_summary(config: ExperimentConfig, total_steps: int) -> dict[str, Any] | None:
@@ -99,11 +100,14 @@ def save_eval_at_start(config: ExperimentConfig, evals: list[dict]) -> None:
     write_json_atomic(experiment_dir(config) / layout.EVAL_AT_START, {r["name"]: r["metrics"] for r in evals})
 
 
-def checkpoint_if_due(config: ExperimentConfig, run: dict[str, str], step: int, total_steps: int, model_dir: str) -> None:
-    """A checkpoint every trainer.save_interval steps and at the end; with save_hf_checkpoint 'always'
-    each one also becomes a Hugging Face folder at once (the last one is converted by close_stage)."""
+def checkpoint_if_due(
+    config: ExperimentConfig, run: dict[str, str], step: int, total_steps: int, model_dir: str, now: bool = False
+) -> None:
+    """A checkpoint every trainer.save_interval steps, at the end, and `now` (a budget stop); with
+    save_hf_checkpoint 'always' each one also becomes a Hugging Face folder at once (the last one is
+    converted by close_stage)."""
     interval = config.trainer.save_interval
-    if step == total_steps or (interval and step % interval == 0):
+    if now or step == total_steps or (interval and step % interval == 0):
         path = save_checkpoint(config, step, model_dir)
         tracking.log_checkpoint(config, run["run_id"], step, path)
         if config.trainer.save_hf_checkpoint == "always" and step != total_steps:
@@ -148,9 +152,25 @@ def close_stage(
         "mlflow_url": run["url"],
         "eval": {r["name"]: r["metrics"] for r in evals},
         "eval_at_start": at_start,
+        "usage": Ledger(experiment_dir(config), total_steps).totals(),  # empty where no step counts it
     }
     write_json_atomic(experiment_dir(config) / layout.SUMMARY, summary)
     release(config, roles)  # the next stage starts its own
+    return summary
+
+
+def stop_stage(config: ExperimentConfig, run: dict[str, str], step: int, total_steps: int, reason: str,
+               usage: dict[str, float], roles: tuple[str, ...] = run_lock.ROLES) -> dict[str, Any]:
+    """A budget stop after `step` (checkpointed): the summary says why, the MLflow run stays open to a resume
+    (KILLED, not FINISHED), and the next attempt continues from the checkpoint under its own budget."""
+    get_run_logger().warning("%s/%s stopped after step %d/%d: %s", config.project, config.name, step, total_steps, reason)
+    create_markdown_artifact(f"# {config.project}/{config.name}: stopped\n\nAfter step {step}/{total_steps}: {reason}. "
+                             "Run it again (a larger budget, or none) to continue from this step.", description="Budget stop")
+    tracking.finish_run(config, run["run_id"], status="KILLED")
+    summary = {"steps": step, "planned_steps": total_steps, "stopped": reason, "usage": usage,
+               "mlflow_run_id": run["run_id"], "mlflow_url": run["url"]}
+    write_json_atomic(experiment_dir(config) / layout.SUMMARY, summary)
+    release(config, roles)
     return summary
 
 
