@@ -55,7 +55,7 @@ def rl(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
         done = restore_checkpoint(config)  # 0 on a fresh start; disk is the source of truth
         if done:
             sync(config, done)  # the engines serve the restored weights
-        progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
+        progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done, folder=experiment_dir(config))
         if not done and config.explorer.eval_on_startup:  # the model before training: the baseline
             evaluate_baseline(config, run["run_id"])
         if takes_turns(config):

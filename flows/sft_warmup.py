@@ -23,6 +23,7 @@ from flows.stage import (
     stage_flows_without_heartbeats,
 )
 from flows.sync import sync
+from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
 from tasks.checkpoint import restore_checkpoint
 from tasks.setup import prepare_model, start_rollout_engines, start_trainer
@@ -50,7 +51,7 @@ def sft_warmup(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
         done = restore_checkpoint(config)
         if evaluates and not done and config.explorer.eval_on_startup:
             evaluate_baseline(config, run["run_id"])
-        progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
+        progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done, folder=experiment_dir(config))
         for step in range(done + 1, total_steps + 1):
             metrics = sft_step(config, step, model_dir)
             tracking.log_metrics(config, run["run_id"], metrics, step)

@@ -46,7 +46,7 @@ def train_stage(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
         done = restore_checkpoint(config)
         if done:  # an explorer (re)starting now samples with the restored weights
             publish_weights(config, done)
-        progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done)
+        progress = StepProgress(total_steps, f"{config.project}/{config.name}", done=done, folder=experiment_dir(config))
         trainer(config, total_steps, run, model_dir, done, str(progress.artifact))
         return close_stage(config, run, total_steps, model_dir, model_name, evals=[], roles=("trainer",))
 
@@ -56,7 +56,7 @@ def trainer(
     config: ExperimentConfig, total_steps: int, run: dict[str, str], model_dir: str, done: int, progress_id: str | None = None
 ) -> dict[str, Any]:
     """Train steps `done`+1 .. `total_steps`, each once its explore step is in the buffer."""
-    progress = StepProgress.attach(progress_id, total_steps, f"{config.project}/{config.name}") if progress_id else None
+    progress = StepProgress.attach(progress_id, total_steps, f"{config.project}/{config.name}", folder=experiment_dir(config)) if progress_id else None
     answered = schedule.latest_request(config)  # explorer_driven: requests already answered
     published = done
     last = time.perf_counter()
