@@ -113,13 +113,12 @@ def _fmt(value: float | None) -> str:
 # ----------------------------------------------------------------------------- from the Prefect API
 def experiment_folders(run: Any) -> list[tuple[str, Path]]:
     """(stage, folder) of the flow run's experiment, from its parameters (as the rft flow names it)."""
-    from flows.rft import named_for_flow_run
     from schemas import ExperimentConfig
 
     params = run.parameters or {}
     config = ExperimentConfig.model_validate(params["config"]).with_overrides(params.get("overrides") or {})
     if params.get("name_per_flow_run"):
-        config = named_for_flow_run(config, run)
+        config = config.for_flow_run(run.name)
     return [(s.name.rsplit("/", 1)[-1] if config.stages else s.name, s.experiment_dir) for s in config.resolve_stages()]
 
 

@@ -120,4 +120,4 @@ def run_stage(stage: ExperimentConfig, model_name: str) -> dict[str, Any]:
 def named_for_flow_run(config: ExperimentConfig, run: Any) -> ExperimentConfig:
     """The experiment of one flow run, named after it: a retry keeps the name (and the date a retry
     is scheduled for may differ from the first attempt's, so it is not part of the name)."""
-    return config.with_overrides({"name": f"{config.name}-{run.name}"})
+    return config.for_flow_run(run.name)

@@ -177,6 +177,10 @@ class ExperimentConfig(Section):
                 _drop_foreign_settings(data, path, value)
         return ExperimentConfig.model_validate(data)
 
+    def for_flow_run(self, flow_run_name: str) -> ExperimentConfig:
+        """The experiment of one flow run of a nightly deployment (name_per_flow_run): "{name}-{flow run name}"."""
+        return self.with_overrides({"name": f"{self.name}-{flow_run_name}"})
+
     def resolve_stages(self) -> list[ExperimentConfig]:
         """One complete, validated config per stage (a config without stages is its own single stage).
 
