@@ -94,6 +94,12 @@ def promote_model(config: ExperimentConfig, run_id: str, name: str, metric: str,
     return monitor_for(config).promote(run_id, name, metric, value, heldout)
 
 
+def log_comparison(config: ExperimentConfig, name: str, rows: list[dict[str, Any]],
+                   curves: dict[str, list[tuple[int, float]]], curve_label: str) -> str | None:
+    """rft compare's parent run with a child per variant, the table and the overlaid curves (MLflow only)."""
+    return monitor_for(config).log_comparison(name, rows, curves, curve_label)
+
+
 def finish_run(config: ExperimentConfig, run_id: str, status: str = "FINISHED") -> None:
     monitor_for(config).finish(run_id, status)
 
@@ -105,7 +111,7 @@ def fail_open_run(config: ExperimentConfig, role: str = "main") -> None:
 
 __all__ = [
     "EXPERIMENT_TAG", "GROUP_TAG", "MONITORS", "PARENT_TAG", "ROLE_TAG", "SPOOL", "Monitor", "Run", "count_restart",
-    "curve_rows", "fail_open_run", "finish_run", "log_checkpoint", "log_eval_table", "log_metrics",
+    "curve_rows", "fail_open_run", "finish_run", "log_checkpoint", "log_comparison", "log_eval_table", "log_metrics",
     "log_reward_curve", "monitor_for", "promote_model", "register_model", "restart_counts", "run_markdown", "start_run",
     "tag_remote_model", "tracking_uri", "tracking_uri_and_source",
 ]
