@@ -49,6 +49,8 @@ def test_the_champion_changes_only_for_a_win_by_the_margin(tmp_path: Path) -> No
     better = promote(client, nights["fri"], "rft-hello", METRIC, 0.60, "set-a", 0.02, "champion")
     assert better["promoted"] and better["holder_version"] == first["version"]
 
+    again = promote(client, nights["fri"], "rft-hello", METRIC, 0.60, "set-a", 0.02, "champion")  # a re-run
+    assert again["promoted"] and again["version"] == better["version"]
     holder = raw.get_model_version_by_alias("rft-hello", "champion")
     assert holder.version == better["version"] and holder.tags[value_tag(METRIC)] == "0.6"
     assert holder.tags[HELDOUT_TAG] == "set-a"

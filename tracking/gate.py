@@ -34,6 +34,8 @@ def promote(client: TrackingClient, run_id: str, name: str, metric: str, value: 
     holder = _holder(client, name, alias)
     if holder is None:
         decision |= {"promoted": True, "reason": f"no version held {alias!r} yet"}
+    elif holder.version == version:  # the gate of a finished run, asked again (a re-run of the flow)
+        decision |= {"promoted": True, "holder_version": version, "holder_value": value, "reason": f"it holds {alias!r} already"}
     else:
         decision["holder_version"] = holder.version
         held, held_on = holder.tags.get(value_tag(metric)), holder.tags.get(HELDOUT_TAG)
