@@ -88,6 +88,9 @@ run_dir = newest.parent.parent if recipe.stages else newest.parent
 summaries = [(d, json.loads((run_dir / d / "summary.json").read_text())) for d in stage_dirs if (run_dir / d / "summary.json").exists()]
 summary = summaries[-1][1]
 print()
+if summary.get("stopped"):  # a budget: resumable from its checkpoint
+    sys.exit(print(f"stopped after step {summary['steps']}/{summary['planned_steps']}: {summary['stopped']}; "
+                   "retry the flow run with a larger budget to continue") or 0)
 print(f"Prefect UI : {os.environ['PREFECT_UI_URL']}")
 print(f"MLflow UI  : {summary['mlflow_url']}")
 print(f"model      : {summary['final_model']}")
