@@ -136,15 +136,23 @@ def snapshot(client: Any, flow_run_id: str, folders: list[tuple[str, Path]] | No
     folders = folders if folders is not None else experiment_folders(run)
     view = RunView(name=f"{run.name} ({run.id})", state=state, elapsed_s=ended - started,
                    stages=[stage_view(name, folder, now) for name, folder in folders])
-    children = client.read_flow_runs(
-        flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])),
-        sort=FlowRunSort.START_TIME_DESC, limit=50,
-    )
+    def nested(parent_id: Any) -> list[Any]:
+        return client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent_id])),
+            sort=FlowRunSort.START_TIME_DESC, limit=50)
+
+    children = nested(run.id)
     running = [c for c in children if c.state and c.state.type.value == "RUNNING"]
-    if running:
+    path: list[str] = []
+    while running:  # the innermost running flow: a stage flow's evaluate, explore, train, sync
         child = running[0]
         since = now - child.start_time.timestamp() if child.start_time else 0.0
-        view.now = f"{_flow_name(client, child.flow_id)} ({duration(since)})"
+        path.append(f"{_flow_name(client, child.flow_id)} ({duration(since)})")
+        grandchildren = nested(child.id)
+        children += grandchildren
+        running = [c for c in grandchildren if c.state and c.state.type.value == "RUNNING"]
+    if path:
+        view.now = " › ".join(path)
     elif state.startswith("RUNNING"):
         view.now = "starting (model, engines, trainer)" if not any(s.step for s in view.stages) else "between steps"
     view.events = [f"{_flow_name(client, c.flow_id)}: {c.state.type.value} {c.state.message or ''}".strip()
