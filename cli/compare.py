@@ -36,11 +36,12 @@ def compare_command(target: Target, variant: VariantOption, set_: SetOption = No
 
     outcome = compare(config=config, variants=variants)
     console = Console()
-    table = Table(title=f"{config.project}/{config.name}: comparison")
-    columns = [c for c in dict.fromkeys(k for row in outcome["rows"] for k in row) if c != "run_id"]
-    for column in columns:
-        table.add_column(column)
-    for row in outcome["rows"]:
-        table.add_row(*(str(row.get(c, "")) for c in columns))
+    rows = outcome["rows"]
+    table = Table(title=f"{config.project}/{config.name}: comparison")  # a column per variant: they stay readable
+    table.add_column("")
+    for row in rows:
+        table.add_column(row["variant"])
+    for key in dict.fromkeys(k for row in rows for k in row if k != "variant"):
+        table.add_row(key, *(str(row.get(key, "")) for row in rows))
     console.print(table)
     console.print(Markdown(outcome["verdict"]))

@@ -52,7 +52,9 @@ def compare(config: ExperimentConfig, variants: list[dict[str, Any]]) -> dict[st
             row[f"{taskset}/tasks"] = int(metrics.get("tasks", 0))
         usage = summary.get("usage", {})
         row |= {"wall_s": round(usage.get("wall_s", 0.0), 1), "tokens_sampled": int(usage.get("tokens_sampled", 0))}
-        points = [(r["step"], r[CURVE]) for r in tracking.curve_rows(last, row["run_id"]) if CURVE in r] if row["run_id"] else []
+        rows_of_curve = tracking.curve_rows(last, row["run_id"]) if row["run_id"] else []
+        # steps with only an evaluation (step 0) have no training reward: "" in the curve's rows
+        points = [(r["step"], float(r[CURVE])) for r in rows_of_curve if isinstance(r.get(CURVE), (int, float))]
         if points:
             row["train_reward_last"] = points[-1][1]
         curves[row["variant"]] = points
