@@ -37,6 +37,7 @@ LATEST_STATE_DICT = "latest_state_dict_iteration.txt"
 TRAINER_META = "trainer_meta.json"
 SUMMARY = "summary.json"
 EVAL_AT_START = "eval_at_start.json"
+USAGE = "usage.json"  # what each step used (tracking/usage.py): a resume counts on from its checkpoint
 BUFFER_DB = Path("buffer") / "experiences.db"
 # A converted model (actor/huggingface/) is one model.safetensors up to this size, above it shards + an index.
 DEFAULT_MAX_SHARD_SIZE = "5GB"

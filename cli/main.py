@@ -6,7 +6,7 @@ defaults.apply()  # before anything imports Prefect
 
 import typer  # noqa: E402
 
-from cli import convert, import_trinity, run, validate  # noqa: E402
+from cli import compare, convert, import_trinity, run, validate, watch  # noqa: E402
 from cli import eval as eval_cli  # noqa: E402
 
 app = typer.Typer(
@@ -28,6 +28,8 @@ app.command("import-trinity")(import_trinity.import_trinity_command)
 app.command("run")(run.run)
 app.command("convert")(convert.convert)
 app.command("eval")(eval_cli.eval_command)
+app.command("watch")(watch.watch)
+app.command("compare")(compare.compare_command)
 
 if __name__ == "__main__":
     app()

@@ -17,6 +17,7 @@ from deployments import load_recipe
 
 PREFECT_YAML = Path(__file__).resolve().parent.parent / "prefect.yaml"
 ENTRYPOINT = "flows/rft.py:rft"
+COMPARE_ENTRYPOINT = "flows/compare.py:compare"
 CPU_POOL = "rft-cpu"
 GPU_POOL = "rft-gpu"
 NIGHTLY_CRON = "0 2 * * *"  # 02:00 UTC
@@ -31,13 +32,20 @@ class Deployment:
     name: str = ""  # the deployment's name; "": the recipe's
     settings: dict[str, Any] = field(default_factory=dict)  # applied to the recipe's config
     name_per_flow_run: bool = True  # False: every run of it is one experiment (explore/train pairs)
+    variants: tuple[dict[str, Any], ...] = ()  # set: the `compare` flow over these variants, not `rft`
 
+
+# The nightly gate: strict accuracy on the 400 held-out problems must rise by a point (about one standard
+# error at the recipe's 3 %, README "What a run reaches") for the night's model to take `champion`.
+NIGHTLY_GATE = {"metric": "gsm8k-eval/strict", "margin": 0.01, "alias": "champion"}
 
 # One experiment that an explore run and a train run share (started separately, they finish together).
 SPLIT = {"name": "smoke-split", "buffer.total_steps": 3}
 
 DEPLOYMENTS = (
-    Deployment("gsm8k", CPU_POOL, "GRPO on GSM8K with SmolLM2-135M-Instruct on CPU (the embedded default).", nightly=True),
+    Deployment("gsm8k", CPU_POOL, "GRPO on GSM8K with SmolLM2-135M-Instruct on CPU (the embedded default); the night's "
+               "model takes the registry alias 'champion' only if it beats the holder (docs/nightly.md).",
+               nightly=True, settings={"monitor.gate": NIGHTLY_GATE}),
     Deployment("arith", CPU_POOL, "GRPO on generated arithmetic with SmolLM2-135M-Instruct on CPU: visible learning in minutes."),
     Deployment("smoke", CPU_POOL, "Two tiny GRPO steps through the whole stack, for CI."),
     Deployment("smoke", CPU_POOL, "The explorer of experiment smoke-split; run it with rft/smoke-train.",
@@ -54,6 +62,9 @@ DEPLOYMENTS = (
     Deployment("gsm8k-verl-lora", GPU_POOL, "Llama-3.2-3B GRPO with LoRA rank 32 on the veRL trainer."),
     Deployment("q20", CPU_POOL, "Twenty questions: multi-turn GRPO against a rule-based answerer, on CPU."),
     Deployment("gsm8k-tools", CPU_POOL, "A GSM8K agent with a calculator tool, trained through the OpenAI endpoint."),
+    Deployment("smoke", CPU_POOL, "A/B: smoke on the torch trainer and on veRL, same seeds and data; one MLflow "
+               "comparison and a verdict artifact (docs/nightly.md).", name="smoke-trainers",
+               variants=({"trainer.trainer_type": "torch"}, {"trainer.trainer_type": "verl"})),
     Deployment("serve", CPU_POOL, "The latest weights of an experiment on an OpenAI-compatible endpoint, until cancelled.",
                name_per_flow_run=False),
 )
@@ -64,7 +75,7 @@ def deployment_entry(item: Deployment) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": item.name or item.recipe,
         "description": item.description,
-        "entrypoint": ENTRYPOINT,
+        "entrypoint": COMPARE_ENTRYPOINT if item.variants else ENTRYPOINT,
         "tags": ["rft", "cpu" if item.work_pool == CPU_POOL else "gpu"],
         # Runs of one deployment share an experiment directory: never two at once.
         "concurrency_limit": 1,
@@ -72,6 +83,8 @@ def deployment_entry(item: Deployment) -> dict[str, Any]:
         "parameters": {"config": config.user_data(), "overrides": {}, "name_per_flow_run": item.name_per_flow_run},
         "work_pool": {"name": item.work_pool},
     }
+    if item.variants:
+        entry["parameters"] = {"config": config.user_data(), "variants": list(item.variants)}
     if item.nightly:
         entry["schedules"] = [{"cron": NIGHTLY_CRON, "timezone": "UTC", "active": True}]
     return entry

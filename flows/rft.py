@@ -15,17 +15,20 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
+from prefect.states import Completed, State
 
 import tracking
 from backends.schedule import Schedule
 from flows.bench import bench
 from flows.explorer import explore_stage
+from flows.gate import gate
 from flows.rl import rl
 from flows.serve import serve
 from flows.sft_warmup import sft_warmup
 from flows.stage import TRACKING_ROLE
 from flows.trainer import train_stage
 from schemas import ExperimentConfig
+from schemas.resolver import TRAINING_MODES
 from tasks.failures import report_config_errors_briefly
 from tasks.setup import check_requirements, check_secrets, connect, release
 
@@ -70,7 +73,7 @@ def _release(flow: Any, run: Any, state: Any) -> None:
 )
 def rft(
     config: ExperimentConfig, overrides: dict[str, Any] | None = None, name_per_flow_run: bool = False
-) -> dict[str, Any]:
+) -> dict[str, Any] | State:
     """Run an experiment, or resume it from its latest checkpoint.
 
     Args:
@@ -79,6 +82,9 @@ def rft(
             {"algorithm.optimizer.lr": 2e-6, "buffer.total_steps": 3}.
         name_per_flow_run: Make every flow run its own experiment, named
             "{name}-{flow run name}" (nightly runs); a retry of that flow run resumes it.
+
+    Returns each stage's summary (and the gate's decision, with `monitor.gate`); a run a budget stopped
+    ends Completed, named BudgetReached, with the reason as its message.
     """
     config = config.with_overrides(overrides or {})
     model_name = f"{config.project}-{config.name}"  # registered in MLflow; every run adds a version
@@ -98,6 +104,11 @@ def rft(
     for stage in stages:
         name = f"{model_name}-{stage.name.rsplit('/', 1)[-1]}" if len(stages) > 1 else model_name
         outcome[stage.name] = run_stage(stage, name)
+        if stopped := outcome[stage.name].get("stopped"):  # a budget: the stages after it wait for a resume
+            return Completed(name="BudgetReached", message=f"{stage.name}: {stopped}", data=outcome)
+    last = stages[-1]
+    if last.monitor.gate is not None and last.mode in TRAINING_MODES:
+        outcome["gate"] = gate(last, outcome[last.name], last.monitor.gate.registered_model or name)
     return outcome
 
 
@@ -116,4 +127,4 @@ def flow_for(stage: ExperimentConfig) -> StageFlow:
 def named_for_flow_run(config: ExperimentConfig, run: Any) -> ExperimentConfig:
     """The experiment of one flow run, named after it: a retry keeps the name (and the date a retry
     is scheduled for may differ from the first attempt's, so it is not part of the name)."""
-    return config.with_overrides({"name": f"{config.name}-{run.name}"})
+    return config.for_flow_run(run.name)

@@ -17,6 +17,7 @@ from prefect import get_run_logger
 
 import tracking
 from backends.schedule import Schedule
+from checkpointing.layout import experiment_dir
 from flows.concurrent import side_by_side
 from flows.explore import explore
 from flows.explorer import explorer
@@ -34,6 +35,7 @@ from flows.sync import sync
 from flows.train import train
 from flows.trainer import trainer
 from schemas import ExperimentConfig
+from tracking.usage import Ledger, over_budget
 
 
 def rl(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
@@ -65,10 +67,12 @@ def takes_turns(config: ExperimentConfig) -> bool:
 
 
 def take_turns(stage: Stage) -> list[dict]:
-    """Every step: explore a batch, train on it, sync the engines; evaluate every eval_interval steps."""
+    """Every step: explore a batch, train on it, sync the engines; evaluate every eval_interval steps.
+    Stops early, checkpointed, when the usage so far reaches the budget (`stage.stopped` says where)."""
     config, run, total_steps, model_dir, progress = stage.config, stage.run, stage.total_steps, stage.model_dir, stage.progress
     evals: list[dict] = []
     schedule = stage.schedule
+    ledger = Ledger(experiment_dir(config), stage.done)
     for step in range(stage.done + 1, total_steps + 1):
         started = time.perf_counter()
         metrics = explore(config, step)
@@ -82,12 +86,18 @@ def take_turns(stage: Stage) -> list[dict]:
         metrics["time/step_s"] = sum(metrics.get(k, 0.0) for k in ("time/explore_s", "time/train_s", "time/sync_s"))
         metrics["time/step_wall_s"] = time.perf_counter() - started  # with Prefect's own overhead
         if step % config.explorer.eval_interval == 0 or step == total_steps:
+            eval_started = time.perf_counter()
             evals, eval_metrics = evaluate_and_log(config, run["run_id"], step)
-            metrics |= eval_metrics
+            metrics |= eval_metrics | {"time/eval_s": time.perf_counter() - eval_started}
+        metrics |= ledger.add(step, metrics, time.perf_counter() - started)
+        stop = over_budget(config.budget, ledger.totals()) if step < total_steps else None
         tracking.log_metrics(config, run["run_id"], metrics, step)
-        checkpoint_if_due(config, run, step, total_steps, model_dir)
+        checkpoint_if_due(config, run, step, total_steps, model_dir, now=stop is not None)
         progress.update(step, metrics)
         get_run_logger().info(
             "step %d/%d: reward %.3f, %.1f s", step, total_steps, metrics.get("explore/reward_mean", 0.0), metrics["time/step_s"]
         )
+        if stop is not None:
+            stage.stopped = (step, stop, ledger.totals())
+            return evals
     return evals

@@ -34,6 +34,7 @@ from tasks.save import link_final_model
 from tasks.setup import prepare_model, release, start_rollout_engines, start_trainer
 from tasks.tracking import start_mlflow_run
 from tracking.progress import StepProgress
+from tracking.usage import Ledger
 
 # The tracking run each mode logs to (its role; "main" otherwise): the rft flow's hooks mark it failed.
 TRACKING_ROLE = {"explore": "explorer", "bench": "bench", "serve": "serve"}
@@ -52,6 +53,7 @@ class Stage:
     progress: StepProgress | None = None
     evals: list[dict] = field(default_factory=list)  # the loop's last evaluation: the summary's
     summary: dict[str, Any] = field(default_factory=dict)  # what the stage returns, once it closed
+    stopped: tuple[int, str, dict[str, float]] | None = None  # a budget stop: after which step, why, the usage
 
     @property
     def run_id(self) -> str:
@@ -85,9 +87,11 @@ def stage_session(
                 start_trainer(config, stage.model_dir, total_steps)
                 stage.done = restore_checkpoint(config)  # disk is the source of truth
             if progress:
-                stage.progress = StepProgress(total_steps, stage.name, done=stage.done)
+                stage.progress = StepProgress(total_steps, stage.name, done=stage.done, folder=experiment_dir(config))
             yield stage
-            if schedule.trains and model_name is not None:
+            if stage.stopped is not None:  # checkpointed at that step; a later run resumes from it
+                stage.summary = stop_stage(config, stage.run, total_steps, *stage.stopped)
+            elif schedule.trains and model_name is not None:
                 stage.summary = close_stage(config, stage.run, total_steps, stage.model_dir, model_name, stage.evals)
             else:
                 stage.summary = close_side(stage)
@@ -190,11 +194,14 @@ def save_eval_at_start(config: ExperimentConfig, evals: list[dict]) -> None:
     write_json_atomic(experiment_dir(config) / layout.EVAL_AT_START, {r["name"]: r["metrics"] for r in evals})
 
 
-def checkpoint_if_due(config: ExperimentConfig, run: dict[str, str], step: int, total_steps: int, model_dir: str) -> None:
-    """A checkpoint every trainer.save_interval steps and at the end; with save_hf_checkpoint 'always'
-    each one also becomes a Hugging Face folder at once (the last one is converted by close_stage)."""
+def checkpoint_if_due(
+    config: ExperimentConfig, run: dict[str, str], step: int, total_steps: int, model_dir: str, now: bool = False
+) -> None:
+    """A checkpoint every trainer.save_interval steps, at the end, and `now` (a budget stop); with
+    save_hf_checkpoint 'always' each one also becomes a Hugging Face folder at once (the last one is
+    converted by close_stage)."""
     interval = config.trainer.save_interval
-    if step == total_steps or (interval and step % interval == 0):
+    if now or step == total_steps or (interval and step % interval == 0):
         path = save_checkpoint(config, step, model_dir)
         tracking.log_checkpoint(config, run["run_id"], step, path)
         if config.trainer.save_hf_checkpoint == "always" and step != total_steps:
@@ -238,7 +245,22 @@ def close_stage(
         "mlflow_url": run["url"],
         "eval": {r["name"]: r["metrics"] for r in evals},
         "eval_at_start": at_start,
+        "usage": Ledger(experiment_dir(config), total_steps).totals(),  # empty where no step counts it
     }
+    write_json_atomic(experiment_dir(config) / layout.SUMMARY, summary)
+    return summary
+
+
+def stop_stage(config: ExperimentConfig, run: dict[str, str], total_steps: int, step: int, reason: str,
+               usage: dict[str, float]) -> dict[str, Any]:
+    """A budget stop after `step` (checkpointed): the summary says why, the MLflow run stays open to a resume
+    (KILLED, not FINISHED), and the next attempt continues from the checkpoint under its own budget."""
+    get_run_logger().warning("%s/%s stopped after step %d/%d: %s", config.project, config.name, step, total_steps, reason)
+    create_markdown_artifact(f"# {config.project}/{config.name}: stopped\n\nAfter step {step}/{total_steps}: {reason}. "
+                             "Run it again (a larger budget, or none) to continue from this step.", description="Budget stop")
+    tracking.finish_run(config, run["run_id"], status="KILLED")
+    summary = {"steps": step, "planned_steps": total_steps, "stopped": reason, "usage": usage,
+               "mlflow_run_id": run["run_id"], "mlflow_url": run["url"]}
     write_json_atomic(experiment_dir(config) / layout.SUMMARY, summary)
     return summary
 

@@ -42,7 +42,9 @@ def trainer(
     config: ExperimentConfig, total_steps: int, run: dict[str, str], model_dir: str, done: int, progress_id: str | None = None
 ) -> dict[str, Any]:
     """Train steps `done`+1 .. `total_steps`, each once its explore step is in the buffer."""
-    progress = StepProgress.attach(progress_id, total_steps, f"{config.project}/{config.name}") if progress_id else None
+    progress = None
+    if progress_id:
+        progress = StepProgress.attach(progress_id, total_steps, f"{config.project}/{config.name}", folder=experiment_dir(config))
     schedule = Schedule.of(config)
     answered = meeting.latest_request(config)  # explorer_driven: requests already answered
     published = done

@@ -16,7 +16,7 @@ from schemas.cluster import ClusterConfig
 from schemas.experiment import ExperimentConfig, StageConfig
 from schemas.explorer import ExplorerConfig, InferenceModelConfig, TinkerSamplerConfig, VllmModelConfig
 from schemas.model import LoRAConfig, ModelConfig
-from schemas.monitor import MonitorConfig
+from schemas.monitor import GateConfig, MonitorConfig
 from schemas.overrides import UnknownSettingError, parse_set_args
 from schemas.synchronizer import SynchronizerConfig
 from schemas.trainer import TinkerTrainerConfig, TorchTrainerConfig, TrainerConfig, VerlTrainerConfig
@@ -35,6 +35,7 @@ __all__ = [
     "InferenceModelConfig",
     "LoRAConfig",
     "ModelConfig",
+    "GateConfig",
     "MonitorConfig",
     "OptimizerConfig",
     "Section",

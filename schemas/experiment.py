@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError, model_validator
 from schemas import support
 from schemas.algorithm import AlgorithmConfig
 from schemas.base import ALIAS, SECTIONS, STAGE_CHAIN, ConfigRuleError, Section, kept
+from schemas.budget import BudgetConfig
 from schemas.buffer import BufferConfig
 from schemas.cluster import ClusterConfig
 from schemas.errors import error_items
@@ -92,6 +93,9 @@ class ExperimentConfig(Section):
         default_factory=SynchronizerConfig, description="Weight sync from trainer to engines."
     )
     monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="Metrics tracking.")
+    budget: BudgetConfig = Field(
+        default_factory=BudgetConfig, description="Limits at which a run stops cleanly (tokens, wall time); resumable."
+    )
     stages: list[StageConfig] = Field(
         default_factory=list,
         description="Ordered stages (e.g. SFT warm-up, then RFT); each replaces the sections it sets. Empty: one "
@@ -172,6 +176,10 @@ class ExperimentConfig(Section):
             if path in DISCRIMINATORS:
                 _drop_foreign_settings(data, path, value)
         return ExperimentConfig.model_validate(data)
+
+    def for_flow_run(self, flow_run_name: str) -> ExperimentConfig:
+        """The experiment of one flow run of a nightly deployment (name_per_flow_run): "{name}-{flow run name}"."""
+        return self.with_overrides({"name": f"{self.name}-{flow_run_name}"})
 
     def resolve_stages(self) -> list[ExperimentConfig]:
         """One complete, validated config per stage (a config without stages is its own single stage).

@@ -9,6 +9,24 @@ from pydantic import Field
 from schemas.base import Section
 
 
+class GateConfig(Section):
+    """A promotion gate: after the final evaluation the new model takes a registry alias only if it beats
+    the alias's holder on the same held-out set by `margin` (tracking/gate.py)."""
+
+    metric: str = Field(
+        ..., pattern=r"^[^/]+/[^/]+$",
+        description="'{eval taskset name}/{metric}' of the final evaluation, e.g. 'gsm8k-eval/strict'; higher is better.",
+    )
+    margin: float = Field(0.0, ge=0.0, description="How much higher than the holder's the new value must be (absolute).")
+    registered_model: str | None = Field(
+        None, description="The MLflow registered model whose alias is at stake; None: the stage's own ({project}-{name}[-{stage}])."
+    )
+    alias: str = Field("champion", min_length=1, description="The registry alias the new model must win.")
+    on_loss: Literal["keep", "fail"] = Field(
+        "keep", description="keep: the run completes and the holder keeps the alias; fail: the run fails (a regression gate)."
+    )
+
+
 class MonitorConfig(Section):
     """Experiment tracking."""
 
@@ -24,3 +42,6 @@ class MonitorConfig(Section):
     )
     experiment_name: str | None = Field(None, description="MLflow experiment; None: the project (derived).")
     enable_ray_timeline: bool = Field(False, description="Also dump a Ray timeline into the experiment folder.")
+    gate: GateConfig | None = Field(
+        None, description="Promotion gate of the experiment's final model (its last stage); None: every model only registered."
+    )

@@ -410,6 +410,12 @@ def _monitor(r: Resolver) -> None:
     mon = r.config.monitor
     if mon.experiment_name is None:
         r.derive(mon, "experiment_name", r.config.project, "monitor.experiment_name", "project")
+    if mon.gate is not None and r.config.mode in TRAINING_MODES:
+        taskset = mon.gate.metric.split("/", 1)[0]
+        names = [ts.name for ts in r.config.buffer.explorer_input.eval_tasksets]
+        if taskset not in names:
+            r.error("monitor.gate.metric", f"the gate compares the final evaluation of eval taskset {taskset!r}, which this "
+                    f"experiment does not evaluate (its eval tasksets: {', '.join(names) or 'none'})")
 
 
 # ----------------------------------------------------------------------------- what the runtime does not honour

@@ -109,6 +109,14 @@ RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite 
              "(buffer/experiences.db in the experiment folder)")
 NO_CRITIC = "there is no critic (algorithm ppo with GAE is not built)"
 
+NO_BUDGET_CHECK = ("only a mode 'both' stage that takes turns (synchronizer.sync_offset 0, sync_style 'fixed') stops at "
+                   "a budget; this stage runs to its planned steps")
+
+
+def _takes_turns(c: ExperimentConfig) -> bool:
+    return c.mode == "both" and c.synchronizer.sync_offset == 0 and c.synchronizer.sync_style == "fixed"
+
+
 SUPPORT: dict[str, Entry] = {
     # --------------------------------------------------------------------- experiment
     "mode": honoured("flows/rft.py"),
@@ -225,6 +233,19 @@ SUPPORT: dict[str, Entry] = {
     "monitor.tracking_uri": honoured("tracking/store.py"),
     "monitor.experiment_name": honoured("tracking/mlflow_monitor.py", "tracking/wandb_monitor.py"),
     "monitor.enable_ray_timeline": honoured("tasks/setup.py", note="a Chrome trace in {experiment_dir}/log/"),
+    "monitor.gate": honoured("flows/gate.py", note="after the last stage").refuse_if(
+        lambda v, c: v is not None and c.monitor.monitor_type != "mlflow",
+        "a gate moves an MLflow registry alias: it needs monitor.monitor_type 'mlflow'"),
+    "monitor.gate.metric": honoured("flows/gate.py"),
+    "monitor.gate.margin": honoured("tracking/gate.py"),
+    "monitor.gate.registered_model": honoured("flows/rft.py"),
+    "monitor.gate.alias": honoured("tracking/gate.py"),
+    "monitor.gate.on_loss": honoured("flows/gate.py"),
+    # --------------------------------------------------------------------- budget
+    "budget.max_tokens": honoured("tracking/usage.py").warn_if(
+        lambda v, c: v is not None and not _takes_turns(c), NO_BUDGET_CHECK),
+    "budget.max_wall_minutes": honoured("tracking/usage.py").warn_if(
+        lambda v, c: v is not None and not _takes_turns(c), NO_BUDGET_CHECK),
 }
 
 # Each backend's settings: a variant is honoured by the registry that names its implementation, and its

@@ -2,7 +2,7 @@
 # From a fresh clone to a finished run: install, start a local Prefect server, a process worker and
 # the MLflow UI, deploy prefect.yaml, then run a deployment (default rft/gsm8k) and watch it.
 # Re-running it is harmless: what is already up stays up. scripts/down.sh stops it all.
-#   scripts/up.sh [DEPLOYMENT] [--param key=value ...]     e.g. scripts/up.sh smoke
+#   scripts/up.sh [DEPLOYMENT] [--param key=value ...] [--events]     e.g. scripts/up.sh smoke
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEPLOYMENT="gsm8k"
@@ -59,8 +59,19 @@ echo "==> deploying prefect.yaml"
 "$BIN/prefect" --no-prompt deploy --all >"$RFT_STATE/logs/deploy.log" 2>&1 \
   || { tail -30 "$RFT_STATE/logs/deploy.log" >&2; exit 1; }
 
+# The run's live view (rft watch: stage, step i/N, reward, evaluation before -> after, ETA); --events: Prefect's
+# raw event stream instead.
+EVENTS=0
+ARGS=()
+for arg in "$@"; do if [[ "$arg" == --events ]]; then EVENTS=1; else ARGS+=("$arg"); fi; done
 echo "==> running rft/$DEPLOYMENT (watch it at $PREFECT_UI_URL/runs)"
-"$BIN/prefect" deployment run "rft/$DEPLOYMENT" --watch "$@"
+if [[ $EVENTS == 1 ]]; then
+  "$BIN/prefect" deployment run "rft/$DEPLOYMENT" --watch "${ARGS[@]}"
+else
+  STARTED=$("$BIN/prefect" deployment run "rft/$DEPLOYMENT" "${ARGS[@]}")
+  FLOW_RUN=$(awk '/UUID/ {print $NF}' <<<"$STARTED")
+  "$BIN/rft" watch "$FLOW_RUN"
+fi
 
 "$BIN/python" - "$DEPLOYMENT" <<'PY'
 import json, os, sys
@@ -77,6 +88,9 @@ run_dir = newest.parent.parent if recipe.stages else newest.parent
 summaries = [(d, json.loads((run_dir / d / "summary.json").read_text())) for d in stage_dirs if (run_dir / d / "summary.json").exists()]
 summary = summaries[-1][1]
 print()
+if summary.get("stopped"):  # a budget: resumable from its checkpoint
+    sys.exit(print(f"stopped after step {summary['steps']}/{summary['planned_steps']}: {summary['stopped']}; "
+                   "retry the flow run with a larger budget to continue") or 0)
 print(f"Prefect UI : {os.environ['PREFECT_UI_URL']}")
 print(f"MLflow UI  : {summary['mlflow_url']}")
 print(f"model      : {summary['final_model']}")

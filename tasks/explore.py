@@ -84,6 +84,9 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         "explore/task_retries": stats["task_retries"],
         "explore/task_timeouts": stats["task_timeouts"],
         "explore/experiences": stats["experiences"],
+        # what the step cost in tokens (tracking/usage.py: the budget counts the sampled ones)
+        "explore/tokens_sampled": float(sum(len(e.response_token_ids) for e in result.experiences)),
+        "explore/tokens_prompt": float(sum(len(e.prompt_token_ids) for e in result.experiences)),
         "time/explore_s": stats["seconds"],
         **{f"explore/{k}": v for k, v in episode_stats(result.experiences).items()},  # multi-turn workflows
     }

@@ -109,7 +109,7 @@ def test_deployments_and_nightly_schedule(prefect_stack: dict[str, str]) -> None
     listed = prefect(prefect_stack, "deployment", "ls")
     for name in ("rft/gsm8k", "rft/smoke", "rft/hello", "rft/hello-tinker", "rft/gsm8k-qwen", "rft/gsm8k-tinker",
                  "rft/gsm8k-verl-lora", "rft/smoke-explore", "rft/smoke-train", "rft/q20", "rft/gsm8k-tools",
-                 "rft/serve"):
+                 "rft/serve", "compare/smoke-trainers"):
         assert name in listed.stdout, listed.stdout
     gsm8k = prefect(prefect_stack, "deployment", "inspect", "rft/gsm8k").stdout
     assert "0 2 * * *" in gsm8k and "'active': True" in gsm8k.replace('"', "'")

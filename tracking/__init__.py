@@ -12,6 +12,7 @@ The modules:
     store.py                where MLflow is (tracking URI, artifacts, UI link), bounded waits
     spool.py                TrackingClient: MLflow writes kept while the server is down, then replayed
     curves.py               reward_curve.png and its rows      registry.py   the model registry
+    gate.py                 the promotion gate (a registry alias)  usage.py   usage per step, the budget
     restarts.py             revived engines and trainers, logged with every step
     progress.py             the Prefect progress artifact and its listeners (`rft run`'s progress bar)
 
@@ -88,6 +89,17 @@ def tag_remote_model(config: ExperimentConfig, run_id: str, sampler_path: str, s
     monitor_for(config).tag_remote_model(run_id, sampler_path, state_path)
 
 
+def promote_model(config: ExperimentConfig, run_id: str, name: str, metric: str, value: float, heldout: str) -> dict[str, Any] | None:
+    """monitor.gate: the run's registered version takes the gate's alias if it beats the holder (tracking/gate.py)."""
+    return monitor_for(config).promote(run_id, name, metric, value, heldout)
+
+
+def log_comparison(config: ExperimentConfig, name: str, rows: list[dict[str, Any]],
+                   curves: dict[str, list[tuple[int, float]]], curve_label: str) -> str | None:
+    """rft compare's parent run with a child per variant, the table and the overlaid curves (MLflow only)."""
+    return monitor_for(config).log_comparison(name, rows, curves, curve_label)
+
+
 def finish_run(config: ExperimentConfig, run_id: str, status: str = "FINISHED") -> None:
     monitor_for(config).finish(run_id, status)
 
@@ -99,7 +111,7 @@ def fail_open_run(config: ExperimentConfig, role: str = "main") -> None:
 
 __all__ = [
     "EXPERIMENT_TAG", "GROUP_TAG", "MONITORS", "PARENT_TAG", "ROLE_TAG", "SPOOL", "Monitor", "Run", "count_restart",
-    "curve_rows", "fail_open_run", "finish_run", "log_checkpoint", "log_eval_table", "log_metrics",
-    "log_reward_curve", "monitor_for", "register_model", "restart_counts", "run_markdown", "start_run",
+    "curve_rows", "fail_open_run", "finish_run", "log_checkpoint", "log_comparison", "log_eval_table", "log_metrics",
+    "log_reward_curve", "monitor_for", "promote_model", "register_model", "restart_counts", "run_markdown", "start_run",
     "tag_remote_model", "tracking_uri", "tracking_uri_and_source",
 ]

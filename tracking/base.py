@@ -80,6 +80,15 @@ class Monitor(ABC):
     def tag_remote_model(self, run_id: str, sampler_path: str, state_path: str) -> None:
         """The final weights of a run whose weights stay on a server (Tinker)."""
 
+    def log_comparison(self, name: str, rows: list[dict[str, Any]], curves: dict[str, list[tuple[int, float]]],
+                       curve_label: str) -> str | None:
+        """An A/B comparison (rft compare): its parent run's id; None: the monitor keeps no comparison."""
+        return None
+
+    def promote(self, run_id: str, name: str, metric: str, value: float, heldout: str) -> dict[str, Any] | None:
+        """The promotion gate (monitor.gate) on the model registry; None: no registry (validation refuses a gate)."""
+        return None
+
     # -- helpers ------------------------------------------------------------------------------------
     def local_run_id(self, role: str) -> str:
         """The id of a run that lives in this process only: "<monitor>|<role>|<experiment folder>"."""

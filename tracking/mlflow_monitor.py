@@ -21,7 +21,7 @@ from mlflow.entities import Metric, Param
 
 from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
-from tracking import curves, registry
+from tracking import compare, curves, gate, registry
 from tracking.base import Monitor, Run, experiment_root
 from tracking.spool import TrackingClient, best_effort
 from tracking.store import artifact_location, client_for, mlflow_ui_url, nothing_logged_yet, tracking_uri
@@ -133,6 +133,15 @@ class MlflowMonitor(Monitor):
     @best_effort
     def tag_remote_model(self, run_id: str, sampler_path: str, state_path: str) -> None:
         registry.tag_remote(self.client, run_id, sampler_path, state_path)
+
+    def log_comparison(self, name: str, rows: list[dict[str, Any]], curves: dict[str, list[tuple[int, float]]],
+                       curve_label: str) -> str | None:
+        return compare.log(self.client, _experiment_id(self.client, self.config), name, rows, curves, curve_label)
+
+    def promote(self, run_id: str, name: str, metric: str, value: float, heldout: str) -> dict[str, Any] | None:
+        gate_config = self.config.monitor.gate
+        assert gate_config is not None
+        return gate.promote(self.client, run_id, name, metric, value, heldout, gate_config.margin, gate_config.alias)
 
 
 # -- the runs' names, params and nesting ------------------------------------------------------------

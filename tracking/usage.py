@@ -1,0 +1,55 @@
+"""What a run used, step by step, and the budget it stops at (`budget` settings).
+
+The ledger is {experiment_dir}/usage.json, one entry per finished step. A resume keeps the entries up to
+its checkpoint (steps after it run again and are counted again), so totals are the experiment's, across
+every attempt, and a run stopped by a budget continues counting under the next one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from checkpointing import layout
+from checkpointing.records import read_json, write_json_atomic
+from schemas.budget import BudgetConfig
+
+# step metric -> ledger key: tokens sampled by the rollouts, prompt tokens, wall seconds by side
+FROM_METRICS = {"explore/tokens_sampled": "tokens_sampled", "explore/tokens_prompt": "tokens_prompt",
+                "time/explore_s": "explore_s", "time/train_s": "train_s", "time/sync_s": "sync_s", "time/eval_s": "eval_s"}
+
+
+class Ledger:
+    """The experiment's usage per step, from its file, cut back to the steps a resume keeps."""
+
+    def __init__(self, exp_dir: Path, done: int) -> None:
+        self.path = exp_dir / layout.USAGE
+        kept = read_json(self.path, {}).get("steps", {})
+        self.steps: dict[str, dict[str, float]] = {k: v for k, v in kept.items() if int(k) <= done}
+
+    def add(self, step: int, metrics: dict[str, float], wall_s: float) -> dict[str, float]:
+        """Record step `step`; returns the totals so far as MLflow metrics (usage/...)."""
+        entry = {key: float(metrics.get(name, 0.0)) for name, key in FROM_METRICS.items()}
+        entry["wall_s"] = wall_s
+        # a step trains what it explored: its prompts and sampled tokens
+        entry["tokens_trained"] = entry["tokens_sampled"] + entry["tokens_prompt"]
+        self.steps[str(step)] = entry
+        write_json_atomic(self.path, {"steps": self.steps})
+        return self.metrics()
+
+    def totals(self) -> dict[str, float]:
+        keys = sorted({k for entry in self.steps.values() for k in entry})
+        return {k: sum(entry.get(k, 0.0) for entry in self.steps.values()) for k in keys}
+
+    def metrics(self) -> dict[str, float]:
+        return {f"usage/{k}": v for k, v in self.totals().items()}
+
+
+def over_budget(budget: BudgetConfig, totals: dict[str, float]) -> str | None:
+    """Why the run must stop now (None: within budget)."""
+    sampled = totals.get("tokens_sampled", 0.0)
+    if budget.max_tokens is not None and sampled >= budget.max_tokens:
+        return f"token budget reached: {int(sampled)} tokens sampled of budget.max_tokens {budget.max_tokens}"
+    minutes = totals.get("wall_s", 0.0) / 60
+    if budget.max_wall_minutes is not None and minutes >= budget.max_wall_minutes:
+        return f"wall-time budget reached: {minutes:.1f} min of budget.max_wall_minutes {budget.max_wall_minutes}"
+    return None
