@@ -24,6 +24,7 @@ from schemas.base import set_unmarked
 from schemas.buffer import StorageConfig, TasksetConfig
 from schemas.generators import GENERATOR_ARGS, generator_name
 from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
+from schemas.secrets import is_loopback
 
 if TYPE_CHECKING:
     from schemas.experiment import ExperimentConfig
@@ -397,6 +398,10 @@ def _openai_api(r: Resolver) -> None:
             r.derive(rollout, "enable_openai_api", True, f"{path}.enable_openai_api", "mode 'serve' serves the endpoint")
     if rollout.enable_history and not rollout.enable_openai_api:
         r.error(f"{path}.enable_history", "records the calls of the endpoint: set enable_openai_api: true too")
+    if rollout.enable_openai_api and not rollout.openai_api_key_secret and not is_loopback(rollout.openai_api_host):
+        r.error(f"{path}.openai_api_host",
+                f"{rollout.openai_api_host!r} is reachable from other machines and the endpoint has no API key: set "
+                f"{path}.openai_api_key_secret (a Prefect Secret block's name, or 'env:VAR'), or bind 127.0.0.1")
     if rollout.enable_auto_tool_choice and not rollout.tool_call_parser:
         r.error(f"{path}.tool_call_parser", "required by enable_auto_tool_choice (the model's format, e.g. 'hermes')")
     if not rollout.enable_openai_api:
