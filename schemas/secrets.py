@@ -51,7 +51,10 @@ def tinker_base_url_with_source(configured: str | None) -> tuple[str, str]:
     if configured:
         return configured.rstrip("/"), "trainer.base_url"
     if os.environ.get(TINKER_URL_ENV):
-        return os.environ[TINKER_URL_ENV].rstrip("/"), f"${TINKER_URL_ENV}"
+        url = os.environ[TINKER_URL_ENV].rstrip("/")
+        if problem := tinker_url_problem(url):
+            raise MissingSecretError(f"${TINKER_URL_ENV}: {problem}")
+        return url, f"${TINKER_URL_ENV}"
     return HOSTED_TINKER_URL, "the hosted service (neither trainer.base_url nor $TINKER_BASE_URL is set)"
 
 
@@ -99,8 +102,28 @@ def redact(text: str) -> str:
     return _SECRET_QUERY.sub(lambda m: f"{m[1]}***", text)
 
 
+def without_credentials(url: str) -> str:
+    """`url` without its user and password (to probe it: urllib cannot send them, and its error would print them)."""
+    return _CREDENTIALS.sub(lambda m: m["scheme"], url)
+
+
 def plain_http_remote(url: str) -> bool:
     """True when `url` is plain http to a host beyond this machine (a key sent there crosses the network
     readable by anyone on the way)."""
     parts = urlsplit(url)
     return parts.scheme == "http" and not is_loopback(parts.hostname or "")
+
+
+PLAIN_HTTP_ENV = "TINKER_PLAIN_HTTP_HOST"
+
+
+def tinker_url_problem(url: str) -> str | None:
+    """Why the Tinker key must not go to `url`, or None: plain http beyond this machine sends the key readable
+    to everyone on the way, unless the user names that host in $TINKER_PLAIN_HTTP_HOST."""
+    if not plain_http_remote(url):
+        return None
+    host = urlsplit(url).hostname or ""
+    if os.environ.get(PLAIN_HTTP_ENV, "").strip().lower() == host.lower():
+        return None
+    return (f"{redact(url)!r} is plain http to another machine: the Tinker API key would cross the network unencrypted. "
+            f"Use https, or name the host in ${PLAIN_HTTP_ENV}={host} to send it there anyway")
