@@ -67,7 +67,8 @@ class InferenceBase(Variant):
         "None: no key, allowed only on a loopback openai_api_host.",
     )
     openai_max_concurrent_requests: int = Field(
-        32, ge=1, description="Endpoint requests in flight at once per engine; more are answered 429 (retry later)."
+        256, ge=1, description="Endpoint requests in flight at once per engine; more are answered 429 (retry later). "
+        "Agent workflows keep up to runner_per_model × repeat_times in flight.",
     )
     openai_max_request_bytes: int = Field(4 * 2**20, ge=1024, description="Largest request body (413 above it).")
     openai_max_tokens: int | None = Field(

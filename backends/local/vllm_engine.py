@@ -61,7 +61,7 @@ class EngineSettings:
     openai_api_host: str = "127.0.0.1"
     openai_api_port: int = 0  # 0: any free port; else engine i listens on port + i
     openai_api_key: str | None = field(default=None, repr=False)  # read from its secret on the driver, never logged
-    openai_max_concurrent_requests: int = 32
+    openai_max_concurrent_requests: int = 256
     openai_max_request_bytes: int = 4 * 2**20
     openai_max_tokens: int = 1024
     served_model_names: tuple[str, ...] = ("policy",)
