@@ -23,7 +23,7 @@ from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
 from backends.errors import is_transient
-from schemas.secrets import redact
+from schemas.secrets import redact, without_credentials
 
 SPOOL = "mlflow_spool.jsonl"  # in the experiment's log/ folder; artifacts are copied into mlflow_spool/
 PROBE_EVERY_S = 5.0  # while the server is down, writes go straight to the spool; its /health is asked this often
@@ -78,7 +78,7 @@ class TrackingClient:
             return True
         if self.uri.startswith(("http://", "https://")):
             try:
-                urllib.request.urlopen(self.uri.rstrip("/") + "/health", timeout=2).close()
+                urllib.request.urlopen(without_credentials(self.uri).rstrip("/") + "/health", timeout=2).close()
             except urllib.error.HTTPError as err:
                 if err.code >= 500:
                     _down_since[self.uri] = time.monotonic()
