@@ -53,6 +53,18 @@ def test_the_key_comes_from_the_environment_or_a_secret_block(monkeypatch: pytes
         openai_api_key("env:RFT_TEST_KEY")
 
 
+def test_a_missing_key_fails_before_anything_starts_naming_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from backends.registry import secret_sources
+
+    config = endpoint(openai_api_host="0.0.0.0", openai_api_key_secret="env:RFT_TEST_KEY")
+    monkeypatch.delenv("RFT_TEST_KEY", raising=False)
+    with pytest.raises(MissingSecretError, match="explorer.rollout_model.openai_api_key_secret"):
+        secret_sources(config)
+    monkeypatch.setenv("RFT_TEST_KEY", "sk-test-123")
+    lines = secret_sources(config)
+    assert any("env:RFT_TEST_KEY" in line for line in lines) and not any("sk-test-123" in line for line in lines)
+
+
 def test_the_key_stays_out_of_reprs_and_argument_lists(monkeypatch: pytest.MonkeyPatch) -> None:
     from backends.local.openai_server import ServerSettings
     from backends.local.vllm_engine import EngineSettings
