@@ -14,6 +14,8 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from schemas.secrets import openai_api_key
+
 if TYPE_CHECKING:
     from schemas import ExperimentConfig
 
@@ -72,4 +74,9 @@ def secret_sources(config: ExperimentConfig) -> list[str]:
     for name in dict.fromkeys(needed):
         _, source = load(SECRETS[name])()
         lines.append(f"{name}: from {source}")
+    rollout = config.explorer.rollout_model
+    where = getattr(rollout, "openai_api_key_secret", None)
+    if getattr(rollout, "enable_openai_api", False) and where:
+        openai_api_key(where)  # raises naming the setting when the key is not there
+        lines.append(f"the OpenAI endpoint's API key: from {where} (explorer.rollout_model.openai_api_key_secret)")
     return lines

@@ -67,6 +67,10 @@ class RolloutEngine(ABC):
         """The engine's OpenAI-compatible endpoint (`http://host:port/v1`), or None when it has none."""
         return None
 
+    def openai_api_key(self) -> str:
+        """The endpoint's API key for the pipeline's own clients ("EMPTY": the endpoint takes none)."""
+        return "EMPTY"
+
     def call_history(self, rollout_id: str) -> list[CallRecord]:
         """The calls the endpoint recorded under `rollout_id` (enable_history), forgotten once read."""
         raise NotImplementedError(f"{type(self).__name__} records no OpenAI calls")

@@ -24,6 +24,7 @@ from backends.batch import TrainBatch, collate, micro_batches
 from backends.trainer import TrainerBackend, TrainerDevices
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
+from checkpointing.safe_load import load_tensors
 
 if TYPE_CHECKING:
     from schemas import ExperimentConfig
@@ -206,7 +207,7 @@ class TorchTrainer(TrainerBackend):
         with torch.no_grad():
             for name, tensor in trainable.items():
                 params[name].copy_(tensor.to(params[name].dtype))
-        state = torch.load(path / "optim_state.pt", weights_only=False)
+        state = load_tensors(path / "optim_state.pt")  # weights_only: nothing of the file runs
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         _set_rng_state(state["rng"])
@@ -395,9 +396,11 @@ def _rollout_temperature(config: ExperimentConfig) -> float:
 
 
 def _rng_state() -> dict:
+    """Tensors, numbers and strings only: the file loads with torch.load(weights_only=True)."""
+    kind, key, pos, has_gauss, gauss = np.random.get_state()
     return {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": (kind, torch.from_numpy(key.astype(np.int64)), pos, has_gauss, gauss),
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
     }
@@ -405,7 +408,9 @@ def _rng_state() -> dict:
 
 def _set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    kind, key, pos, has_gauss, gauss = state["numpy"]
+    key = key.numpy() if isinstance(key, torch.Tensor) else key  # older checkpoints hold the ndarray
+    np.random.set_state((kind, key.astype(np.uint32), pos, has_gauss, gauss))
     torch.set_rng_state(state["torch"])
     if state.get("cuda") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from schemas import ExperimentConfig
 
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
+DELETING_DIR = re.compile(r"^\.global_step_(\d+)\.deleting$")  # deleting_step_dir
 LATEST_CHECKPOINT = "latest_checkpointed_iteration.txt"
 LATEST_STATE_DICT = "latest_state_dict_iteration.txt"
 TRAINER_META = "trainer_meta.json"
@@ -43,10 +44,25 @@ BUFFER_DB = Path("buffer") / "experiences.db"
 DEFAULT_MAX_SHARD_SIZE = "5GB"
 
 
+class PathEscapeError(ValueError):
+    """A folder the run would write, rename or delete resolves outside the folder it must stay in."""
+
+
+def inside(root: Path, path: Path, what: str) -> Path:
+    """`path` resolved (symlinks followed), when that is `root` (resolved) or below it; else PathEscapeError."""
+    real_root, real = root.resolve(), path.resolve()
+    if real != real_root and not real.is_relative_to(real_root):
+        raise PathEscapeError(f"{what} {path} resolves to {real}, outside {real_root}: refused (a symlink?)")
+    return real
+
+
 def experiment_dir(config: ExperimentConfig) -> Path:
     """The experiment's folder ({checkpoint_root_dir}/{project}/{name}, `config.experiment_dir`) made
-    absolute: a path handed to another process or actor names the same folder whatever its working directory."""
-    return config.experiment_dir.resolve()
+    absolute: a path handed to another process or actor names the same folder whatever its working directory.
+    It must resolve inside checkpoint_root_dir (the schema keeps `project` and `name` single folder names;
+    this catches a symlinked project or experiment folder)."""
+    root = Path(config.checkpoint_root_dir)
+    return inside(root, config.experiment_dir, f"the experiment folder of {config.project}/{config.name}")
 
 
 def partial_step_dir(experiment_dir: Path, step: int) -> Path:

@@ -20,6 +20,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from checkpointing.safe_load import load_tensors
+
 TORCH_FORMAT = "rft-torch-v1"  # backends/torch_trainer.py CHECKPOINT_FORMAT
 VERL_LORA_META = "lora_train_meta.json"
 
@@ -139,7 +141,7 @@ def gather_verl_shards(
     from verl.model_merger.fsdp_model_merger import merge_non_dtensor_shards
 
     shards = [
-        torch.load(actor / f"model_world_size_{world_size}_rank_{rank}.pt", map_location="cpu", weights_only=False)
+        load_tensors(actor / f"model_world_size_{world_size}_rank_{rank}.pt")
         for rank in range(total_shards)
     ]
     merged: dict[str, torch.Tensor] = {}

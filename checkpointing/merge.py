@@ -32,6 +32,7 @@ from checkpointing.loaders import (
     load_torch_checkpoint,
     load_verl_fsdp,
 )
+from checkpointing.safe_load import check_folder
 from checkpointing.verify import logits, sample_input, tolerance, verify
 
 logger = logging.getLogger(__name__)
@@ -81,6 +82,7 @@ def convert_step(
         return result
 
     config_dir = config_source(hf, base_model_dir, where)
+    check_folder(actor)  # every pickle-format file loads weights-only, or the step is refused naming it
     work = actor / WORK_DIR
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()

@@ -49,7 +49,10 @@ def _print_errors(target: str, lines: list[str]) -> None:
 
 
 # The arguments every command that loads an experiment takes (validate, run).
-Target = Annotated[str, typer.Argument(help=f"Recipe name ({', '.join(RECIPES)}) or a .yaml (Trinity), .json or .py file.")]
+Target = Annotated[str, typer.Argument(help=(
+    f"Recipe name ({', '.join(RECIPES)}) or a .yaml (Trinity), .json or .py file. A .py recipe is Python code: "
+    "it runs, with your permissions, as it is loaded (validate included); use only files you trust. YAML and JSON "
+    "are data and run nothing."))]
 SetOption = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override one setting: dotted.path=value (repeatable), e.g. algorithm.optimizer.lr=2e-6."),

@@ -35,6 +35,9 @@ def load_recipe(name: str) -> ExperimentConfig:
 def load_any(target: str) -> tuple[ExperimentConfig, list[str]]:
     """A config from a recipe name, a Trinity YAML (.yaml/.yml), a JSON dump (.json) or a recipe file (.py).
 
+    A .py recipe file is code: it is executed here, as the CLI's help says. Only the CLI loads files; the
+    deployments' parameters (the `rft` flow's `config` and `overrides`) are data and never name a file to load.
+
     Returns the config and the dotted paths of settings that could not be imported (Trinity YAML only).
     Raises FileNotFoundError, UnknownRecipeError, pydantic.ValidationError or schemas.TrinityImportError.
     """

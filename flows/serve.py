@@ -57,10 +57,15 @@ def serve(config: ExperimentConfig, max_seconds: float | None = None) -> dict[st
 def announce(config: ExperimentConfig, urls: list[str], source: str, model_dir: str) -> None:
     """Where to send requests: printed (the run's logs) and a markdown artifact."""
     names = f"`policy` or `{config.model.model_path}`"
-    lines = [f"# Serving {source}", "", f"Weights: `{model_dir}`", "", "| engine | OpenAI base URL |", "|---|---|"]
+    secret = config.explorer.rollout_model.openai_api_key_secret  # where the key is kept: the key never appears
+    key_note = (f"API key: the one in `{secret}` (explorer.rollout_model.openai_api_key_secret)." if secret
+                else "No API key (a loopback address only).")
+    api_key = "os.environ['RFT_API_KEY']" if secret else '"EMPTY"'
+    lines = [f"# Serving {source}", "", f"Weights: `{model_dir}`", "", key_note, "", "| engine | OpenAI base URL |",
+             "|---|---|"]
     lines += [f"| {i} | `{url}` |" for i, url in enumerate(urls)]
-    lines += ["", f"Model name: {names}. For example:", "", "```python", "from openai import OpenAI",
-              f'client = OpenAI(base_url="{urls[0]}", api_key="EMPTY")',
+    lines += ["", f"Model name: {names}. For example:", "", "```python", "import os", "from openai import OpenAI",
+              f'client = OpenAI(base_url="{urls[0]}", api_key={api_key})',
               'client.chat.completions.create(model="policy", messages=[{"role": "user", "content": "Hi"}])', "```"]
     create_markdown_artifact("\n".join(lines), key="serve-endpoints", description="OpenAI-compatible endpoints")
     for i, url in enumerate(urls):

@@ -15,6 +15,7 @@ from backends.errors import ConfigError
 from backends.policy import policy_for
 from preflight.disk import writable_ancestor
 from schemas import ExperimentConfig
+from schemas.secrets import redact, without_credentials
 from tracking.store import tracking_uri_and_source
 
 PROBE_TIMEOUT_S = 3.0  # one attempt to reach a service
@@ -37,21 +38,21 @@ def check_tracking_uri(config: ExperimentConfig) -> list[str]:
     uri, field = tracking_uri_and_source(config)
     scheme = urlparse(uri).scheme
     if scheme in ("http", "https"):
-        reason = http_answers(uri.rstrip("/") + "/health")
+        reason = http_answers(without_credentials(uri).rstrip("/") + "/health")
         if reason:
             raise ConfigError(
-                field, f"{uri}: the MLflow server does not answer ({reason}; {PROBE_ATTEMPTS} attempts, "
+                field, f"{redact(uri)}: the MLflow server does not answer ({reason}; {PROBE_ATTEMPTS} attempts, "
                 f"{PROBE_TIMEOUT_S:.0f} s each). Start it, or unset {field} to log into SQLite beside the checkpoints"
             )
-        return [f"MLflow ({field}): the server at {uri} answers"]
+        return [f"MLflow ({field}): the server at {redact(uri)} answers"]
     if scheme == "sqlite":
         path = Path(uri.removeprefix("sqlite:///").removeprefix("sqlite://"))
         writable_ancestor(field, path.parent)
-        return [f"MLflow ({field}): {uri} (its folder is writable)"]
+        return [f"MLflow ({field}): {redact(uri)} (its folder is writable)"]
     if scheme in ("", "file"):
         writable_ancestor(field, Path(urlparse(uri).path if scheme else uri))
-        return [f"MLflow ({field}): {uri} (writable)"]
-    return [f"MLflow ({field}): {uri} (not checked: {scheme} stores are checked by the run's first call)"]
+        return [f"MLflow ({field}): {redact(uri)} (writable)"]
+    return [f"MLflow ({field}): {redact(uri)} (not checked: {scheme} stores are checked by the run's first call)"]
 
 
 def hub_unreachable() -> str | None:

@@ -20,7 +20,7 @@ import copy
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from schemas import support
 from schemas.algorithm import AlgorithmConfig
@@ -33,6 +33,7 @@ from schemas.explorer import ENGINE_VARIANTS, ExplorerConfig
 from schemas.model import ModelConfig
 from schemas.monitor import MonitorConfig
 from schemas.overrides import UnknownSettingError, check_path, set_path, strip_paths
+from schemas.paths import check_component, component_problem
 from schemas.resolver import TRAINING_MODES
 from schemas.rules import apply_rules
 from schemas.synchronizer import SynchronizerConfig
@@ -67,6 +68,11 @@ class StageConfig(Section):
     @classmethod
     def _aliases(cls, data: Any) -> Any:
         return apply_aliases(data, note=False) if isinstance(data, dict) else data
+
+    @field_validator("stage_name")
+    @classmethod
+    def _one_folder(cls, value: str) -> str:
+        return check_component(value)
 
 
 class ExperimentConfig(Section):
@@ -113,6 +119,11 @@ class ExperimentConfig(Section):
     )
 
     # ------------------------------------------------------------------ validation
+    @field_validator("project")
+    @classmethod
+    def _project_is_one_folder(cls, value: str) -> str:
+        return check_component(value)
+
     @model_validator(mode="before")
     @classmethod
     def _forget_derived(cls, data: Any) -> Any:
@@ -127,11 +138,24 @@ class ExperimentConfig(Section):
 
     @model_validator(mode="after")
     def _resolve(self) -> ExperimentConfig:
+        self._check_name()
         self.warnings = []
         apply_rules(self)
         if self.stages:
             self.resolve_stages()  # raises naming `stages.<i>...` paths
         return self
+
+    def _check_name(self) -> None:
+        """`name` is one folder; a stage's own config is named "{name}/{stage_name}" (stage chaining)."""
+        chained = str(self.derived.get("name", "")).startswith(STAGE_CHAIN)
+        parts = self.name.split("/")
+        if chained and len(parts) >= 2:  # "{base name}/{stage_name}", once per level of stages
+            problems = [component_problem(p) for p in parts]
+        else:
+            problems = [component_problem(self.name)]
+        found = [p for p in problems if p]
+        if found:
+            raise ConfigRuleError([("name", found[0])])
 
     # ------------------------------------------------------------------ contract API
     @property

@@ -60,6 +60,21 @@ class InferenceBase(Variant):
     )
     openai_api_host: str = Field("127.0.0.1", description="Address the endpoint binds (0.0.0.0: every interface).")
     openai_api_port: int = Field(0, ge=0, le=65535, description="Port of engine 0 (engine i: port + i); 0: any free port.")
+    openai_api_key_secret: str | None = Field(
+        None,
+        description="Where the endpoint's API key is kept, never the key itself: the name of a Prefect Secret block, "
+        "or 'env:VAR' (an environment variable of the worker). Clients send it as the openai client's api_key. "
+        "None: no key, allowed only on a loopback openai_api_host.",
+    )
+    openai_max_concurrent_requests: int = Field(
+        256, ge=1, description="Endpoint requests in flight at once per engine; more are answered 429 (retry later). "
+        "Agent workflows keep up to runner_per_model × repeat_times in flight.",
+    )
+    openai_max_request_bytes: int = Field(4 * 2**20, ge=1024, description="Largest request body (413 above it).")
+    openai_max_tokens: int | None = Field(
+        None, ge=1, description="Most tokens one endpoint request may ask for, and the default when it asks for "
+        "none; None: model.max_response_tokens.",
+    )
     enable_auto_tool_choice: bool = Field(
         False, description="Let the model decide to call tools (tool_choice 'auto'); needs tool_call_parser."
     )
@@ -79,6 +94,10 @@ class VllmModelConfig(InferenceBase):
         "enable_openai_api": honoured("backends/local/vllm_engine.py", "tasks/serve.py"),
         "openai_api_host": honoured("backends/local/vllm_engine.py"),
         "openai_api_port": honoured("backends/local/vllm_engine.py"),
+        "openai_api_key_secret": honoured("backends/local/vllm_engine.py", note="schemas/secrets.py reads the key"),
+        "openai_max_concurrent_requests": honoured("backends/local/vllm_engine.py"),
+        "openai_max_request_bytes": honoured("backends/local/vllm_engine.py"),
+        "openai_max_tokens": honoured("backends/local/vllm_engine.py"),
         "enable_auto_tool_choice": honoured("backends/local/vllm_engine.py", "backends/local/openai_server.py"),
         "tool_call_parser": honoured("backends/local/vllm_engine.py", "backends/local/openai_server.py", passthrough=True),
         "reasoning_parser": honoured("backends/local/vllm_engine.py", "backends/local/openai_server.py", passthrough=True),
@@ -137,7 +156,8 @@ class TinkerSamplerConfig(InferenceBase):
         "enable_thinking": honoured("tasks/rollouts.py", note="passed to the chat template"),
         **{name: refused(NO_TINKER_ENDPOINT) for name in (
             "enable_history", "enable_openai_api", "openai_api_host", "openai_api_port", "enable_auto_tool_choice",
-            "tool_call_parser", "reasoning_parser")},
+            "tool_call_parser", "reasoning_parser", "openai_api_key_secret", "openai_max_concurrent_requests",
+            "openai_max_request_bytes", "openai_max_tokens")},
     }
 
     engine_type: Literal["tinker"] = Field("tinker", description="Tinker's sampling client.")

@@ -24,6 +24,7 @@ from schemas.base import set_unmarked
 from schemas.buffer import StorageConfig, TasksetConfig
 from schemas.generators import GENERATOR_ARGS, generator_name
 from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
+from schemas.secrets import is_loopback, redact, tinker_url_problem
 
 if TYPE_CHECKING:
     from schemas.experiment import ExperimentConfig
@@ -41,8 +42,25 @@ def apply_rules(config: ExperimentConfig) -> None:
         _buffer(r)
         _explorer(r)
         _monitor(r)
+    _addresses(r)
     _support(r)  # always: a refused setting is named even when another error stopped the rules
     r.raise_if_errors()
+
+
+def _addresses(r: Resolver) -> None:
+    """No credentials in the config's addresses (a config is a Prefect parameter, MLflow params and an
+    artifact); a Tinker key goes over plain http only to this machine, or to the host named in $TINKER_PLAIN_HTTP_HOST."""
+    c = r.config
+    fields = {"monitor.tracking_uri": c.monitor.tracking_uri, "cluster.ray_address": c.cluster.ray_address,
+              "trainer.base_url": getattr(c.trainer, "base_url", None)}
+    for path, value in fields.items():
+        if value and redact(value) != value:
+            r.error(path, f"{redact(value)!r} carries credentials, and a config is recorded (Prefect parameters, MLflow "
+                          "params): give them through the environment (MLFLOW_TRACKING_USERNAME and "
+                          "MLFLOW_TRACKING_PASSWORD, the Tinker Secret block) instead")
+    url = fields["trainer.base_url"]
+    if url and (problem := tinker_url_problem(url)):
+        r.error("trainer.base_url", problem)
 
 
 # ----------------------------------------------------------------------------- mode
@@ -397,6 +415,10 @@ def _openai_api(r: Resolver) -> None:
             r.derive(rollout, "enable_openai_api", True, f"{path}.enable_openai_api", "mode 'serve' serves the endpoint")
     if rollout.enable_history and not rollout.enable_openai_api:
         r.error(f"{path}.enable_history", "records the calls of the endpoint: set enable_openai_api: true too")
+    if rollout.enable_openai_api and not rollout.openai_api_key_secret and not is_loopback(rollout.openai_api_host):
+        r.error(f"{path}.openai_api_host",
+                f"{rollout.openai_api_host!r} is reachable from other machines and the endpoint has no API key: set "
+                f"{path}.openai_api_key_secret (a Prefect Secret block's name, or 'env:VAR'), or bind 127.0.0.1")
     if rollout.enable_auto_tool_choice and not rollout.tool_call_parser:
         r.error(f"{path}.tool_call_parser", "required by enable_auto_tool_choice (the model's format, e.g. 'hermes')")
     if not rollout.enable_openai_api:

@@ -13,7 +13,7 @@ from buffer.experience_store import ExperienceStore
 from checkpointing import layout
 from checkpointing.layout import experiment_dir
 from checkpointing.merge import copy_side_files
-from checkpointing.pruning import prune_checkpoints
+from checkpointing.pruning import prune_checkpoints, remove_leftovers
 from checkpointing.records import read_json, write_json_atomic, write_text_atomic
 from schemas import ExperimentConfig
 from tasks.failures import transient_only
@@ -54,6 +54,9 @@ def restore_checkpoint(config: ExperimentConfig) -> int:
     """Bring the trainer and the buffer back to the latest complete checkpoint; returns its step
     (0: none, a fresh start). Experiences explored after it stay and are trained once, in order."""
     exp = experiment_dir(config)
+    if leftovers := remove_leftovers(exp):
+        get_run_logger().info("removed %d checkpoint folder(s) a cut-short deletion left: %s", len(leftovers),
+                              ", ".join(p.name for p in leftovers))
     step = layout.latest_step(exp)
     store = ExperienceStore.for_experiment(exp)
     try:

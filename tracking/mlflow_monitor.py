@@ -21,6 +21,7 @@ from mlflow.entities import Metric, Param
 
 from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
+from schemas.secrets import redact
 from tracking import compare, curves, gate, registry
 from tracking.base import Monitor, Run, experiment_root
 from tracking.spool import TrackingClient, best_effort
@@ -75,7 +76,7 @@ class MlflowMonitor(Monitor):
         return {
             "run_id": run_id,
             "experiment_id": experiment_id,
-            "tracking_uri": tracking_uri(config),
+            "tracking_uri": redact(tracking_uri(config)),  # shown and passed between flows: never its credentials
             "url": f"{mlflow_ui_url()}/#/experiments/{experiment_id}/runs/{run_id}",
             "parent_run_id": parent,
         }
@@ -159,7 +160,7 @@ def child_run_name(config: ExperimentConfig, role: str) -> str:
 
 def run_params(config: ExperimentConfig) -> dict[str, str]:
     """The flattened config (stages aside: each stage is a run of its own), warnings as one param."""
-    params = flatten(config.model_dump(mode="json", exclude={"stages", "warnings"}))
+    params = {k: redact(v) for k, v in flatten(config.model_dump(mode="json", exclude={"stages", "warnings"})).items()}
     params["warnings"] = (" | ".join(config.warnings) or "none")[:MAX_PARAM_CHARS]
     return params
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mlflow.exceptions import MlflowException
 
+from schemas.secrets import redact
 from tracking.spool import TrackingClient, warn
 
 FINAL_MODEL_TAG = "rft.final_model"
@@ -26,7 +27,7 @@ def register(client: TrackingClient, run_id: str, name: str, model_dir: str) -> 
     except MlflowException as err:
         if "Invalid model version source" not in str(err):
             raise
-        warn(f"model {name!r} not registered: the tracking server at {client.uri} does not register a local "
+        warn(f"model {name!r} not registered: the tracking server at {redact(client.uri)} does not register a local "
              f"folder; the final model is {model_dir} (the run's tag {FINAL_MODEL_TAG})")
         return None
     return version.version

@@ -23,6 +23,7 @@ from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
 from backends.errors import is_transient
+from schemas.secrets import redact, without_credentials
 
 SPOOL = "mlflow_spool.jsonl"  # in the experiment's log/ folder; artifacts are copied into mlflow_spool/
 PROBE_EVERY_S = 5.0  # while the server is down, writes go straight to the spool; its /health is asked this often
@@ -77,7 +78,7 @@ class TrackingClient:
             return True
         if self.uri.startswith(("http://", "https://")):
             try:
-                urllib.request.urlopen(self.uri.rstrip("/") + "/health", timeout=2).close()
+                urllib.request.urlopen(without_credentials(self.uri).rstrip("/") + "/health", timeout=2).close()
             except urllib.error.HTTPError as err:
                 if err.code >= 500:
                     _down_since[self.uri] = time.monotonic()
@@ -89,7 +90,7 @@ class TrackingClient:
 
     def _went_down(self, err: BaseException) -> None:
         if self.uri not in _down_since:
-            warn(f"MLflow at {self.uri} does not answer ({type(err).__name__}): its writes are kept in {self.spool} "
+            warn(f"MLflow at {redact(self.uri)} does not answer ({type(err).__name__}): its writes are kept in {self.spool} "
                  "and logged when it answers again; training goes on")
         _down_since[self.uri] = time.monotonic()
 
@@ -127,7 +128,7 @@ class TrackingClient:
         self.spool.unlink()
         shutil.rmtree(self.spool.parent / "mlflow_spool", ignore_errors=True)
         _down_since.pop(self.uri, None)
-        warn(f"MLflow at {self.uri} answers again: {len(lines)} kept call(s) logged")
+        warn(f"MLflow at {redact(self.uri)} answers again: {len(lines)} kept call(s) logged")
         return len(lines)
 
 

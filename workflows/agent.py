@@ -72,10 +72,11 @@ class AgentWorkflow(Workflow, ABC):
                                "explorer.rollout_model.enable_openai_api: true and enable_history: true")
         timeout = float((self.task.workflow_args or {}).get("episode_timeout_s", DEFAULT_EPISODE_TIMEOUT_S))
         sampling = self.sampling_kwargs()
+        api_key = self.engine.openai_api_key()
         rollout_ids = [f"{self.group_id}/{i}" for i in range(self.repeat_times)]
 
         def episode(rollout_id: str) -> AgentOutcome:
-            client = openai.OpenAI(base_url=rollout_base_url(base_url, rollout_id), api_key="EMPTY",
+            client = openai.OpenAI(base_url=rollout_base_url(base_url, rollout_id), api_key=api_key,
                                    timeout=timeout, max_retries=0)
             try:
                 return self.run_agent(client, SERVED_MODEL, dict(sampling))

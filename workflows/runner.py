@@ -174,6 +174,9 @@ class CoalescingEngine(RolloutEngine):
     def openai_base_url(self) -> str | None:
         return self.engine.openai_base_url()
 
+    def openai_api_key(self) -> str:
+        return self.engine.openai_api_key()
+
     def call_history(self, rollout_id: str) -> list[CallRecord]:
         return self.engine.call_history(rollout_id)
 

@@ -32,6 +32,9 @@ class EngineClient(RolloutEngine):
     def openai_base_url(self) -> str | None:
         return ray.get(self.actor.openai_base_url.remote())
 
+    def openai_api_key(self) -> str:
+        return ray.get(self.actor.openai_api_key.remote())
+
     def call_history(self, rollout_id: str) -> list[CallRecord]:
         return ray.get(self.actor.call_history.remote(rollout_id))
 

@@ -31,10 +31,11 @@ import time
 from argparse import Namespace
 from collections.abc import AsyncGenerator, Callable, Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from backends.history import CallHistory, CallRecord, RolloutIdMiddleware, continue_sampled, current_rollout_id
+from backends.local.request_limits import Limits, RequestLimits
 
 logger = logging.getLogger(__name__)
 
@@ -421,6 +422,8 @@ class ServerSettings:
     enable_auto_tool_choice: bool = False
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # vLLM's --api-key: /v1 needs "Authorization: Bearer <key>"
+    limits: Limits | None = None  # backends.local.request_limits
 
 
 def server_args(model: str, settings: ServerSettings) -> Namespace:
@@ -440,6 +443,7 @@ def server_args(model: str, settings: ServerSettings) -> Namespace:
         argv += ["--reasoning-parser", settings.reasoning_parser]
     args = make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
     validate_parsed_serve_args(args)
+    args.api_key = [settings.api_key] if settings.api_key else None  # set here, never in an argument list
     return args
 
 
@@ -486,7 +490,8 @@ class OpenAIServer:
             tasks = await client.get_supported_tasks()
             app = build_app(args, tasks, client.model_config)
             await init_app_state(client, app.state, args, tasks)
-            config = uvicorn.Config(RolloutIdMiddleware(app), log_level="warning", access_log=False,
+            served = RequestLimits(app, self.settings.limits) if self.settings.limits else app
+            config = uvicorn.Config(RolloutIdMiddleware(served), log_level="warning", access_log=False,
                                     timeout_keep_alive=30)
             self._server = uvicorn.Server(config)
         except BaseException as err:

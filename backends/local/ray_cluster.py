@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backends.errors import ConfigError, PartLost
+from schemas.secrets import redact
 
 # Every actor of every experiment lives here; names carry the experiment id.
 NAMESPACE = "rft"
@@ -85,11 +86,11 @@ def probe(ray_address: str) -> str:
     if not _answers(address.probe):
         raise ConfigError(
             address.source,
-            f"no Ray cluster answers at {address.init} (TCP {address.probe}, {PROBE_ATTEMPTS} attempts, "
+            f"no Ray cluster answers at {redact(address.init)} (TCP {address.probe}, {PROBE_ATTEMPTS} attempts, "
             f"{PROBE_TIMEOUT_S:.0f} s each); start it (`ray start --head --port ...`) or set "
             "cluster.ray_address to 'local'",
         )
-    return f"Ray: the cluster at {address.init} answers"
+    return f"Ray: the cluster at {redact(address.init)} answers"
 
 
 def connect(ray_address: str = "auto") -> dict[str, float]:
@@ -178,6 +179,6 @@ def check_cluster_alive() -> None:
     """Raise ClusterLost naming the address when the joined cluster stopped answering."""
     if not answers():
         raise ClusterLost(
-            f"cluster.ray_address: the Ray cluster at {joined_address()} stopped answering; the run cannot go on "
+            f"cluster.ray_address: the Ray cluster at {redact(joined_address())} stopped answering; the run cannot go on "
             "without it (retry the run once the cluster is back: it resumes from its latest checkpoint)"
         )

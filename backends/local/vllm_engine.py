@@ -16,17 +16,19 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from backends.history import CallRecord
 from backends.local import ray_cluster
 from backends.local.openai_server import OpenAIServer, ServerSettings, generate_on_loop
+from backends.local.request_limits import Limits
 from backends.local.weight_sync import SHM_ROOT, WeightTransport, make_transport
 from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
 from backends.weights import WeightsHandle
 from checkpointing.models import resolve_model_path
+from schemas.secrets import openai_api_key
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +60,10 @@ class EngineSettings:
     enable_history: bool = False
     openai_api_host: str = "127.0.0.1"
     openai_api_port: int = 0  # 0: any free port; else engine i listens on port + i
+    openai_api_key: str | None = field(default=None, repr=False)  # read from its secret on the driver, never logged
+    openai_max_concurrent_requests: int = 256
+    openai_max_request_bytes: int = 4 * 2**20
+    openai_max_tokens: int = 1024
     served_model_names: tuple[str, ...] = ("policy",)
     chat_template: str | None = None
     enable_auto_tool_choice: bool = False
@@ -87,6 +93,10 @@ class EngineSettings:
             enable_history=rollout.enable_history,
             openai_api_host=rollout.openai_api_host,
             openai_api_port=rollout.openai_api_port,
+            openai_api_key=openai_api_key(rollout.openai_api_key_secret) if rollout.enable_openai_api else None,
+            openai_max_concurrent_requests=rollout.openai_max_concurrent_requests,
+            openai_max_request_bytes=rollout.openai_max_request_bytes,
+            openai_max_tokens=int(rollout.openai_max_tokens or model.max_response_tokens),
             served_model_names=(model.model_path, "policy"),
             chat_template=model.custom_chat_template,
             enable_auto_tool_choice=rollout.enable_auto_tool_choice,
@@ -218,6 +228,10 @@ class VLLMEngine(RolloutEngine):
     def openai_base_url(self) -> str | None:
         return self.server.base_url if self.server is not None else None
 
+    def openai_api_key(self) -> str:
+        """What the pipeline's own clients (agent workflows) send as api_key: the key, or "EMPTY" without one."""
+        return self.settings.openai_api_key or "EMPTY"
+
     def call_history(self, rollout_id: str, pop: bool = True) -> list[CallRecord]:
         if self.server is None or self.server.history is None:
             raise RuntimeError(
@@ -238,7 +252,8 @@ class VLLMEngine(RolloutEngine):
             ServerSettings(
                 host=s.openai_api_host, port=s.openai_api_port, served_model_names=tuple(s.served_model_names),
                 chat_template=s.chat_template, enable_auto_tool_choice=s.enable_auto_tool_choice,
-                tool_call_parser=s.tool_call_parser, reasoning_parser=s.reasoning_parser,
+                tool_call_parser=s.tool_call_parser, reasoning_parser=s.reasoning_parser, api_key=s.openai_api_key,
+                limits=Limits(s.openai_max_concurrent_requests, s.openai_max_request_bytes, s.openai_max_tokens),
             ),
             record=s.enable_history,
             version=self.model_version,

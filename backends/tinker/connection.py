@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from schemas.secrets import tinker_api_key_with_source, tinker_base_url_with_source
+from schemas.secrets import redact, tinker_api_key_with_source, tinker_base_url_with_source
 
 # Longest wait for one Tinker call (a JAX compile on the local server takes up to a minute; long
 # sampling batches on CPU take minutes); override with $RFT_TINKER_TIMEOUT_S.
@@ -82,7 +82,7 @@ def timeout_s() -> float:
 
 def preflight(ep: Endpoint, base_model: str | None = None) -> ServerInfo:
     """Within seconds: the server answers, takes the key and (when given) serves `base_model`."""
-    where = f"{ep.base_url} (from {ep.url_source})"
+    where = f"{redact(ep.base_url)} (from {ep.url_source})"
     try:
         with httpx.Client(base_url=ep.base_url, headers=ep.headers(), timeout=PREFLIGHT_TIMEOUT) as client:
             answer = client.get("/api/v1/get_server_capabilities")
@@ -132,7 +132,7 @@ def wait(future: Any, what: str, ep: Endpoint | None = None) -> Any:
     try:
         return future.result(timeout=limit)
     except TimeoutError:
-        where = f" at {ep.base_url}" if ep else ""
+        where = f" at {redact(ep.base_url)}" if ep else ""
         raise TinkerTimeoutError(
             f"{what}: no answer from the Tinker server{where} within {limit:.0f} s ($RFT_TINKER_TIMEOUT_S)"
         ) from None

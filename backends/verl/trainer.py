@@ -23,6 +23,7 @@ from backends.verl import cpu
 from backends.verl.config import is_sft, verl_tree, worker_configs
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
+from checkpointing.safe_load import check_folder
 
 if TYPE_CHECKING:
     from schemas import ExperimentConfig
@@ -166,6 +167,7 @@ class VerlTrainer(TrainerBackend):
                 f"{path}: saved by {state.get('world_size')} veRL workers, but this trainer has {self.num_workers}; "
                 "resume with the same number of training processes"
             )
+        check_folder(path)  # veRL's manager unpickles fully: only files that load weights-only reach it
         self.workers.load_checkpoint(str(path))
         self._step = int(state["global_step"])
 
