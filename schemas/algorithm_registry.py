@@ -138,6 +138,9 @@ class AlgorithmPreset:
     compute_advantage_in_trainer: bool = False  # advantages need trainer-side tensors (critic, ref, batch)
     use_critic: bool = False
     needs_rollout: bool = True  # False: learns from a dataset only (sft, dpo)
+    # Arguments of the preset's functions, filled in under those the user gave ({"policy_loss_fn_args": {...}});
+    # applied only while the function is the preset's own.
+    args: dict[str, dict[str, object]] = field(default_factory=dict)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -179,6 +182,11 @@ ALGORITHM_PRESETS: dict[str, AlgorithmPreset] = {
     ),
     "topr": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="reinforce", policy_loss_fn="topr")),
     "cispo": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="grpo", policy_loss_fn="cispo")),
+    # DAPO (Yu et al. 2025): clip-higher (ε_low 0.2, ε_high 0.28), token-level aggregation, no KL term.
+    "dapo": AlgorithmPreset(
+        _preset(repeat_times=2, advantage_fn="grpo", kl_loss_fn="none"),
+        args={"policy_loss_fn_args": {"clip_range_low": 0.2, "clip_range_high": 0.28, "loss_agg_mode": "token-mean"}},
+    ),
     "dpo": AlgorithmPreset(
         _preset(repeat_times=2, policy_loss_fn="dpo", advantage_fn="none"), needs_rollout=False
     ),

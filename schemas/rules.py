@@ -88,6 +88,11 @@ def _algorithm(r: Resolver) -> None:
             r.error(f"algorithm.{fn_field}", f"unknown {fn_field} {name!r}; known: {sorted(registry)}")
             continue
         given = dict(getattr(alg, args_field) or {})
+        if args_field in preset.args and name == preset.defaults.get(fn_field):
+            for key, value in preset.args[args_field].items():
+                if key not in given:
+                    given[key] = value
+                    r.config.derived[f"algorithm.{args_field}.{key}"] = f"preset of algorithm_type {alg.algorithm_type!r}"
         args_model = registry[name]
         try:
             validated = args_model.model_validate(given)

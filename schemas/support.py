@@ -258,7 +258,7 @@ for _tag, _engine in ENGINE_VARIANTS.items():
     SUPPORT |= {f"explorer.rollout_model[{_tag}].{_field}": _entry for _field, _entry in _engine.SETTINGS.items()}
 
 # Presets that train: tests/test_presets.py runs a step of each.
-for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "sft", "raft"):
+for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft"):
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
 
 # Functions of the algorithm registries. Each function algorithms/ implements is honoured in its own module,

@@ -28,7 +28,7 @@ from schemas.algorithm_registry import ALGORITHM_PRESETS
 from tasks.explore import fill_advantages
 
 # The presets with a runtime (each trains one step below), and those validation refuses.
-TRAINED = ["grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "sft", "raft"]
+TRAINED = ["grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft"]
 REFUSED = ["ppo", "asymre", "topr", "dpo", "on_policy_distill"]
 
 

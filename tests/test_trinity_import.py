@@ -307,3 +307,22 @@ def test_every_refused_or_warned_setting_of_an_imported_file_is_reported(fixture
                      for w in stage.warnings} | {w.split(": ", 1)[0] for w in stage.warnings}
     missing = {f.path for f in findings} - reported
     assert not missing, missing
+
+
+def test_dapo_imports_with_clip_higher_token_mean_and_no_kl():
+    config, unsupported = import_trinity(FIXTURES / "dapo.yaml")
+    assert unsupported == []
+    alg = config.algorithm
+    assert (alg.algorithm_type, alg.advantage_fn, alg.policy_loss_fn, alg.kl_loss_fn) == ("dapo", "grpo", "ppo", "none")
+    assert alg.policy_loss_fn_args["clip_range_low"] == 0.2 and alg.policy_loss_fn_args["clip_range_high"] == 0.28
+    assert alg.policy_loss_fn_args["loss_agg_mode"] == "token-mean"
+    assert config.derived["algorithm.policy_loss_fn_args.clip_range_high"] == "preset of algorithm_type 'dapo'"
+
+
+def test_dapo_preset_arguments_yield_to_the_users(tmp_path):
+    data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "dapo.yaml"))
+    data["algorithm"]["policy_loss_fn_args"] = {"clip_range_high": 0.3}
+    path = tmp_path / "dapo.yaml"
+    path.write_text(OmegaConf.to_yaml(data))
+    args = import_trinity(path)[0].algorithm.policy_loss_fn_args
+    assert (args["clip_range_low"], args["clip_range_high"], args["loss_agg_mode"]) == (0.2, 0.3, "token-mean")
