@@ -2,7 +2,7 @@
 # Installs everything the tests need (scripts/setup.sh, idempotent) and runs the whole suite:
 # real Prefect, Ray, vLLM (CPU), the torch trainer and MLflow. Extra arguments go to pytest.
 # `scripts/test.sh --full` adds the extended tests (marked `full`: a whole learning run, a two-node Ray
-# cluster, longer Tinker runs); the default run, what CI runs, stays under 20 minutes on 2 cores.
+# cluster, longer Tinker runs); the default run is what CI runs (its time: docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--full" ]]; then shift; export RFT_TEST_FULL=1; fi

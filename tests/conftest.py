@@ -26,7 +26,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `full` run only in the extended run (scripts/test.sh --full): the default run, what CI
-    runs, stays within its 20 minutes on 2 cores."""
+    runs, leaves them out (their times: docs/testing.md)."""
     if os.environ.get("RFT_TEST_FULL"):
         return
     skip = pytest.mark.skip(reason="extended test (minutes): scripts/test.sh --full")
