@@ -72,6 +72,7 @@ def run_variant(name: str, sync: dict[str, int], steps: int, extra: list[str]) -
     root = Path(tempfile.mkdtemp(prefix="rft-bench-"))
     config = load_recipe("gsm8k").with_overrides({
         "name": f"bench-{name}",
+        "stages": [],  # the GRPO step alone: the recipe's SFT warm-up stage is no part of it
         "checkpoint_root_dir": str(root),
         "cluster.ray_address": "local",
         "buffer.batch_size": 1,
