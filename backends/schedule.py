@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from schemas.algorithm_registry import ALGORITHM_PRESETS
+from schemas.synchronizer import takes_turns
 
 if TYPE_CHECKING:
     from schemas import ExperimentConfig
@@ -78,7 +79,7 @@ class Schedule:
     @property
     def in_turns(self) -> bool:
         """Explorer and trainer never run at once: step k explores with the weights of step k-1."""
-        return self.style == "fixed" and self.offset == 0
+        return takes_turns(self.style, self.offset)
 
     @property
     def overlapped(self) -> bool:

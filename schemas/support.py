@@ -60,6 +60,7 @@ from schemas.algorithm_registry import ALGORITHM_PRESETS, BUILT, FUNCTION_REGIST
 from schemas.base import KEPT_REASONS, SECTIONS
 from schemas.explorer import ENGINE_VARIANTS
 from schemas.resolver import TRAINING_MODES
+from schemas.synchronizer import takes_turns
 from schemas.trainer import TRAINER_VARIANTS, TrainerBase
 from schemas.wiring import Entry, Level, Rule, honoured, per_trainer, refused, resolved, validated, warned
 
@@ -114,7 +115,7 @@ NO_BUDGET_CHECK = ("only a mode 'both' stage that takes turns (synchronizer.sync
 
 
 def _takes_turns(c: ExperimentConfig) -> bool:
-    return c.mode == "both" and c.synchronizer.sync_offset == 0 and c.synchronizer.sync_style == "fixed"
+    return c.mode == "both" and takes_turns(c.synchronizer.sync_style, c.synchronizer.sync_offset)
 
 
 SUPPORT: dict[str, Entry] = {

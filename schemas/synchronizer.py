@@ -40,3 +40,10 @@ class SynchronizerConfig(Section):
             if isinstance(data.get("sync_style"), str):
                 data["sync_style"] = SYNC_STYLE_ALIASES.get(data["sync_style"].lower(), data["sync_style"].lower())
         return data
+
+
+def takes_turns(sync_style: str, sync_offset: int) -> bool:
+    """Explorer and trainer never run at once (explore → train → sync): only `fixed` at offset 0; a driven
+    style lets the explorer go on with the weights it has, so its sides overlap whatever the offset. The
+    schedule (backends/schedule.py) and the settings checks both ask this."""
+    return sync_style == "fixed" and sync_offset == 0
