@@ -13,12 +13,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -27,9 +23,9 @@ from mlflow.tracking import MlflowClient
 
 from buffer.experience_store import ExperienceStore
 from deployments import load_recipe
+from tests.mlflow_server import MlflowServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.full]  # ~3.5 min on 2 cores: scripts/test.sh --full
-MLFLOW = str(Path(sys.executable).parent / "mlflow")
 ENGINE, TRAINER = "ray::VLLMEngine", "ray::TrainerActor"
 STEPS = 2
 
@@ -40,42 +36,6 @@ PLAN = [
     (None, "mlflow stop"),  # the checkpoint, metrics and exploring of step 1-2 are logged while it is down
     (f"{TRAINER}.train_step", "mlflow start"),  # train, step 2: the kept writes are replayed
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class MlflowServer:
-    """A real `mlflow server` on 127.0.0.1, stopped and started again on the same store and port."""
-
-    def __init__(self, root: Path) -> None:
-        self.root, self.port = root, free_port()
-        self.uri = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [MLFLOW, "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
-             "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}", "--artifacts-destination", str(self.root / "artifacts")],
-            stdout=open(self.root / "mlflow.log", "a"), stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(f"{self.uri}/health", timeout=2)
-                return
-            except OSError:
-                time.sleep(0.5)
-        raise RuntimeError("mlflow server did not start: " + (self.root / "mlflow.log").read_text()[-2000:])
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=60)
-            self.proc = None
 
 
 def descendants(root: int) -> list[int]:

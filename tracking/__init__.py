@@ -11,6 +11,7 @@ The modules:
     mlflow_monitor.py       MlflowMonitor; tensorboard_monitor.py, wandb_monitor.py: theirs
     store.py                where MLflow is (tracking URI, artifacts, UI link), bounded waits
     spool.py                TrackingClient: MLflow writes kept while the server is down, then replayed
+    nesting.py              the parent run's status follows its nested runs (a step the spool replays)
     curves.py               reward_curve.png and its rows      registry.py   the model registry
     gate.py                 the promotion gate (a registry alias)  usage.py   usage per step, the budget
     restarts.py             revived engines and trainers, logged with every step

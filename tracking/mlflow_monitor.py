@@ -24,13 +24,13 @@ from schemas import ExperimentConfig
 from schemas.secrets import redact
 from tracking import compare, curves, gate, registry
 from tracking.base import Monitor, Run, experiment_root
+from tracking.nesting import PARENT_TAG
 from tracking.spool import TrackingClient, best_effort
 from tracking.store import artifact_location, client_for, mlflow_ui_url, nothing_logged_yet, tracking_uri
 
 EXPERIMENT_TAG = "rft.experiment_dir"
 ROLE_TAG = "rft.role"  # main (a whole run, or its trainer side), explorer (an explore-only deployment), bench
 PARENT_ROLE = "experiment"  # the parent run of an experiment's stage and side runs
-PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: the UI nests the run below its parent
 GROUP_TAG = "group"
 MAX_PARAM_CHARS = 6000  # MLflow's limit on a param value
 
@@ -92,8 +92,9 @@ class MlflowMonitor(Monitor):
         self.client.log_table(run_id, data=columns, artifact_file=f"eval/{name}/step_{step:05d}.json")
 
     def finish(self, run_id: str, status: str = "FINISHED") -> None:
-        self.client.set_terminated(run_id, status=status)  # kept, if the server is down, and logged when it is back
-        best_effort(_settle_parent)(self.client, run_id)
+        # Both kept, if the server is down, and replayed in order when it is back: the parent finishes then.
+        self.client.set_terminated(run_id, status=status)
+        self.client.settle_parent(run_id)
 
     @best_effort
     def fail_open(self, role: str) -> None:
@@ -108,7 +109,7 @@ class MlflowMonitor(Monitor):
         for run in runs:
             if run.info.status == "RUNNING":
                 client.set_terminated(run.info.run_id, status="FAILED")
-                _settle_parent(client, run.info.run_id)
+                client.settle_parent(run.info.run_id)
 
     def markdown(self, run: Run) -> str:
         return (f"MLflow run for **{self.config.project}/{self.config.name}**: [{run['run_id']}]({run['url']})\n\n"
@@ -210,18 +211,3 @@ def _parent_run(client: TrackingClient, config: ExperimentConfig, experiment_id:
     if found[0].info.status != "RUNNING":
         client.update_run(parent, status="RUNNING")
     return parent
-
-
-def _settle_parent(client: TrackingClient, run_id: str) -> None:
-    """The parent's status follows its nested runs: running while one runs, else failed if one failed."""
-    parent = client.get_run(run_id).data.tags.get(PARENT_TAG)
-    if not parent:
-        return
-    run = client.get_run(parent)
-    children = client.search_runs([run.info.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent}'")
-    statuses = {child.info.status for child in children}
-    if "RUNNING" in statuses:
-        return
-    status = "FAILED" if statuses & {"FAILED", "KILLED"} else "FINISHED"
-    if run.info.status != status:
-        client.set_terminated(parent, status=status)

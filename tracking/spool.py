@@ -24,9 +24,13 @@ from mlflow.tracking import MlflowClient
 
 from backends.errors import is_transient
 from schemas.secrets import redact, without_credentials
+from tracking.nesting import settle_parent
 
 SPOOL = "mlflow_spool.jsonl"  # in the experiment's log/ folder; artifacts are copied into mlflow_spool/
 PROBE_EVERY_S = 5.0  # while the server is down, writes go straight to the spool; its /health is asked this often
+
+# Writes made of several requests, kept and replayed as one step: {name: fn(MlflowClient, *args)}.
+STEPS: dict[str, Callable[..., Any]] = {"settle_parent": settle_parent}
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()  # one writer at a time per process: the spool is replayed in order
@@ -38,7 +42,7 @@ class TrackingClient:
     each is appended to a spool file (artifacts copied beside it) with a warning, and the spool is
     replayed in order before the next write once the server answers again. Reads pass through."""
 
-    SPOOLED = ("log_batch", "log_metric", "set_tag", "log_table", "log_artifact", "set_terminated")
+    SPOOLED = ("log_batch", "log_metric", "set_tag", "log_table", "log_artifact", "set_terminated", *STEPS)
 
     def __init__(self, uri: str, spool: Path) -> None:
         self.uri = uri
@@ -61,7 +65,7 @@ class TrackingClient:
                 self._keep(name, args, kwargs)
                 return
             try:
-                getattr(self.client, name)(*args, **kwargs)
+                self._call(name, args, kwargs)
             except Exception as err:
                 if not is_transient(err):
                     raise
@@ -69,6 +73,12 @@ class TrackingClient:
                 self._keep(name, args, kwargs)
                 return
             _down_since.pop(self.uri, None)
+
+    def _call(self, name: str, args: tuple | list, kwargs: dict) -> None:
+        if name in STEPS:
+            STEPS[name](self.client, *args, **kwargs)
+        else:
+            getattr(self.client, name)(*args, **kwargs)
 
     def _still_down(self) -> bool:
         """Known down and not answering now (its /health asked at most every PROBE_EVERY_S, 2 s timeout)."""
@@ -116,9 +126,7 @@ class TrackingClient:
         for i, line in enumerate(lines):
             call = json.loads(line)
             try:
-                getattr(self.client, call["call"])(
-                    *[_decode(a) for a in call["args"]], **{k: _decode(v) for k, v in call["kwargs"].items()}
-                )
+                self._call(call["call"], [_decode(a) for a in call["args"]], {k: _decode(v) for k, v in call["kwargs"].items()})
             except Exception as err:
                 if is_transient(err):
                     self._went_down(err)
