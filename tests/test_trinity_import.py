@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 from pydantic import ValidationError
 
 from deployments import load_recipe
-from schemas import ExperimentConfig, TrinityImportError, import_trinity
+from schemas import ConfigRuleError, ExperimentConfig, TrinityImportError, import_trinity
 from schemas.trinity.importer import recipe_source, trinity_data
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trinity"
@@ -326,3 +326,22 @@ def test_dapo_preset_arguments_yield_to_the_users(tmp_path):
     path.write_text(OmegaConf.to_yaml(data))
     args = import_trinity(path)[0].algorithm.policy_loss_fn_args
     assert (args["clip_range_low"], args["clip_range_high"], args["loss_agg_mode"]) == (0.2, 0.3, "token-mean")
+
+
+def test_max_actor_ckpt_to_keep_becomes_max_checkpoints_to_keep(tmp_path):
+    nested = (FIXTURES / "rloo.yaml").read_text().replace(
+        "trainer_config: {actor_rollout_ref:", "trainer_config: {trainer: {max_actor_ckpt_to_keep: 3}, actor_rollout_ref:")
+    (tmp_path / "nested.yaml").write_text(nested)
+    config, unsupported = import_trinity(tmp_path / "nested.yaml")
+    assert unsupported == [] and config.trainer.max_checkpoints_to_keep == 3
+    assert config.trainer.trainer_config == {"actor_rollout_ref": {"actor": {"ppo_mini_batch_size": 32}}}  # not left to veRL
+    assert config.derived["trainer.max_checkpoints_to_keep"].endswith("trainer.trainer_config.trainer.max_actor_ckpt_to_keep")
+    (tmp_path / "flat.yaml").write_text(QUICKSTART.read_text().replace(
+        "trainer: {save_interval: 100}", "trainer: {save_interval: 100, max_actor_ckpt_to_keep: 2}"))
+    config, unsupported = import_trinity(tmp_path / "flat.yaml")
+    assert unsupported == [] and config.trainer.max_checkpoints_to_keep == 2 and config.trainer.trainer_config == {}
+    assert ExperimentConfig.model_validate(config.user_data()).trainer.max_checkpoints_to_keep == 2  # a written recipe keeps it
+    (tmp_path / "both.yaml").write_text(QUICKSTART.read_text().replace(
+        "trainer: {save_interval: 100}", "trainer: {max_checkpoints_to_keep: 1, max_actor_ckpt_to_keep: 2}"))
+    with pytest.raises(ConfigRuleError, match="trainer.max_actor_ckpt_to_keep: 2 contradicts trainer.max_checkpoints_to_keep: 1"):
+        import_trinity(tmp_path / "both.yaml")

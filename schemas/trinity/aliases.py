@@ -3,6 +3,8 @@
 - `model.tinker: {enable: true, rank, seed, ...}` → `trainer: {trainer_type: tinker, rank, seed, ...}`
   and `explorer.rollout_model.engine_type: tinker`; with `enable: false` the block is dropped (noted).
 - a `trainer` without `trainer_type` is Trinity's default, veRL.
+- veRL's `max_actor_ckpt_to_keep` (in Trinity's `trainer.trainer_config.trainer`, or written flat as
+  `trainer.max_actor_ckpt_to_keep`) → `trainer.max_checkpoints_to_keep` (our pruning keeps the checkpoints).
 - `--set model.tinker.enable=true`, `--set model.tinker.rank=8` and the like are expanded the same way
   (`expand_override`).
 
@@ -45,9 +47,37 @@ def apply_aliases(data: dict[str, Any], note: bool = True) -> dict[str, Any]:
     trainer = data.get("trainer")
     if isinstance(trainer, dict) and "trainer_type" not in trainer:
         trainer["trainer_type"] = DEFAULT_TRAINER_TYPE
+    if isinstance(trainer, dict):
+        _checkpoints_to_keep(trainer, notes)
     if notes and note:
         data["derived"] = {**(data.get("derived") or {}), **notes}
     return data
+
+
+def _checkpoints_to_keep(trainer: dict[str, Any], notes: dict[str, str]) -> None:
+    """veRL's max_actor_ckpt_to_keep → trainer.max_checkpoints_to_keep (None, veRL's "keep all", is our default)."""
+    found: list[tuple[str, Any]] = []
+    if "max_actor_ckpt_to_keep" in trainer:
+        found.append(("trainer.max_actor_ckpt_to_keep", trainer.pop("max_actor_ckpt_to_keep")))
+    tree = trainer.get("trainer_config")
+    verl_trainer = tree.get("trainer") if isinstance(tree, dict) else None
+    if isinstance(verl_trainer, dict) and "max_actor_ckpt_to_keep" in verl_trainer:
+        found.append(("trainer.trainer_config.trainer.max_actor_ckpt_to_keep", verl_trainer.pop("max_actor_ckpt_to_keep")))
+        if not verl_trainer:
+            del tree["trainer"]
+        if not tree:
+            del trainer["trainer_config"]
+    problems = []
+    for path, value in found:
+        if value is None:
+            continue
+        if trainer.get("max_checkpoints_to_keep", value) != value:
+            problems.append((path, f"{value!r} contradicts trainer.max_checkpoints_to_keep: {trainer['max_checkpoints_to_keep']!r}"))
+            continue
+        trainer["max_checkpoints_to_keep"] = value
+        notes["trainer.max_checkpoints_to_keep"] = f"{ALIAS}{path}"
+    if problems:
+        raise ConfigRuleError(problems)
 
 
 def _tinker(data: dict[str, Any], block: Any, notes: dict[str, str]) -> None:
