@@ -282,7 +282,7 @@ def _drop_foreign_settings(data: dict[str, Any], path: str, kind: Any) -> None:
     """After `path` switched a section's backend to `kind`: let the new variant adjust the rest of the
     config (`switched_to`), then drop that section's settings `kind` lacks."""
     section_path, variants = DISCRIMINATORS[path]
-    variant = variants.get(kind)
+    variant = variants.get(kind) if isinstance(kind, str) else None
     if variant is None:
         return  # an unknown kind: validation names it
     variant.switched_to(data)

@@ -182,7 +182,7 @@ ENGINE_VARIANTS: dict[str, type[InferenceBase]] = {"vllm": VllmModelConfig, "tin
 def _default_engine_type(data: object) -> object:
     if isinstance(data, dict) and "engine_type" not in data:
         return {**data, "engine_type": DEFAULT_ENGINE_TYPE}
-    if isinstance(data, dict) and data["engine_type"] in ENGINE_TYPE_ALIASES:
+    if isinstance(data, dict) and isinstance(data["engine_type"], str) and data["engine_type"] in ENGINE_TYPE_ALIASES:
         return {**data, "engine_type": ENGINE_TYPE_ALIASES[data["engine_type"]]}
     return data
 

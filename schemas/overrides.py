@@ -61,7 +61,7 @@ def _unwrap(annotation: Any) -> Any:
             return tuple(models)
         if models:
             return models[0]
-        return args[0] if len(args) == 1 else annotation
+        return _unwrap(args[0]) if len(args) == 1 else annotation  # Optional[an Annotated union of sections]
     return annotation
 
 

@@ -136,24 +136,39 @@ def _load_resolved(path: Path) -> Any:
     """Parse with OmegaConf and resolve interpolations (${oc.env:VAR,default}, ${a.b})."""
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TrinityImportError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrinityImportError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
     try:
-        conf = OmegaConf.create(text)
+        conf = _create(path, text)
     except yaml.YAMLError as first:
         # Trinity's docs put ${...} inside flow mappings ({path: ${oc.env:X,y}}), which YAML rejects;
         # quoting those interpolations keeps their meaning for OmegaConf.
         try:
-            conf = OmegaConf.create(_quote_interpolations(text))
+            conf = _create(path, _quote_interpolations(text))
         except yaml.YAMLError:
-            detail = str(first).replace('"<unicode string>"', str(path))
-            raise TrinityImportError(f"{path}: not valid YAML: {detail}") from first
+            raise TrinityImportError(f"{path}: not valid YAML: {_yaml_problem(first, text, path)}") from first
     except OmegaConfBaseException as exc:
         raise TrinityImportError(f"{path}: {exc}") from exc
     try:
         return OmegaConf.to_container(conf, resolve=True)
     except OmegaConfBaseException as exc:
         raise TrinityImportError(f"{path}: cannot resolve an interpolation: {exc}") from exc
+
+
+def _create(path: Path, text: str) -> Any:
+    try:
+        return OmegaConf.create(text)
+    except AssertionError:  # OmegaConf asserts that the document is a mapping or a list
+        raise TrinityImportError(f"{path}: expected a mapping of settings at the top level") from None
+
+
+def _yaml_problem(error: yaml.YAMLError, text: str, path: Path) -> str:
+    """PyYAML's message with the file's name; a bad character (reported by offset) by its line too."""
+    if isinstance(error, yaml.reader.ReaderError):
+        line = text.count("\n", 0, error.position) + 1
+        column = error.position - (text.rfind("\n", 0, error.position) + 1) + 1
+        return f"{error.reason} (#x{error.character:04x}) at line {line}, column {column}"
+    return str(error).replace('"<unicode string>"', str(path))
 
 
 def _quote_interpolations(text: str) -> str:
