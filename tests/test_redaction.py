@@ -58,3 +58,26 @@ def test_the_tinker_key_goes_over_plain_http_only_to_loopback_or_a_named_host(mo
     monkeypatch.setenv("TINKER_BASE_URL", "http://10.0.0.7:8000")  # the environment's address is checked too
     with pytest.raises(MissingSecretError, match="TINKER_BASE_URL"):
         tinker_base_url_with_source(None)
+
+
+def test_the_mlflow_spool_and_the_ray_probe_print_addresses_without_their_password(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture
+) -> None:
+    import logging
+
+    import tracking
+    from backends.errors import ConfigError
+    from backends.local.ray_cluster import probe
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://bob:{SECRET}@127.0.0.1:9")  # nothing listens on port 9
+    config = load_recipe("smoke").with_overrides({"checkpoint_root_dir": str(tmp_path)})
+    with caplog.at_level(logging.WARNING, logger="tracking.spool"):
+        tracking.log_metrics(config, "run-1", {"train/loss": 1.0}, step=1)  # kept in the spool, with a warning
+    warned = "\n".join(record.getMessage() for record in caplog.records) + capfd.readouterr().err  # Prefect's handler
+    assert "MLflow at http://***@127.0.0.1:9 does not answer" in warned and SECRET not in warned and "bob" not in warned
+    assert SECRET not in (config.experiment_dir / "log" / tracking.SPOOL).read_text()
+
+    monkeypatch.setenv("RAY_ADDRESS", f"ray://bob:{SECRET}@127.0.0.1:9")
+    with pytest.raises(ConfigError) as err:
+        probe("auto")
+    assert err.value.field == "RAY_ADDRESS" and "127.0.0.1:9" in str(err.value) and SECRET not in str(err.value)

@@ -57,11 +57,13 @@ def resolve(ray_address: str) -> Address:
 
 
 def _host_port(address: str) -> str:
-    bare = address.removeprefix("ray://")
+    """host:port of the address, without the user and password an address from the environment may carry
+    (the probe connects to the host; they are Ray's to use, never printed)."""
+    bare = address.removeprefix("ray://").rpartition("@")[2]
     host, _, port = bare.rpartition(":")
     if not host or not port.isdigit():
         raise ConfigError(
-            "cluster.ray_address", f"{address!r} is not 'local', 'auto', 'host:port' or 'ray://host:port'"
+            "cluster.ray_address", f"{redact(address)!r} is not 'local', 'auto', 'host:port' or 'ray://host:port'"
         )
     return bare
 
