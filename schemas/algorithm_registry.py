@@ -102,6 +102,7 @@ class MixSampleArgs(Args):
 SAMPLE_STRATEGIES: dict[str, type[Args]] = {
     "default": SampleArgs,  # the oldest untrained experiences first
     "warmup": SampleArgs,  # Trinity's name; its SFT warm-up data is a stage here, so it is the default order
+    "staleness_control": SampleArgs,  # Trinity's name of default with max_staleness: the same here
     "priority": PrioritySampleArgs,
     "mix": MixSampleArgs,
 }

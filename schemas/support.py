@@ -277,6 +277,7 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
         "default": honoured("tasks/train.py"),
         "warmup": honoured("tasks/train.py", note="the same as default: Trinity's warm-up data is not read here"),
         "priority": honoured("tasks/train.py"),
+        "staleness_control": honoured("tasks/train.py", note="Trinity's name: default with max_staleness"),
     },
     "policy_loss_fn": {
         "dpo": refused(NO_DPO),
