@@ -70,8 +70,10 @@ if TYPE_CHECKING:
 
 # ----------------------------------------------------------------------------- conditions
 def _rl_mode(value: Any, config: ExperimentConfig) -> bool:
-    """The trainer reads experiences (mode both, or train with an RL algorithm), not a dataset."""
-    return config.mode == "both" or (config.mode == "train" and ALGORITHM_PRESETS[config.algorithm.algorithm_type].needs_rollout)
+    """The trainer reads experiences (mode both, or train with an RL algorithm), not a dataset. (An unknown
+    algorithm_type is an error of its own, schemas/rules.py: not a KeyError here.)"""
+    preset = ALGORITHM_PRESETS.get(config.algorithm.algorithm_type)
+    return config.mode == "both" or (config.mode == "train" and preset is not None and preset.needs_rollout)
 
 
 def _wandb_missing(value: Any, config: ExperimentConfig) -> bool:

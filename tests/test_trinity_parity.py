@@ -64,3 +64,17 @@ def test_the_parity_page_names_every_trinity_name() -> None:
     text = DOC.read_text()
     for name in TRINITY_ALGORITHM_TYPES + [n for names in TRINITY_FUNCTIONS.values() for n in names]:
         assert name in text, name
+
+
+@pytest.mark.parametrize("mode", ["train", "both"])
+def test_an_unknown_algorithm_type_is_a_named_error_not_a_traceback(tmp_path: Path, mode: str) -> None:
+    from schemas.trinity.importer import import_trinity
+
+    (tmp_path / "c.yaml").write_text(
+        f"mode: {mode}\nproject: p\nname: n\nalgorithm: {{algorithm_type: not_an_algorithm}}\n"
+        "model: {model_path: HuggingFaceTB/SmolLM2-135M-Instruct, max_prompt_tokens: 64, max_response_tokens: 64}\n"
+        "buffer:\n  batch_size: 4\n  trainer_input:\n    experience_buffer: {name: x, path: x.jsonl}\n")
+    with pytest.raises(ValidationError) as exc:
+        import_trinity(tmp_path / "c.yaml")
+    assert any(line.startswith("algorithm.algorithm_type: unknown algorithm 'not_an_algorithm'")
+               for line in describe_errors(exc.value)), describe_errors(exc.value)
