@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from deployments import load_recipe
 from schemas import ExperimentConfig, TrinityImportError, import_trinity
+from schemas.base import ConfigRuleError
 from schemas.trinity.importer import recipe_source, trinity_data
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trinity"
@@ -257,6 +258,18 @@ def test_written_recipe_reproduces_the_import(fixture, tmp_path):
     exec(compile(source, "recipe.py", "exec"), namespace)
     assert isinstance(namespace["config"], ExperimentConfig)
     assert namespace["config"] == config
+
+
+@pytest.mark.parametrize(("trainer_type", "accepted"), [("verl", True), ("torch", False)])
+def test_tinker_block_replaces_trinity_s_default_trainer_type_only(tmp_path, trainer_type, accepted):
+    # Trinity's own Tinker example writes trainer_type: verl (its default) beside model.tinker.enable: true
+    (tmp_path / "c.yaml").write_text((FIXTURES / "tinker.yaml").read_text() + f"trainer: {{trainer_type: {trainer_type}}}\n")
+    if accepted:
+        config, _ = import_trinity(tmp_path / "c.yaml")
+        assert config.trainer.trainer_type == "tinker"
+    else:
+        with pytest.raises(ConfigRuleError, match="trainer.trainer_type: 'torch' contradicts model.tinker.enable"):
+            import_trinity(tmp_path / "c.yaml")
 
 
 def test_tinker_import_reports_vllm_settings_the_sampler_lacks(tmp_path):
