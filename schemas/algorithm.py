@@ -61,22 +61,24 @@ class AlgorithmConfig(Section):
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig, description="Optimizer and lr schedule.")
     sample_strategy: str | None = Field(
         None, description="How the trainer takes experiences from the buffer: default (oldest first), warmup "
-        "(the same here), priority (sample_strategy_args.priority_fn), mix (not built); None: preset."
+        "(the same here), staleness_control (the same, Trinity's name), priority (sample_strategy_args.priority_fn), mix "
+        "(refused); None: preset."
     )
     sample_strategy_args: dict[str, Any] | None = Field(
         None, description="Arguments of sample_strategy; missing ones take the strategy's defaults."
     )
     policy_loss_fn: str | None = Field(
-        None, description="Policy loss: ppo (PPO-clip), gspo, sft, opmd, dpo, topr, cispo, importance_sampling; "
-        "None: preset."
+        None, description="Policy loss: ppo (PPO-clip), gspo, cispo, sapo, sppo, rec, topr, opmd, sft, sft_is, sft_phi, "
+        "importance_sampling; refused: dpo, mix, mix_chord, clipb, clipv, m2po (docs/trinity-parity.md); None: preset."
     )
     policy_loss_fn_args: dict[str, Any] | None = Field(
         None, description="Arguments of policy_loss_fn (e.g. ppo: clip_range, clip_range_low, clip_range_high, "
         "clip_ratio_c, loss_agg_mode); missing ones take the function's defaults."
     )
     advantage_fn: str | None = Field(
-        None, description="Advantage estimator: grpo, rloo, reinforceplusplus, ppo (GAE), opmd, asymre, "
-        "reinforce, remax, on_policy_distill, none; None: preset."
+        None, description="Advantage estimator: grpo, rloo, reinforceplusplus, opmd, asymre, reinforce, rec, "
+        "step_wise_grpo, none (and Trinity's grpo_verl, opmd_verl, asymre_verl); refused: ppo (GAE), remax, "
+        "on_policy_distill, jsd, gigpo (docs/trinity-parity.md); None: preset."
     )
     advantage_fn_args: dict[str, Any] | None = Field(
         None, description="Arguments of advantage_fn (e.g. grpo: epsilon, std_threshold, norm_adv_by_std_in_grpo)."

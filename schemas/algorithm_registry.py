@@ -30,12 +30,6 @@ class DPOLossArgs(Args):
     label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="Conservative-DPO label smoothing.")
 
 
-class TOPRPolicyLossArgs(Args):
-    """Tapered off-policy REINFORCE loss."""
-
-    advantage_threshold: float = Field(0.0, description="Advantages above this count as positive samples.")
-
-
 class GAEAdvantageArgs(Args):
     """PPO's generalised advantage estimation (needs a critic)."""
 
@@ -49,16 +43,21 @@ class OnPolicyDistillAdvantageArgs(Args):
     kl_coef: float = Field(1.0, ge=0, description="Scale of the teacher log-ratio advantage.")
 
 
-class EpsilonOnlyArgs(Args):
-    """Advantage functions whose only setting is the division guard."""
+class JSDAdvantageArgs(OnPolicyDistillAdvantageArgs):
+    """Jensen-Shannon-to-teacher advantage for distillation."""
 
-    epsilon: float = Field(1e-6, gt=0, description="Added to a std to avoid division by zero.")
+    lambda_coef: float = Field(0.5, ge=0, le=1, description="Mixture weight λ of the teacher and student.")
 
 
 NOT_BUILT: dict[str, dict[str, type[Args]]] = {
-    "policy_loss_fn": {"dpo": DPOLossArgs, "topr": TOPRPolicyLossArgs},
-    "advantage_fn": {"ppo": GAEAdvantageArgs, "asymre": EpsilonOnlyArgs, "reinforce": NoArgs, "remax": NoArgs,
-                     "on_policy_distill": OnPolicyDistillAdvantageArgs},
+    # mix / mix_chord need expert SFT rows in the RL batch (the mix sample strategy); dpo, preference pairs.
+    # clipb, clipv and m2po are names of Trinity-RFT releases after the sources read for docs/trinity-parity.md;
+    # the arguments of these refused functions are not modelled (a refused function's arguments do not matter).
+    "policy_loss_fn": {"dpo": DPOLossArgs, "mix": NoArgs, "mix_chord": NoArgs, "clipb": NoArgs,
+                       "clipv": NoArgs, "m2po": NoArgs},
+    "advantage_fn": {"ppo": GAEAdvantageArgs, "remax": NoArgs, "on_policy_distill": OnPolicyDistillAdvantageArgs,
+                     "jsd": JSDAdvantageArgs, "gigpo": NoArgs},
+    "entropy_loss_fn": {"mix": NoArgs},
 }
 
 
@@ -103,6 +102,7 @@ class MixSampleArgs(Args):
 SAMPLE_STRATEGIES: dict[str, type[Args]] = {
     "default": SampleArgs,  # the oldest untrained experiences first
     "warmup": SampleArgs,  # Trinity's name; its SFT warm-up data is a stage here, so it is the default order
+    "staleness_control": SampleArgs,  # Trinity's name of default with max_staleness: the same here
     "priority": PrioritySampleArgs,
     "mix": MixSampleArgs,
 }
@@ -115,7 +115,7 @@ FUNCTION_REGISTRIES: dict[str, dict[str, type[Args]]] = {
     "advantage_fn": {**ADVANTAGE_FNS.args, **NOT_BUILT["advantage_fn"]},
     "kl_loss_fn": KL_FNS,
     "kl_penalty_fn": KL_FNS,
-    "entropy_loss_fn": {"none": NoEntropyArgs, **ENTROPY_LOSS_FNS.args},
+    "entropy_loss_fn": {"none": NoEntropyArgs, **ENTROPY_LOSS_FNS.args, **NOT_BUILT["entropy_loss_fn"]},
 }
 # The functions of each kind that algorithms/ implements (the others are Trinity's names, refused).
 BUILT: dict[str, Registry] = {
@@ -127,7 +127,8 @@ BUILT: dict[str, Registry] = {
 
 # Advantage functions that compare the responses of one task with each other (need repeat_times ≥ 2
 # and batches made of whole groups).
-GROUP_ADVANTAGE_FNS = frozenset({"grpo", "rloo", "opmd", "asymre", "reinforce"})
+GROUP_ADVANTAGE_FNS = frozenset({"grpo", "grpo_verl", "rloo", "opmd", "opmd_verl", "asymre", "asymre_verl", "rec",
+                                 "step_wise_grpo"})
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,17 @@ ALGORITHM_PRESETS: dict[str, AlgorithmPreset] = {
                 entropy_loss_fn="none")
     ),
     "topr": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="reinforce", policy_loss_fn="topr")),
+    "sapo": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="grpo", policy_loss_fn="sapo")),
+    "sppo": AlgorithmPreset(
+        _preset(repeat_times=2, advantage_fn="opmd", policy_loss_fn="sppo", kl_loss_fn="none", entropy_loss_fn="none")
+    ),
+    "rec": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="rec", policy_loss_fn="rec")),
+    "multi_step_grpo": AlgorithmPreset(_preset(repeat_times=8, advantage_fn="step_wise_grpo")),
+    # The mix family: expert SFT data mixed into each RL batch (refused: schemas/support.py).
+    "mix": AlgorithmPreset(_preset(repeat_times=8, advantage_fn="grpo", policy_loss_fn="mix", sample_strategy="mix",
+                                   entropy_loss_fn="mix")),
+    "mix_chord": AlgorithmPreset(_preset(repeat_times=8, advantage_fn="grpo", policy_loss_fn="mix_chord",
+                                         sample_strategy="mix", entropy_loss_fn="mix")),
     "cispo": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="grpo", policy_loss_fn="cispo")),
     # DAPO (Yu et al. 2025): clip-higher (ε_low 0.2, ε_high 0.28), token-level aggregation, no KL term.
     "dapo": AlgorithmPreset(
@@ -193,6 +205,10 @@ ALGORITHM_PRESETS: dict[str, AlgorithmPreset] = {
     "on_policy_distill": AlgorithmPreset(
         _preset(repeat_times=1, advantage_fn="on_policy_distill", policy_loss_fn="importance_sampling",
                 kl_loss_fn="none", entropy_loss_fn="none", sample_strategy="default"),
+        compute_advantage_in_trainer=True,
+    ),
+    "jsd": AlgorithmPreset(
+        _preset(repeat_times=8, advantage_fn="jsd", kl_loss_fn="none", entropy_loss_fn="none", sample_strategy="default"),
         compute_advantage_in_trainer=True,
     ),
 }

@@ -70,8 +70,10 @@ if TYPE_CHECKING:
 
 # ----------------------------------------------------------------------------- conditions
 def _rl_mode(value: Any, config: ExperimentConfig) -> bool:
-    """The trainer reads experiences (mode both, or train with an RL algorithm), not a dataset."""
-    return config.mode == "both" or (config.mode == "train" and ALGORITHM_PRESETS[config.algorithm.algorithm_type].needs_rollout)
+    """The trainer reads experiences (mode both, or train with an RL algorithm), not a dataset. (An unknown
+    algorithm_type is an error of its own, schemas/rules.py: not a KeyError here.)"""
+    preset = ALGORITHM_PRESETS.get(config.algorithm.algorithm_type)
+    return config.mode == "both" or (config.mode == "train" and preset is not None and preset.needs_rollout)
 
 
 def _wandb_missing(value: Any, config: ExperimentConfig) -> bool:
@@ -109,6 +111,12 @@ NO_AUXILIARY = ("auxiliary models are not built: no engine starts for them and n
 RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite buffer "
              "(buffer/experiences.db in the experiment folder)")
 NO_CRITIC = "there is no critic (algorithm ppo with GAE is not built)"
+NO_CRITIC_PRESET = ("'ppo' needs a critic and GAE, which are not built; use grpo, rloo, reinforceplusplus, gspo, cispo "
+                    "or opmd")
+NEEDS_TEACHER = ("needs a teacher model's logprobs of each sampled token (explorer.auxiliary_models), which are not "
+                 "built; use sft on the teacher's answers, or grpo")
+NEEDS_EXPERT_DATA = ("mixes expert SFT rows (buffer.trainer_input.auxiliary_buffers) into each RL batch through the "
+                     "'mix' sample strategy, which is not built; run an sft stage, then a grpo stage")
 
 NO_BUDGET_CHECK = ("only a mode 'both' stage that takes turns (synchronizer.sync_offset 0, sync_style 'fixed') stops at "
                    "a budget; this stage runs to its planned steps")
@@ -148,13 +156,12 @@ SUPPORT: dict[str, Entry] = {
     "algorithm.optimizer.eps": per_trainer(),
     "algorithm.optimizer.weight_decay": per_trainer(),
     # presets: each either trains in tests/test_presets.py or is refused
-    "algorithm.algorithm_type[ppo]": refused(
-        "'ppo' needs a critic and GAE, which are not built; use grpo, rloo, reinforceplusplus, gspo, cispo or opmd"),
-    "algorithm.algorithm_type[asymre]": refused("'asymre' (its asymre advantage) is not built; use opmd or grpo"),
-    "algorithm.algorithm_type[topr]": refused("'topr' (its loss and the reinforce advantage) is not built; use cispo or grpo"),
+    "algorithm.algorithm_type[ppo]": refused(NO_CRITIC_PRESET),
     "algorithm.algorithm_type[dpo]": refused("'dpo' (its loss and preference data) is not built; use sft"),
-    "algorithm.algorithm_type[on_policy_distill]": refused(
-        "'on_policy_distill' needs a teacher model (auxiliary models) and is not built"),
+    "algorithm.algorithm_type[on_policy_distill]": refused(f"'on_policy_distill' {NEEDS_TEACHER}"),
+    "algorithm.algorithm_type[jsd]": refused(f"'jsd' {NEEDS_TEACHER}"),
+    "algorithm.algorithm_type[mix]": refused(f"'mix' {NEEDS_EXPERT_DATA}"),
+    "algorithm.algorithm_type[mix_chord]": refused(f"'mix_chord' {NEEDS_EXPERT_DATA}"),
     # sample strategies
     "algorithm.sample_strategy[mix]": refused("'mix' needs an expert-data buffer, which is not built; "
                                               "use default, warmup or priority"),
@@ -261,6 +268,8 @@ for _tag, _engine in ENGINE_VARIANTS.items():
 # Presets that train: tests/test_presets.py runs a step of each.
 for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft"):
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
+for _preset in ("asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo"):  # Trinity's, added for issue 26
+    SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
 
 # Functions of the algorithm registries. Each function algorithms/ implements is honoured in its own module,
 # and so is each of its arguments (derived below), unless an entry here says otherwise; the names Trinity
@@ -270,22 +279,29 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
         "default": honoured("tasks/train.py"),
         "warmup": honoured("tasks/train.py", note="the same as default: Trinity's warm-up data is not read here"),
         "priority": honoured("tasks/train.py"),
+        "staleness_control": honoured("tasks/train.py", note="Trinity's name: default with max_staleness"),
     },
     "policy_loss_fn": {
         "dpo": refused(NO_DPO),
-        "topr": refused("the topr loss is not built; use cispo or ppo"),
+        "mix": refused(f"the mix loss {NEEDS_EXPERT_DATA}"),
+        "mix_chord": refused(f"the mix_chord loss {NEEDS_EXPERT_DATA}"),
+        **{name: refused(f"Trinity-RFT's {name!r} loss is newer than the Trinity sources this project follows "
+                         "(docs/trinity-parity.md); use ppo, cispo or gspo") for name in ("clipb", "clipv", "m2po")},
     },
     "advantage_fn": {
         "ppo": refused("GAE needs a critic, which is not built"),
-        "asymre": refused("the asymre advantage is not built"),
-        "reinforce": refused("the reinforce advantage is not built; use grpo or rloo"),
-        "remax": refused("the remax advantage (a greedy baseline rollout) is not built"),
-        "on_policy_distill": refused("on-policy distillation needs a teacher model (auxiliary models are not built) and is not built"),
+        "remax": refused("remax's baseline is a greedy rollout of each task, which the explorer does not sample; use "
+                         "rloo or grpo"),
+        "on_policy_distill": refused(f"on-policy distillation {NEEDS_TEACHER}"),
+        "jsd": refused(f"JSD distillation {NEEDS_TEACHER}"),
+        "gigpo": refused("GiGPO groups the steps of episodes by the environment state they reached, which the "
+                         "workflows do not record; use step_wise_grpo or grpo"),
     },
     "kl_loss_fn": {"none": honoured("algorithms/registry.py", note="is_off")},
     "kl_penalty_fn": {name: refused("KL as a reward penalty is not built; use kl_loss_fn (KL as a loss term)")
                       for name in KL_FNS if name != "none"},
-    "entropy_loss_fn": {"none": honoured("algorithms/registry.py", note="is_off")},
+    "entropy_loss_fn": {"none": honoured("algorithms/registry.py", note="is_off"),
+                        "mix": refused(f"the mix entropy term {NEEDS_EXPERT_DATA}")},
 }
 # Arguments read somewhere else than the function's own module.
 _ARGS: dict[str, Entry] = {
@@ -307,6 +323,9 @@ _ARGS: dict[str, Entry] = {
     "kl_loss_fn[*].target_kl": refused("only used by an adaptive KL coefficient, which is not built"),
     "kl_loss_fn[*].horizon": refused("only used by an adaptive KL coefficient, which is not built"),
     "entropy_loss_fn[*].entropy_coef": honoured("algorithms/loss.py"),
+    "advantage_fn[step_wise_grpo].enable_step_norm": refused(
+        "a multi-turn episode is one experience here (workflows/multi_turn.py): there are no per-step experiences "
+        "to divide among"),
     "entropy_loss_fn[none].entropy_coef": validated(note="must be 0 with 'none'"),
 }
 for _fn, _entries in _FUNCTIONS.items():

@@ -19,10 +19,11 @@ def max_staleness(config: ExperimentConfig) -> int | None:
 
 
 def take_order(config: ExperimentConfig) -> str:
-    """The buffer order of algorithm.sample_strategy (ExperienceStore.ORDERS): default and warmup take the
-    oldest first; priority by its priority_fn."""
+    """The buffer order of algorithm.sample_strategy (ExperienceStore.ORDERS): default, warmup and
+    staleness_control (Trinity's name of default with max_staleness) take the oldest first; priority by
+    its priority_fn."""
     strategy = config.algorithm.sample_strategy
-    if strategy in ("default", "warmup"):
+    if strategy in ("default", "warmup", "staleness_control"):
         return "oldest"
     if strategy == "priority":
         return (config.algorithm.sample_strategy_args or {}).get("priority_fn", "newest")

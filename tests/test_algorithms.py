@@ -445,3 +445,110 @@ def test_opmd_loss_is_minus_advantage_times_logprob_over_one_plus_tau() -> None:
     tau3, _ = compute_loss(make_algorithm(policy_loss_fn="opmd", policy_loss_fn_args={"tau": 3.0}),
                            loss_inputs([[0.0]], [[2.0]]))
     assert tau3.item() == approx(-2.0 * -1.0 / 4)
+
+
+# ---------------------------------------------------------------- Trinity-RFT's other functions (issue 26)
+
+
+def test_asymre_shifted_group_baseline_and_its_verl_name() -> None:
+    # group g: mean 0.5, baseline_shift -0.1 -> baseline 0.4; group s (one member): baseline 0
+    for name in ("asymre", "asymre_verl"):
+        algo = make_algorithm(advantage_fn=name, advantage_fn_args={"baseline_shift": -0.1})
+        adv = compute_advantages(algo, torch.tensor([1.0, 0.0, 0.0, 1.0, 0.7]), ["g"] * 4 + ["s"], ones(5, 1))
+        assert adv[:, 0].tolist() == approx([0.6, -0.4, -0.4, 0.6, 0.7]), name
+
+
+def test_reinforce_advantage_is_the_reward() -> None:
+    adv = compute_advantages(make_algorithm(advantage_fn="reinforce", advantage_fn_args={}),
+                             torch.tensor([1.0, 0.0, 0.3]), ["g", "g", "h"], ones(3, 2))
+    assert adv.tolist() == [approx([1.0, 1.0]), approx([0.0, 0.0]), approx([0.3, 0.3])]
+
+
+def test_rec_advantage_mean_std_and_balanced_drop() -> None:
+    rewards = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    plain = compute_advantages(make_algorithm(advantage_fn="rec", advantage_fn_args={}), rewards, ["g"] * 4, ones(4, 1))
+    assert plain[:, 0].tolist() == approx([0.75, -0.25, -0.25, -0.25])
+    std = math.sqrt(0.1875)  # population std of [1, 0, 0, 0]
+    normed = compute_advantages(make_algorithm(advantage_fn="rec", advantage_fn_args={"std_normalize": True}),
+                                rewards, ["g"] * 4, ones(4, 1))
+    assert normed[:, 0].tolist() == approx([0.75 / std, -0.25 / std, -0.25 / std, -0.25 / std], abs_tol=1e-4)
+    # balance: 3 below the mean, 1 above -> 2 of the zeros dropped; the kept [1, 0] have mean 0.5
+    dropped = compute_advantages(make_algorithm(advantage_fn="rec", advantage_fn_args={"drop": "balance"}),
+                                 rewards, ["g"] * 4, ones(4, 1))
+    assert dropped[0, 0].item() == approx(0.5) and sorted(dropped[1:, 0].tolist()) == approx([-0.5, 0.0, 0.0])
+
+
+def test_step_wise_grpo_group_and_batch_std_and_threshold() -> None:
+    rewards, groups = torch.tensor([1.0, 0.0, 1.0, 1.0]), ["a", "a", "b", "b"]
+    algo = make_algorithm(advantage_fn="step_wise_grpo", advantage_fn_args={})
+    adv = compute_advantages(algo, rewards, groups, ones(4, 1))[:, 0].tolist()
+    s = math.sqrt(0.5)  # unbiased std of [1, 0]; group b has std 0: advantages 0
+    assert adv == approx([0.5 / (s + 1e-6), -0.5 / (s + 1e-6), 0.0, 0.0])
+    batch = compute_advantages(make_algorithm(advantage_fn="step_wise_grpo", advantage_fn_args={"std_cal_level": "batch"}),
+                               rewards, groups, ones(4, 1))[:, 0].tolist()
+    assert batch[:2] == approx([0.5 / (0.5 + 1e-6), -0.5 / (0.5 + 1e-6)])  # std of the whole batch: 0.5
+    kept = compute_advantages(make_algorithm(advantage_fn="step_wise_grpo", advantage_fn_args={"std_threshold": 0.8}),
+                              rewards, groups, ones(4, 1))
+    assert kept.abs().sum().item() == 0.0  # both groups at or below the threshold
+
+
+def test_grpo_verl_and_opmd_verl_are_their_group_estimators() -> None:
+    rewards, groups = torch.tensor([1.0, 0.0, 0.5, 0.5]), ["g", "g", "h", "h"]
+    for verl_name, name in (("grpo_verl", "grpo"), ("opmd_verl", "opmd")):
+        a = compute_advantages(make_algorithm(advantage_fn=verl_name, advantage_fn_args={}), rewards, groups, ones(4, 1))
+        b = compute_advantages(make_algorithm(advantage_fn=name, advantage_fn_args={}), rewards, groups, ones(4, 1))
+        assert torch.equal(a, b), verl_name
+
+
+def test_topr_tapers_negative_samples_by_the_clipped_ratio() -> None:
+    # logp = -1 + [0.5, -0.5]; A = [1, -1]: token 1 alpha 1, token 2 alpha = min(e^-0.5, 1)
+    algo = make_algorithm(policy_loss_fn="topr", policy_loss_fn_args={})
+    inputs = loss_inputs([[0.5, -0.5]], [[1.0, -1.0]])
+    loss, metrics = compute_loss(algo, inputs)
+    alpha = math.exp(-0.5)
+    assert loss.item() == approx((-1 * -0.5 + alpha * -1.5) / 2)
+    assert metrics["avg_alpha"] == approx((1 + alpha) / 2)
+    loss.backward()  # alpha is stop-gradient: d/dlogp = -alpha * A / 2
+    assert inputs.logprobs.grad.tolist() == [approx([-0.5, alpha / 2])]
+
+
+def test_sppo_masks_tokens_outside_the_trust_region() -> None:
+    # epsilon 0.3: ratio e^0.5 = 1.65 > 1.3 is masked; e^-0.1 = 0.905 >= 1/1.3 is kept: -A * log ratio = 0.1
+    loss, metrics = compute_loss(make_algorithm(policy_loss_fn="sppo", policy_loss_fn_args={}),
+                                 loss_inputs([[0.5, -0.1]], [[1.0, 1.0]]))
+    assert loss.item() == approx(0.1 / 2) and metrics["pg_clipfrac"] == approx(0.5)
+
+
+def test_sapo_soft_gate_gives_the_policy_gradient_on_policy() -> None:
+    # on policy (r = 1) the gate is 4σ(0)/τ = 2/τ and its slope 1: loss -(A · 2/τ), gradient -A per token
+    inputs = loss_inputs([[0.0, 0.0]], [[1.0, -1.0]])
+    loss, metrics = compute_loss(make_algorithm(policy_loss_fn="sapo", policy_loss_fn_args={}), inputs)
+    assert loss.item() == approx((-2.0 + 2.0 / 1.05) / 2)
+    loss.backward()
+    assert inputs.logprobs.grad.tolist() == [approx([-0.5, 0.5])]
+    from algorithms.policy_loss.sapo import SAPOArgs
+
+    with pytest.raises(ValueError, match="tau_neg"):
+        SAPOArgs(tau_pos=1.0, tau_neg=0.5)
+
+
+def test_rec_two_side_clip_and_k2_regulariser() -> None:
+    # ratio e^0.5 outside [0.8, 1.2] -> no policy term; token 2 on policy: -A * logp = 1
+    algo = make_algorithm(policy_loss_fn="rec", policy_loss_fn_args={"clip_mode": "two-side"})
+    loss, metrics = compute_loss(algo, loss_inputs([[0.5, 0.0]], [[1.0, 1.0]]))
+    assert loss.item() == approx(1.0 / 2) and metrics["pg_clipfrac"] == approx(0.5)
+    algo = make_algorithm(policy_loss_fn="rec", policy_loss_fn_args={"clip_mode": "two-side", "regularizer": "k2",
+                                                                     "regularizer_coef": 1.0})
+    loss, _ = compute_loss(algo, loss_inputs([[0.5, 0.0]], [[1.0, 1.0]]))
+    assert loss.item() == approx((0.25 + 1.0) / 2)
+
+
+def test_sft_is_and_sft_phi_weight_the_nll() -> None:
+    # logp = -0.5 and -1.5: sft_is weights by p, sft_phi by p(1-p)
+    p = [math.exp(-0.5), math.exp(-1.5)]
+    loss, _ = compute_loss(make_algorithm(policy_loss_fn="sft_is", policy_loss_fn_args={}),
+                           loss_inputs([[0.5, -0.5]], [[0.0, 0.0]]))
+    assert loss.item() == approx((0.5 * p[0] + 1.5 * p[1]) / 2)
+    loss, _ = compute_loss(make_algorithm(policy_loss_fn="sft_phi", policy_loss_fn_args={}),
+                           loss_inputs([[0.5, -0.5]], [[0.0, 0.0]]))
+    assert loss.item() == approx((0.5 * p[0] * (1 - p[0]) + 1.5 * p[1] * (1 - p[1])) / 2)

@@ -28,8 +28,10 @@ from schemas.algorithm_registry import ALGORITHM_PRESETS
 from tasks.explore import fill_advantages
 
 # The presets with a runtime (each trains one step below), and those validation refuses.
-TRAINED = ["grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft"]
-REFUSED = ["ppo", "asymre", "topr", "dpo", "on_policy_distill"]
+# Trinity-RFT's presets added for issue 26 (docs/trinity-parity.md) are the second line of TRAINED.
+TRAINED = ["grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft",
+           "asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo"]
+REFUSED = ["ppo", "dpo", "on_policy_distill", "jsd", "mix", "mix_chord"]
 
 
 def preset_config(preset: str, tmp: Path | None = None) -> ExperimentConfig:
@@ -78,7 +80,9 @@ def test_preset_trains_a_step(preset: str, trainer: TorchTrainer, tmp_path: Path
     trainer.config, trainer.algorithm = config, config.algorithm
     metrics = trainer.train_step(batch)
     assert math.isfinite(metrics["loss"]) and metrics["grad_norm"] > 0, metrics
-    expected = {"opmd": "opmd_loss", "sft": "sft_loss", "raft": "sft_loss", "gspo": "pg_clipfrac", "cispo": "pg_clipfrac"}
+    expected = {"opmd": "opmd_loss", "sft": "sft_loss", "raft": "sft_loss", "gspo": "pg_clipfrac", "cispo": "pg_clipfrac",
+                "asymre": "opmd_loss", "topr": "avg_alpha", "sapo": "avg_soft_gate", "sppo": "pg_clipfrac",
+                "rec": "pg_clipfrac"}
     assert expected.get(preset, "pg_loss") in metrics
     if config.algorithm.advantage_fn not in ("none",):
         assert any(e.advantage != 0.0 for e in batch)

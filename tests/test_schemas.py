@@ -290,7 +290,7 @@ MALFORMED = [
     ("tinker-flag-bad-rank", _set(model__tinker={"enable": True, "rank": 0}), "model.tinker.rank"),
     ("tinker-with-critic", _set(**TINKER, algorithm__algorithm_type="ppo"), "algorithm.algorithm_type"),
     ("tinker-with-gae", _set(**TINKER, algorithm__advantage_fn="ppo"), "algorithm.advantage_fn"),
-    ("tinker-with-unbuilt-loss", _set(**TINKER, algorithm__algorithm_type="topr"), "algorithm.policy_loss_fn"),
+    ("tinker-with-unbuilt-loss", _set(**TINKER, algorithm__policy_loss_fn="mix"), "algorithm.policy_loss_fn"),
     ("tinker-with-entropy", _set(**TINKER, algorithm__entropy_loss_fn="default",
                                  algorithm__entropy_loss_fn_args={"entropy_coef": 0.01}), "algorithm.entropy_loss_fn_args.entropy_coef"),
     ("tinker-with-kl-loss", _set(**TINKER, algorithm__kl_loss_fn="k3", algorithm__kl_loss_fn_args={"kl_coef": 0.1}),

@@ -213,12 +213,20 @@ def test_eval_interval_is_refused_not_rounded(tmp_path):
 
 def test_unsupported_keys_are_listed_by_dotted_path(tmp_path):
     (tmp_path / "c.yaml").write_text(QUICKSTART.read_text() + (
-        "data_processor: {experience_pipeline: {operators: []}}\n"
+        "data_processor: {experience_pipeline: {operators: [{name: reward_filter}]}}\n"
         "log: {level: DEBUG}\n"
-        "stages:\n  - stage_name: rft\n    data_processor: {task_pipeline: {}}\n"
+        "stages:\n  - stage_name: rft\n    data_processor: {task_pipeline: {num_process: 2}}\n"
     ))
     _, unsupported = trinity_data(tmp_path / "c.yaml")
     assert unsupported == ["data_processor", "log", "stages.0.data_processor"]
+
+
+@pytest.mark.parametrize("section", ["{}", "null", "{experience_pipeline: {operators: []}, task_pipeline: {}}"])
+def test_a_data_processor_section_that_sets_nothing_imports(tmp_path, section):
+    (tmp_path / "c.yaml").write_text(QUICKSTART.read_text() + f"data_processor: {section}\n"
+                                     f"stages:\n  - stage_name: rft\n    data_processor: {section}\n")
+    config, unsupported = import_trinity(tmp_path / "c.yaml")
+    assert unsupported == [] and config.stages[0].stage_name == "rft"
 
 
 def test_missing_env_var_without_default_is_a_named_error(tmp_path):
@@ -249,6 +257,18 @@ def test_written_recipe_reproduces_the_import(fixture, tmp_path):
     exec(compile(source, "recipe.py", "exec"), namespace)
     assert isinstance(namespace["config"], ExperimentConfig)
     assert namespace["config"] == config
+
+
+@pytest.mark.parametrize(("trainer_type", "accepted"), [("verl", True), ("torch", False)])
+def test_tinker_block_replaces_trinity_s_default_trainer_type_only(tmp_path, trainer_type, accepted):
+    # Trinity's own Tinker example writes trainer_type: verl (its default) beside model.tinker.enable: true
+    (tmp_path / "c.yaml").write_text((FIXTURES / "tinker.yaml").read_text() + f"trainer: {{trainer_type: {trainer_type}}}\n")
+    if accepted:
+        config, _ = import_trinity(tmp_path / "c.yaml")
+        assert config.trainer.trainer_type == "tinker"
+    else:
+        with pytest.raises(ConfigRuleError, match="trainer.trainer_type: 'torch' contradicts model.tinker.enable"):
+            import_trinity(tmp_path / "c.yaml")
 
 
 def test_tinker_import_reports_vllm_settings_the_sampler_lacks(tmp_path):

@@ -43,3 +43,7 @@ def grpo(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tenso
             if len(rows) > 1 and rewards[rows].float().std() <= float(threshold):
                 advantages[rows] = 0.0
     return advantages
+
+
+# Trinity-RFT's name of its veRL-batch implementation of the same estimator.
+register_advantage_fn("grpo_verl", GRPOArgs)(grpo)

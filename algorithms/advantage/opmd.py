@@ -43,3 +43,7 @@ def opmd(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tenso
             baseline = tau * ((group / tau).logsumexp(dim=0) - math.log(len(rows)))
         scores[rows] = group - baseline
     return scores.unsqueeze(-1) * response_mask.float()
+
+
+# Trinity-RFT's name of its veRL-batch implementation of the same estimator.
+register_advantage_fn("opmd_verl", OPMDAdvantageArgs)(opmd)

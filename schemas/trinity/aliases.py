@@ -2,6 +2,7 @@
 
 - `model.tinker: {enable: true, rank, seed, ...}` → `trainer: {trainer_type: tinker, rank, seed, ...}`
   and `explorer.rollout_model.engine_type: tinker`; with `enable: false` the block is dropped (noted).
+  A `trainer_type: verl` beside it (Trinity's default, as its Tinker example writes it) is replaced too.
 - a `trainer` without `trainer_type` is Trinity's default, veRL.
 - veRL's `max_actor_ckpt_to_keep` (in Trinity's `trainer.trainer_config.trainer`, or written flat as
   `trainer.max_actor_ckpt_to_keep`) → `trainer.max_checkpoints_to_keep` (our pruning keeps the checkpoints).
@@ -93,7 +94,9 @@ def _tinker(data: dict[str, Any], block: Any, notes: dict[str, str]) -> None:
         trainer = trainer.model_dump(exclude_unset=True)
         data["trainer"] = trainer
     problems = []
-    if trainer.get("trainer_type", "tinker") != "tinker":
+    # Trinity's default trainer_type (veRL), written out as Trinity's own Tinker example does, is what the
+    # Tinker block replaces there too; another backend is a contradiction.
+    if trainer.get("trainer_type", "tinker") not in ("tinker", DEFAULT_TRAINER_TYPE):
         problems.append(("trainer.trainer_type", f"{trainer['trainer_type']!r} contradicts model.tinker.enable: true (use 'tinker')"))
     trainer["trainer_type"] = "tinker"
     for key in sorted(tinker.model_fields_set - {"enable"}):

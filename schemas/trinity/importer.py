@@ -7,6 +7,8 @@
   `policy_loss_fn_args`; `model.tinker` becomes the Tinker trainer and sampler (`schemas.trinity.aliases`).
 - Sections that are one choice of backend (`trainer`, `explorer.rollout_model`) are read as the chosen
   variant: a setting the chosen backend does not have is reported like an unknown key.
+- A `data_processor` section that sets nothing (`data_processor: {}`) is left out; one that sets
+  anything is reported like any key we do not support.
 - Every key we do not support is returned by its dotted path (never dropped silently), and so is every
   key that maps onto a field the runtime refuses (schemas/support.py), with the reason; the caller
   decides whether that is fatal (`rft import-trinity` fails unless `--allow-unsupported`). Keys that map
@@ -42,6 +44,8 @@ KEY_RENAMES: dict[str, dict[str, str]] = {
     "TasksetConfig": {"data_selector": "task_selector"},
     "StorageConfig": {"data_selector": "task_selector"},
 }
+# Trinity sections we have no settings for that are accepted when they set nothing.
+EMPTY_SECTIONS = ("data_processor",)
 # Values of Trinity we cannot honour; the key is reported and our default used instead.
 UNSUPPORTED_VALUES: dict[str, set[str]] = {"monitor.monitor_type": {"swanlab"}}
 
@@ -120,16 +124,35 @@ def trinity_data(path: str | Path) -> tuple[dict[str, Any], list[str]]:
     if not isinstance(raw, dict):
         raise TrinityImportError(f"{path}: expected a mapping of settings at the top level")
     unsupported: list[str] = []
-    raw = apply_aliases(_move_loss_agg_mode(raw))
+    raw = apply_aliases(_move_loss_agg_mode(_drop_empty_sections(raw)))
     if isinstance(raw.get("stages"), list):
-        raw["stages"] = [apply_aliases(_move_loss_agg_mode(stage), note=False) if isinstance(stage, dict) else stage
-                         for stage in raw["stages"]]
+        raw["stages"] = [apply_aliases(_move_loss_agg_mode(_drop_empty_sections(stage)), note=False)
+                         if isinstance(stage, dict) else stage for stage in raw["stages"]]
     data = _filter(raw, ExperimentConfig, "", unsupported)
     for key, value in TRINITY_IDENTITY_DEFAULTS.items():
         data.setdefault(key, value)
     if not data.get("checkpoint_root_dir"):
         data.pop("checkpoint_root_dir", None)  # Trinity's "" means "./" + default; ours is ./checkpoints
     return data, unsupported
+
+
+def _drop_empty_sections(section_holder: dict[str, Any]) -> dict[str, Any]:
+    """Leave out the sections of EMPTY_SECTIONS that set nothing (`data_processor: {}`, as Trinity's own
+    example configs write it): they mean Trinity's defaults, which are ours. One that sets anything is kept
+    and reported as unsupported."""
+    for key in EMPTY_SECTIONS:
+        if key in section_holder and _is_empty(section_holder[key]):
+            del section_holder[key]
+    return section_holder
+
+
+def _is_empty(value: Any) -> bool:
+    """None, or mappings and lists with nothing but empty values inside."""
+    if isinstance(value, dict):
+        return all(_is_empty(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_is_empty(v) for v in value)
+    return value is None
 
 
 def _load_resolved(path: Path) -> Any:
