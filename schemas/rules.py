@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from algorithms.registry import is_off
 from schemas import support
 from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES, GROUP_ADVANTAGE_FNS
 from schemas.base import set_unmarked
@@ -131,6 +132,13 @@ def _algorithm(r: Resolver) -> None:
                     f"{coef}={args[coef]} has no effect with algorithm.{fn_field} 'none'; choose a {fn_field} or set 0")
         if args.get("adaptive") and (args.get("target_kl") is None or args.get("horizon") is None):
             r.error(f"algorithm.{fn_field}_args.adaptive", "adaptive KL needs target_kl and horizon")
+    strategy_args = alg.sample_strategy_args or {}
+    if (not is_off(alg.kl_penalty_fn) and alg.advantage_fn in GROUP_ADVANTAGE_FNS and alg.sample_strategy == "priority"
+            and strategy_args.get("priority_fn") == "largest_advantage"):
+        # The trainer re-makes the group advantages from the penalised rewards: it needs whole groups.
+        r.error("algorithm.kl_penalty_fn", f"with advantage_fn {alg.advantage_fn!r} the KL penalty re-computes group "
+                "advantages on the trainer, which needs whole groups in a batch; sample_strategy 'priority' with "
+                "priority_fn 'largest_advantage' splits them (use priority_fn 'newest' or sample_strategy 'default')")
     if alg.repeat_times is None:  # no preset value (cannot happen for built-ins); keep the type promise
         r.derive(alg, "repeat_times", 1, "algorithm.repeat_times", "no preset group size")
     if alg.advantage_fn in GROUP_ADVANTAGE_FNS and alg.repeat_times < 2 and r.config.mode in EXPLORING_MODES:

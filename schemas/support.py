@@ -104,6 +104,9 @@ NO_TOOLS = ("no workflow reads tools from the data: gsm8k_tool_agent's calculato
             "(workflows/tool_agent.py)")
 NO_REPLY_PREFIX = "no workflow forces the start of the reply"
 NO_DPO = "dpo is not built (no preference data is read)"
+# Trinity adapts the coefficient of the reward's KL penalty only (its kl_loss_fn keeps kl_coef fixed).
+ADAPTIVE_LOSS_KL = ("an adaptive coefficient applies to kl_penalty_fn (KL in the reward), as in Trinity; kl_loss_fn "
+                    "takes a fixed kl_coef")
 NO_AUXILIARY = ("auxiliary models are not built: no engine starts for them and no workflow calls them "
                 "(q20's answerer is its rule-based oracle over data/q20/entities.json)")
 RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite buffer "
@@ -158,11 +161,13 @@ SUPPORT: dict[str, Entry] = {
     # sample strategies
     "algorithm.sample_strategy[mix]": refused("'mix' needs an expert-data buffer, which is not built; "
                                               "use default, warmup or priority"),
-    # KL as a reward penalty: not built (KL is a loss term here)
+    # KL as a reward penalty: applied by the trainers that hold the reference (backends/reward_kl.py)
     "algorithm.kl_penalty_fn[none]": honoured("algorithms/registry.py", note="is_off"),
     "algorithm.kl_penalty_fn[none].kl_coef": validated(note="must be 0 with 'none'"),
     # --------------------------------------------------------------------- model
     "model.model_path": honoured("tasks/setup.py", "tasks/rollouts.py"),
+    "model.ref_model_path": honoured("backends/torch_trainer.py", "backends/verl/trainer.py",
+                                     note="trainer checks: schemas/trainer.py (Tinker refuses it, veRL with LoRA too)"),
     "model.critic_model_path": refused(NO_CRITIC),
     "model.custom_chat_template": honoured("tasks/rollouts.py", "tasks/sft.py"),
     "model.temperature": resolved("buffer.explorer_input.taskset.rollout_args.temperature"),
@@ -283,7 +288,7 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
         "on_policy_distill": refused("on-policy distillation needs a teacher model (auxiliary models are not built) and is not built"),
     },
     "kl_loss_fn": {"none": honoured("algorithms/registry.py", note="is_off")},
-    "kl_penalty_fn": {name: refused("KL as a reward penalty is not built; use kl_loss_fn (KL as a loss term)")
+    "kl_penalty_fn": {name: honoured("algorithms/kl.py", "algorithms/kl_penalty.py")
                       for name in KL_FNS if name != "none"},
     "entropy_loss_fn": {"none": honoured("algorithms/registry.py", note="is_off")},
 }
@@ -303,9 +308,13 @@ _ARGS: dict[str, Entry] = {
     "policy_loss_fn[cispo].clip_range_high": honoured("algorithms/verl_compat.py"),
     "kl_loss_fn[*].kl_coef": honoured("algorithms/loss.py"),
     "kl_loss_fn[none].kl_coef": validated(note="must be 0 with 'none'"),
-    "kl_loss_fn[*].adaptive": refused("an adaptive KL coefficient is not built; set a fixed kl_coef"),
-    "kl_loss_fn[*].target_kl": refused("only used by an adaptive KL coefficient, which is not built"),
-    "kl_loss_fn[*].horizon": refused("only used by an adaptive KL coefficient, which is not built"),
+    "kl_loss_fn[*].adaptive": refused(ADAPTIVE_LOSS_KL),
+    "kl_loss_fn[*].target_kl": refused(ADAPTIVE_LOSS_KL),
+    "kl_loss_fn[*].horizon": refused(ADAPTIVE_LOSS_KL),
+    "kl_penalty_fn[*].kl_coef": honoured("algorithms/kl_penalty.py"),
+    "kl_penalty_fn[*].adaptive": honoured("algorithms/kl_penalty.py"),
+    "kl_penalty_fn[*].target_kl": honoured("algorithms/kl_penalty.py"),
+    "kl_penalty_fn[*].horizon": honoured("algorithms/kl_penalty.py"),
     "entropy_loss_fn[*].entropy_coef": honoured("algorithms/loss.py"),
     "entropy_loss_fn[none].entropy_coef": validated(note="must be 0 with 'none'"),
 }
@@ -525,7 +534,7 @@ def _registry_nodes() -> list[Node]:
 SUPPORT |= {f"algorithm.{fn}": honoured("algorithms/loss.py" if fn != "sample_strategy" else "tasks/train.py")
             for fn in FUNCTION_REGISTRIES}
 SUPPORT["algorithm.advantage_fn"] = honoured("algorithms/advantage/__init__.py")
-SUPPORT["algorithm.kl_penalty_fn"] = honoured("algorithms/advantage/__init__.py")
+SUPPORT["algorithm.kl_penalty_fn"] = honoured("algorithms/kl_penalty.py", "algorithms/kl.py", "algorithms/registry.py")
 SUPPORT["algorithm.algorithm_type"] = honoured("flows/rft.py", note="its preset fills the function fields")
 
 _VARIANT = re.compile(r"\[(?!\])[^\]]+\]")
