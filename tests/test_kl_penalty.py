@@ -119,3 +119,15 @@ def test_the_trainer_side_remakes_advantages_of_a_batch_of_experiences() -> None
     assert out[0].advantage > 0 > out[1].advantage
     assert metrics["reward_after_kl"] < metrics["reward_before_kl"]
     assert RewardKL.for_algorithm(SimpleNamespace(kl_penalty_fn="none")) is None
+
+
+def test_tinker_refuses_the_penalty_and_a_reference_path_naming_them() -> None:
+    from pydantic import ValidationError
+
+    from deployments import load_recipe
+
+    tinker = load_recipe("gsm8k-tinker")
+    with pytest.raises(ValidationError, match=r"algorithm\.kl_penalty_fn.*Tinker trainer does not compute them"):
+        tinker.with_overrides({"algorithm.kl_penalty_fn": "k3", "algorithm.kl_penalty_fn_args": {"kl_coef": 0.01}})
+    with pytest.raises(ValidationError, match=r"model\.ref_model_path"):
+        tinker.with_overrides({"model.ref_model_path": "HuggingFaceTB/SmolLM2-135M-Instruct"})
