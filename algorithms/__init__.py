@@ -2,7 +2,8 @@
 
 Registries (a new piece is one module: its function, registered with the model of its arguments):
 ``ADVANTAGE_FNS`` (algorithms/advantage/), ``POLICY_LOSS_FNS`` (algorithms/policy_loss/),
-``KL_LOSS_FNS`` (algorithms/kl.py), ``ENTROPY_LOSS_FNS`` (algorithms/entropy.py). The schema derives
+``KL_LOSS_FNS`` (algorithms/kl.py; also the estimators of the reward's KL penalty, algorithms/kl_penalty.py),
+``ENTROPY_LOSS_FNS`` (algorithms/entropy.py). The schema derives
 its function registries (names, arguments, defaults) from these: see docs/adding-a-loss.md.
 
 The bottom layer of the project: it imports nothing of it, and neither torch nor veRL at import time
@@ -14,6 +15,7 @@ from algorithms.aggregation import LOSS_AGG_MODES
 from algorithms.entropy import ENTROPY_LOSS_FNS, register_entropy_loss_fn
 from algorithms.inputs import LossInputs
 from algorithms.kl import KL_LOSS_FNS, register_kl_loss_fn
+from algorithms.kl_penalty import KLController, apply_kl_penalty, kl_controller
 from algorithms.loss import compute_loss, needs_entropy, needs_reference_model
 from algorithms.policy_loss import POLICY_LOSS_FNS, register_policy_loss_fn
 from algorithms.registry import Registry, is_off
@@ -21,14 +23,17 @@ from algorithms.registry import Registry, is_off
 __all__ = [
     "ADVANTAGE_FNS",
     "ENTROPY_LOSS_FNS",
+    "KLController",
     "KL_LOSS_FNS",
     "LOSS_AGG_MODES",
     "POLICY_LOSS_FNS",
     "LossInputs",
     "Registry",
+    "apply_kl_penalty",
     "compute_advantages",
     "compute_loss",
     "is_off",
+    "kl_controller",
     "needs_entropy",
     "needs_reference_model",
     "register_advantage_fn",

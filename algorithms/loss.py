@@ -38,8 +38,11 @@ def _entropy_term(algorithm) -> tuple[str, float] | None:
 
 
 def needs_reference_model(algorithm) -> bool:
-    """True when a KL term with a non-zero kl_coef is on (a zero coefficient would waste a forward pass)."""
-    return _kl_term(algorithm) is not None
+    """True when a KL term (kl_loss_fn) or a KL reward penalty (kl_penalty_fn) with a non-zero kl_coef is
+    on (a zero coefficient would waste a forward pass)."""
+    from algorithms.kl_penalty import kl_controller
+
+    return _kl_term(algorithm) is not None or kl_controller(algorithm) is not None
 
 
 def needs_entropy(algorithm) -> bool:

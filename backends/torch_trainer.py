@@ -21,9 +21,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, get_
 
 import algorithms
 from backends.batch import TrainBatch, collate, micro_batches
+from backends.reward_kl import STATE_KEY, RewardKL
 from backends.trainer import TrainerBackend, TrainerDevices
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
+from checkpointing.models import resolve_model_path
 from checkpointing.safe_load import load_tensors
 
 if TYPE_CHECKING:
@@ -86,6 +88,7 @@ class TorchTrainer(TrainerBackend):
         if self.is_lora:
             self.model, self.lora_settings = _wrap_lora(self.model, config)
         self.reference = self._make_reference(model_dir, settings.dtype)
+        self.reward_kl = RewardKL.for_algorithm(self.algorithm)  # algorithm.kl_penalty_fn
 
         opt = config.algorithm.optimizer
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -103,6 +106,9 @@ class TorchTrainer(TrainerBackend):
 
     def train_step(self, batch: list[Experience]) -> dict[str, float]:
         started = time.perf_counter()
+        kl_metrics: dict[str, float] = {}
+        if self.reward_kl is not None:  # before the step: the reference scores the batch, advantages re-made
+            batch, kl_metrics = self.reward_kl.apply(batch, self.reference_logprobs)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
@@ -139,6 +145,7 @@ class TorchTrainer(TrainerBackend):
         seconds = time.perf_counter() - started
         return {
             **sums,
+            **kl_metrics,
             "grad_norm": float(grad_norm),
             "lr": float(lr),
             "train_tokens": float(tokens),
@@ -149,11 +156,20 @@ class TorchTrainer(TrainerBackend):
 
     def logprobs(self, batch: list[Experience]) -> list[list[float]]:
         self.model.eval()
+        return self._logprobs_of(self.model, batch)
+
+    def reference_logprobs(self, batch: list[Experience]) -> list[list[float]]:
+        """Logprob of each response token under the reference model (the KL terms' anchor)."""
+        if self.reference is None:
+            raise RuntimeError("the torch trainer has no reference model: no KL term or KL penalty is on")
+        return self._logprobs_of(self.reference, batch)
+
+    def _logprobs_of(self, model: torch.nn.Module, batch: list[Experience]) -> list[list[float]]:
         out: dict[str, list[float]] = {}
         with torch.no_grad():
             for chunk in micro_batches(batch, self.config.trainer.micro_batch_size):
                 micro = collate([_with_advantage(e) for e in chunk], self.pad_token_id)
-                token_logprobs, _ = self._response_logprobs(self.model, micro, with_entropy=False)
+                token_logprobs, _ = self._response_logprobs(model, micro, with_entropy=False)
                 for row, exp in enumerate(chunk):
                     out[exp.eid] = token_logprobs[row, : len(exp.response_token_ids)].tolist()
         return [out[e.eid] for e in batch]
@@ -196,6 +212,8 @@ class TorchTrainer(TrainerBackend):
             # trainable.safetensors holds all weights (HF names), or with LoRA only the adapter (peft names)
             "lora": lora,
         }
+        if self.reward_kl is not None:  # the KL penalty's (adaptive) coefficient
+            state[STATE_KEY] = self.reward_kl.state_dict()
         (path / "trainer_state.json").write_text(json.dumps(state, indent=2))
 
     def load_checkpoint(self, path: Path) -> None:
@@ -211,7 +229,10 @@ class TorchTrainer(TrainerBackend):
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         _set_rng_state(state["rng"])
-        self._step = json.loads((path / "trainer_state.json").read_text())["global_step"]
+        saved = json.loads((path / "trainer_state.json").read_text())
+        self._step = saved["global_step"]
+        if self.reward_kl is not None:
+            self.reward_kl.load_state_dict(saved.get(STATE_KEY))
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -305,9 +326,12 @@ class TorchTrainer(TrainerBackend):
         return torch.cat([first, body.logits], dim=1)
 
     def _make_reference(self, model_dir: Path, dtype: str) -> torch.nn.Module | None:
+        """The KL terms' reference: model.ref_model_path, else the model this stage starts from."""
         if not algorithms.needs_reference_model(self.algorithm):
             return None
-        reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=_DTYPES[dtype]).to(self.device)
+        ref_path = self.config.model.ref_model_path
+        source = resolve_model_path(ref_path) if ref_path else model_dir
+        reference = AutoModelForCausalLM.from_pretrained(source, dtype=_DTYPES[dtype]).to(self.device)
         reference.eval().requires_grad_(False)
         return reference
 

@@ -88,13 +88,18 @@ class AlgorithmConfig(Section):
         "None: preset."
     )
     kl_loss_fn_args: dict[str, Any] | None = Field(
-        None, description="Arguments of kl_loss_fn (kl_coef, adaptive, target_kl, horizon)."
+        None, description="Arguments of kl_loss_fn (kl_coef; adaptive applies to kl_penalty_fn only)."
     )
     kl_penalty_fn: str | None = Field(
-        None, description="KL-to-reference penalty subtracted from the reward (same names as kl_loss_fn); "
-        "None: preset."
+        None, description="KL-to-reference penalty subtracted from the reward before the advantages, per token "
+        "(Trinity's estimators: none, k1, k2, k3, low_var_kl, abs, corrected_k3; veRL's others too). The reference is "
+        "model.ref_model_path, by default the model the stage starts from. Torch and veRL trainers; None: preset "
+        "(none). docs/kl.md."
     )
-    kl_penalty_fn_args: dict[str, Any] | None = Field(None, description="Arguments of kl_penalty_fn.")
+    kl_penalty_fn_args: dict[str, Any] | None = Field(
+        None, description="Arguments of kl_penalty_fn: kl_coef, and adaptive with target_kl and horizon (the "
+        "coefficient then follows a proportional controller toward target_kl; resumed runs go on with it)."
+    )
     entropy_loss_fn: str | None = Field(
         None, description="Entropy term: default, basic, none; None: preset."
     )

@@ -29,6 +29,12 @@ class ModelConfig(Section):
         description="Hugging Face model id or local folder of the policy (required). A stage after a training "
         "stage defaults to the previous stage's final model.",
     )
+    ref_model_path: str | None = Field(
+        None,
+        description="Reference model of the KL terms (algorithm.kl_loss_fn, algorithm.kl_penalty_fn): a Hugging Face "
+        "id or local folder. None (the default): the model this stage starts from, i.e. model_path; in a staged run "
+        "(e.g. SFT warm-up then GRPO) that is the previous stage's output, the warm-up's model, not the original base.",
+    )
     critic_model_path: str | None = Field(None, description="Critic model (ppo); None: model_path.")
     custom_chat_template: str | None = Field(None, description="Jinja chat template replacing the tokenizer's.")
     temperature: float = Field(1.0, ge=0, description="Default sampling temperature of tasksets' rollout_args.")

@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from algorithms.registry import is_off
 from schemas import support
 from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES, GROUP_ADVANTAGE_FNS
 from schemas.base import set_unmarked
 from schemas.buffer import StorageConfig, TasksetConfig
 from schemas.generators import GENERATOR_ARGS, generator_name
 from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
+from schemas.rewards import RewardArgsError, dapo_overlong_args
 from schemas.secrets import is_loopback, redact, tinker_url_problem
 
 if TYPE_CHECKING:
@@ -131,6 +133,13 @@ def _algorithm(r: Resolver) -> None:
                     f"{coef}={args[coef]} has no effect with algorithm.{fn_field} 'none'; choose a {fn_field} or set 0")
         if args.get("adaptive") and (args.get("target_kl") is None or args.get("horizon") is None):
             r.error(f"algorithm.{fn_field}_args.adaptive", "adaptive KL needs target_kl and horizon")
+    strategy_args = alg.sample_strategy_args or {}
+    if (not is_off(alg.kl_penalty_fn) and alg.advantage_fn in GROUP_ADVANTAGE_FNS and alg.sample_strategy == "priority"
+            and strategy_args.get("priority_fn") == "largest_advantage"):
+        # The trainer re-makes the group advantages from the penalised rewards: it needs whole groups.
+        r.error("algorithm.kl_penalty_fn", f"with advantage_fn {alg.advantage_fn!r} the KL penalty re-computes group "
+                "advantages on the trainer, which needs whole groups in a batch; sample_strategy 'priority' with "
+                "priority_fn 'largest_advantage' splits them (use priority_fn 'newest' or sample_strategy 'default')")
     if alg.repeat_times is None:  # no preset value (cannot happen for built-ins); keep the type promise
         r.derive(alg, "repeat_times", 1, "algorithm.repeat_times", "no preset group size")
     if alg.advantage_fn in GROUP_ADVANTAGE_FNS and alg.repeat_times < 2 and r.config.mode in EXPLORING_MODES:
@@ -319,6 +328,11 @@ def _taskset(r: Resolver, ts: TasksetConfig, path: str, *, is_eval: bool, index:
     if ra.max_tokens is None:
         r.derive(ra, "max_tokens", c.model.max_response_tokens, f"{path}.rollout_args.max_tokens",
                  "model.max_response_tokens")
+    if ts.default_reward_fn_type == "math_dapo_reward":
+        try:
+            dapo_overlong_args(ts.reward_fn_args or {}, ra.max_tokens)
+        except RewardArgsError as exc:
+            r.error(f"{path}.reward_fn_args.{exc.key}", exc.message)
     elif c.model.max_response_tokens is not None and ra.max_tokens > c.model.max_response_tokens:
         r.error(f"{path}.rollout_args.max_tokens",
                 f"{ra.max_tokens} exceeds model.max_response_tokens ({c.model.max_response_tokens})")

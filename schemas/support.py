@@ -81,11 +81,26 @@ def _wandb_missing(value: Any, config: ExperimentConfig) -> bool:
 
 
 # Reward functions math_workflow scores with (Trinity's names); keep in step with workflows/math_workflow.py.
-MATH_REWARD_FNS = ("math_boxed_reward", "math_reward")
+MATH_REWARD_FNS = ("math_boxed_reward", "math_reward", "accuracy_reward", "math_dapo_reward")
+# The rest of Trinity-RFT's reward registry (trinity/common/rewards), each refused with why.
+TRINITY_REFUSED_REWARD_FNS = {
+    "format_reward": "Trinity's format_reward scores only a <think>/<answer> layout, which no workflow here asks "
+                     "for; math_workflow's format bonus is for a \\boxed{} answer (math_boxed_reward)",
+    "countdown_reward": "there is no countdown workflow (its tasks are equations over given numbers)",
+    "rm_gallery_reward": "it calls a reward model of RM-Gallery, which is not installed or served here",
+    "trajectory_accuracy_grader_reward": "it asks an LLM judge (an auxiliary model), which is not built",
+    "openjudge_multi_grader_reward": "it asks LLM judges (auxiliary models), which are not built",
+}
 
 
 def _unknown_reward_fn(value: Any, config: ExperimentConfig) -> bool:
-    return value is not None and value not in MATH_REWARD_FNS
+    return value is not None and value not in MATH_REWARD_FNS and value not in TRINITY_REFUSED_REWARD_FNS
+
+
+def _refuse_trinity_reward_fns(entry: Entry) -> Entry:
+    for name, reason in TRINITY_REFUSED_REWARD_FNS.items():
+        entry = entry.refuse_if(lambda v, c, name=name: v == name, f"Trinity's {name!r}: {reason}")
+    return entry
 
 
 def _args_of_math_workflow(value: Any, config: ExperimentConfig) -> bool:
@@ -106,6 +121,9 @@ NO_TOOLS = ("no workflow reads tools from the data: gsm8k_tool_agent's calculato
             "(workflows/tool_agent.py)")
 NO_REPLY_PREFIX = "no workflow forces the start of the reply"
 NO_DPO = "dpo is not built (no preference data is read)"
+# Trinity adapts the coefficient of the reward's KL penalty only (its kl_loss_fn keeps kl_coef fixed).
+ADAPTIVE_LOSS_KL = ("an adaptive coefficient applies to kl_penalty_fn (KL in the reward), as in Trinity; kl_loss_fn "
+                    "takes a fixed kl_coef")
 NO_AUXILIARY = ("auxiliary models are not built: no engine starts for them and no workflow calls them "
                 "(q20's answerer is its rule-based oracle over data/q20/entities.json)")
 RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite buffer "
@@ -165,11 +183,13 @@ SUPPORT: dict[str, Entry] = {
     # sample strategies
     "algorithm.sample_strategy[mix]": refused("'mix' needs an expert-data buffer, which is not built; "
                                               "use default, warmup or priority"),
-    # KL as a reward penalty: not built (KL is a loss term here)
+    # KL as a reward penalty: applied by the trainers that hold the reference (backends/reward_kl.py)
     "algorithm.kl_penalty_fn[none]": honoured("algorithms/registry.py", note="is_off"),
     "algorithm.kl_penalty_fn[none].kl_coef": validated(note="must be 0 with 'none'"),
     # --------------------------------------------------------------------- model
     "model.model_path": honoured("tasks/setup.py", "tasks/rollouts.py"),
+    "model.ref_model_path": honoured("backends/torch_trainer.py", "backends/verl/trainer.py",
+                                     note="trainer checks: schemas/trainer.py (Tinker refuses it, veRL with LoRA too)"),
     "model.critic_model_path": refused(NO_CRITIC),
     "model.custom_chat_template": honoured("tasks/rollouts.py", "tasks/sft.py"),
     "model.temperature": resolved("buffer.explorer_input.taskset.rollout_args.temperature"),
@@ -298,7 +318,7 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
                          "workflows do not record; use step_wise_grpo or grpo"),
     },
     "kl_loss_fn": {"none": honoured("algorithms/registry.py", note="is_off")},
-    "kl_penalty_fn": {name: refused("KL as a reward penalty is not built; use kl_loss_fn (KL as a loss term)")
+    "kl_penalty_fn": {name: honoured("algorithms/kl.py", "algorithms/kl_penalty.py")
                       for name in KL_FNS if name != "none"},
     "entropy_loss_fn": {"none": honoured("algorithms/registry.py", note="is_off"),
                         "mix": refused(f"the mix entropy term {NEEDS_EXPERT_DATA}")},
@@ -319,9 +339,13 @@ _ARGS: dict[str, Entry] = {
     "policy_loss_fn[cispo].clip_range_high": honoured("algorithms/verl_compat.py"),
     "kl_loss_fn[*].kl_coef": honoured("algorithms/loss.py"),
     "kl_loss_fn[none].kl_coef": validated(note="must be 0 with 'none'"),
-    "kl_loss_fn[*].adaptive": refused("an adaptive KL coefficient is not built; set a fixed kl_coef"),
-    "kl_loss_fn[*].target_kl": refused("only used by an adaptive KL coefficient, which is not built"),
-    "kl_loss_fn[*].horizon": refused("only used by an adaptive KL coefficient, which is not built"),
+    "kl_loss_fn[*].adaptive": refused(ADAPTIVE_LOSS_KL),
+    "kl_loss_fn[*].target_kl": refused(ADAPTIVE_LOSS_KL),
+    "kl_loss_fn[*].horizon": refused(ADAPTIVE_LOSS_KL),
+    "kl_penalty_fn[*].kl_coef": honoured("algorithms/kl_penalty.py"),
+    "kl_penalty_fn[*].adaptive": honoured("algorithms/kl_penalty.py"),
+    "kl_penalty_fn[*].target_kl": honoured("algorithms/kl_penalty.py"),
+    "kl_penalty_fn[*].horizon": honoured("algorithms/kl_penalty.py"),
     "entropy_loss_fn[*].entropy_coef": honoured("algorithms/loss.py"),
     "advantage_fn[step_wise_grpo].enable_step_norm": refused(
         "a multi-turn episode is one experience here (workflows/multi_turn.py): there are no per-step experiences "
@@ -370,7 +394,8 @@ for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_taskset
                                           "buffer/generators.py"),
         f"{_ts}.repeat_times": honoured("buffer/taskset.py", "workflows/runner.py"),
         f"{_ts}.default_workflow_type": honoured("buffer/taskset.py"),
-        f"{_ts}.default_reward_fn_type": honoured("buffer/taskset.py", note="math_workflow checks it").refuse_if(
+        f"{_ts}.default_reward_fn_type": _refuse_trinity_reward_fns(honoured(
+            "buffer/taskset.py", note="math_workflow checks it")).refuse_if(
             _unknown_reward_fn, f"math_workflow scores with its own reward; known: {', '.join(MATH_REWARD_FNS)}"
         ).warn_if(_trinity_math_reward, "math_workflow scores math-verify accuracy plus a format bonus for a boxed answer "
                                         "(Trinity's math_boxed_reward); math_reward's <think>/<answer> bonus is not given"),
@@ -544,7 +569,7 @@ def _registry_nodes() -> list[Node]:
 SUPPORT |= {f"algorithm.{fn}": honoured("algorithms/loss.py" if fn != "sample_strategy" else "tasks/train.py")
             for fn in FUNCTION_REGISTRIES}
 SUPPORT["algorithm.advantage_fn"] = honoured("algorithms/advantage/__init__.py")
-SUPPORT["algorithm.kl_penalty_fn"] = honoured("algorithms/advantage/__init__.py")
+SUPPORT["algorithm.kl_penalty_fn"] = honoured("algorithms/kl_penalty.py", "algorithms/kl.py", "algorithms/registry.py")
 SUPPORT["algorithm.algorithm_type"] = honoured("flows/rft.py", note="its preset fills the function fields")
 
 _VARIANT = re.compile(r"\[(?!\])[^\]]+\]")

@@ -33,6 +33,9 @@ from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
 from schemas.wiring import Entry, honoured, refused, warned
 
 TRAINER_TYPES = ("torch", "verl", "tinker")
+# Why Tinker has no KL toward a reference (its sampler of the base weights is not wired to the trainer).
+NO_TINKER_REFERENCE = ("the Tinker trainer does not compute them (a sampling client of the base weights would; "
+                       "that is not built)")
 DEFAULT_TRAINER_TYPE = "verl"  # Trinity-RFT's default
 
 
@@ -219,6 +222,10 @@ class VerlTrainerConfig(TrainerBase):
         if not is_off(alg.kl_loss_fn) and float(kl_args.get("kl_coef", 0.0)) != 0.0 and alg.kl_loss_fn not in self.KL_LOSSES:
             r.error("algorithm.kl_loss_fn", f"{alg.kl_loss_fn!r} has no veRL estimator; with trainer_type 'verl' use "
                     f"one of {', '.join(self.KL_LOSSES)}")
+        if c.model.ref_model_path is not None and c.model.lora_configs:
+            r.error("model.ref_model_path", "with LoRA the veRL trainer's reference is the actor with its adapter off "
+                    "(the base model); another reference model is not loaded; unset ref_model_path or use trainer_type "
+                    "'torch'")
         if self.ulysses_sequence_parallel_size > 1 and not self.use_remove_padding:
             r.error("trainer.ulysses_sequence_parallel_size",
                     f"{self.ulysses_sequence_parallel_size} needs trainer.use_remove_padding: true (veRL splits packed "
@@ -333,8 +340,13 @@ class TinkerTrainerConfig(TrainerBase):
 
     def _kl(self, r: Resolver) -> None:
         """A KL-to-reference term needs reference logprobs: not built for Tinker. A preset's default term is
-        switched off (derived); one the user asked for is refused."""
+        switched off (derived); one the user asked for is refused. So is the KL penalty in the reward."""
         alg = r.config.algorithm
+        if not is_off(alg.kl_penalty_fn) and (alg.kl_penalty_fn_args or {}).get("kl_coef", 0.0):
+            r.error("algorithm.kl_penalty_fn", f"{alg.kl_penalty_fn!r}: KL in the reward needs the reference model's "
+                    f"logprobs, {NO_TINKER_REFERENCE}; set kl_penalty_fn 'none' or use trainer_type 'torch' or 'verl'")
+        if r.config.model.ref_model_path is not None:
+            r.error("model.ref_model_path", f"trainer_type 'tinker' has no reference model: {NO_TINKER_REFERENCE}")
         coef = (alg.kl_loss_fn_args or {}).get("kl_coef", 0.0)
         if is_off(alg.kl_loss_fn) or alg.kl_loss_fn in self.KL_LOSSES or not coef:
             return

@@ -323,8 +323,8 @@ def test_unknown_names_and_bad_settings_name_the_field() -> None:
     one = (torch.tensor([1.0]), ["g"], ones(1, 1))
     with pytest.raises(ValueError, match=r"algorithm\.advantage_fn: unknown name 'nope'"):
         compute_advantages(make_algorithm(namespace=True, advantage_fn="nope"), *one)
-    with pytest.raises(ValueError, match=r"algorithm\.kl_penalty_fn"):
-        compute_advantages(make_algorithm(namespace=True, kl_penalty_fn="k1"), *one)
+    with pytest.raises(ValueError, match=r"algorithm\.kl_penalty_fn: unknown estimator 'k9'"):
+        needs_reference_model(make_algorithm(namespace=True, kl_penalty_fn="k9", kl_penalty_fn_args={}))
     with pytest.raises(ValueError, match=r"algorithm\.policy_loss_fn: unknown name"):
         compute_loss(make_algorithm(namespace=True, policy_loss_fn="nope"), loss_inputs([[0.0]], [[1.0]]))
     with pytest.raises(ValueError, match=r"algorithm\.kl_loss_fn: unknown name"):

@@ -20,7 +20,7 @@ from buffer.experience import Experience
 from buffer.taskset import Task, load_taskset
 from tests.test_taskset import taskset_config
 from workflows import WORKFLOWS, Workflow, get_workflow, register_workflow
-from workflows.math_workflow import DEFAULT_SYSTEM_PROMPT, gold_answer, last_boxed, score_math
+from workflows.math_workflow import DEFAULT_SYSTEM_PROMPT, gold_answer, last_boxed, overlong_penalty, score_math
 from workflows.render import renderer_for
 from workflows.runner import AllTasksFailedError, CoalescingEngine, WorkflowRunner
 
@@ -384,3 +384,36 @@ def test_min_tokens_reach_the_engine(tasks):
     engine = ScriptedEngine(lambda p, i: "\\boxed{4}")
     WorkflowRunner([engine], RENDERER).run(tasks[:1], explore_step=1, repeat_times=1, min_tokens=7)
     assert engine.calls[0][1].min_tokens == 7
+
+
+# -- Trinity's reward functions ----------------------------------------------------------------------
+
+
+def with_reward(task: Task, name: str, **args: Any) -> Task:
+    return task.__class__(**{**task.__dict__, "reward_fn_type": name, "reward_fn_args": args})
+
+
+def test_overlong_penalty_is_dapos_soft_punishment():
+    # max 100 tokens, the last 20 of them the cache: 0 up to 80, then linear to -factor at 100, -factor beyond
+    assert [overlong_penalty(n, 100, 20, 0.5) for n in (10, 80, 90, 100, 101)] == pytest.approx(
+        [0.0, 0.0, -0.25, -0.5, -0.5])
+
+
+def test_math_dapo_reward_scores_the_boxed_answer_and_penalises_overlong_responses(tasks):
+    answers = ["\\boxed{72}", "72", "\\boxed{72}" + " pad" * 40]
+    engine = ScriptedEngine(lambda chat, i: answers[i])
+    lengths = [len(RENDERER.encode(a)) for a in answers]
+    task = with_reward(tasks[0], "math_dapo_reward", enable_overlong_penalty=True, penalty_factor=1.0, cache_length=30)
+    exps = run_math(task, engine, repeat_times=3, max_tokens=lengths[2])  # max_response_length: the rollout's
+    assert [e.reward_breakdown["accuracy"] for e in exps] == [1.0, 0.0, 1.0]  # an unboxed answer scores nothing
+    assert all(e.reward_breakdown["format_bonus"] == 0.0 for e in exps)
+    assert exps[0].reward == 1.0 and exps[1].reward == 0.0
+    assert exps[2].reward_breakdown["overlong_penalty"] == -1.0 and exps[2].reward == 0.0  # at the maximum length
+    off = run_math(with_reward(tasks[0], "math_dapo_reward"), engine, repeat_times=3, max_tokens=lengths[2])
+    assert [e.reward for e in off] == [1.0, 0.0, 1.0] and "overlong_penalty" not in off[2].reward_breakdown
+
+
+def test_accuracy_reward_gives_no_format_bonus(tasks):
+    engine = ScriptedEngine(lambda chat, i: ["\\boxed{72}", "72 clips"][i])
+    exps = run_math(with_reward(tasks[0], "accuracy_reward"), engine, repeat_times=2)
+    assert [e.reward for e in exps] == [1.0, 1.0]

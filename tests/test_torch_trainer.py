@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,34 @@ def test_entropy_metric_is_the_batch_entropy_whatever_the_micro_batches(model_di
     four = TorchTrainer(make_config(**{"trainer.micro_batch_size": 1}), model_dir, total_steps=4).train_step(data)["entropy"]
     assert one == pytest.approx(expected.item(), rel=1e-5)
     assert four == pytest.approx(one, rel=1e-5)
+
+
+def test_kl_penalty_lowers_the_reward_as_the_policy_leaves_its_start_and_its_coefficient_resumes(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    """algorithm.kl_penalty_fn on the real model: the reference is the model the trainer started from, so the
+    first step's KL is 0; after a few steps away from it the penalty lowers the rewards. The adaptive
+    coefficient moves, is written to trainer_state.json, and a resumed trainer goes on with it."""
+    config = make_config(**{"algorithm.kl_penalty_fn": "k3", "algorithm.kl_penalty_fn_args": {
+        "kl_coef": 0.05, "adaptive": True, "target_kl": 0.001, "horizon": 10}})
+    trainer = TorchTrainer(config, model_dir, total_steps=8)
+    assert trainer.reference is not None and trainer.reward_kl is not None
+    steps = []
+    for step in range(1, 5):
+        data = batch([1.0, 0.0, 1.0, 0.0], step)
+        # rollout logprobs as an engine serving the current weights would give them
+        data = [replace(e, logprobs=lp) for e, lp in zip(data, trainer.logprobs(data), strict=True)]
+        steps.append(trainer.train_step(data))
+    assert steps[0]["kl_penalty"] == pytest.approx(0.0, abs=1e-5)
+    assert steps[0]["reward_after_kl"] == pytest.approx(steps[0]["reward_before_kl"], abs=1e-4)
+    assert steps[-1]["kl_penalty"] > 1e-4
+    assert steps[-1]["reward_after_kl"] < steps[-1]["reward_before_kl"]
+    coefs = [m["kl_penalty_coef"] for m in steps]
+    assert coefs[0] == 0.05 and coefs[-1] != coefs[0]  # the controller moved it
+
+    trainer.save_checkpoint(tmp_path / "ckpt")
+    saved = json.loads((tmp_path / "ckpt" / "trainer_state.json").read_text())
+    assert saved["reward_kl"] == {"kl_coef": pytest.approx(trainer.reward_kl.controller.kl_coef)}
+    resumed = TorchTrainer(config, model_dir, total_steps=8)
+    resumed.load_checkpoint(tmp_path / "ckpt")
+    assert resumed.reward_kl.controller.kl_coef == trainer.reward_kl.controller.kl_coef != 0.05

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -337,6 +338,42 @@ def test_dapo_imports_with_clip_higher_token_mean_and_no_kl():
     assert alg.policy_loss_fn_args["clip_range_low"] == 0.2 and alg.policy_loss_fn_args["clip_range_high"] == 0.28
     assert alg.policy_loss_fn_args["loss_agg_mode"] == "token-mean"
     assert config.derived["algorithm.policy_loss_fn_args.clip_range_high"] == "preset of algorithm_type 'dapo'"
+
+
+def test_dapo_imports_with_math_dapo_reward_and_its_overlong_penalty():
+    config, unsupported = import_trinity(FIXTURES / "dapo.yaml")
+    ts = config.buffer.explorer_input.taskset
+    assert unsupported == [] and ts.default_reward_fn_type == "math_dapo_reward"
+    assert ts.reward_fn_args == {"enable_overlong_penalty": True, "penalty_factor": 1.0, "max_response_length": 3072,
+                                 "cache_length": 1024}
+
+
+@pytest.mark.parametrize(("args", "field", "message"), [
+    ({"enable_overlong_penalty": True, "penalty_factor": 1.0}, "cache_length", "needs penalty_factor, cache_length"),
+    ({"enable_overlong_penalty": True, "penalty_factor": 1.0, "cache_length": 4096}, "cache_length",
+     "below max_response_length (3072)"),
+])
+def test_math_dapo_reward_arguments_are_checked_before_anything_runs(tmp_path, args, field, message):
+    data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "dapo.yaml"))
+    data["buffer"]["explorer_input"]["taskset"]["reward_fn_args"] = args
+    path = tmp_path / "dapo.yaml"
+    path.write_text(OmegaConf.to_yaml(data))
+    with pytest.raises((ValidationError, ValueError), match=re.escape(message)) as info:
+        import_trinity(path)
+    assert f"buffer.explorer_input.taskset.reward_fn_args.{field}" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["format_reward", "countdown_reward", "rm_gallery_reward",
+                                  "trajectory_accuracy_grader_reward", "openjudge_multi_grader_reward"])
+def test_trinity_reward_functions_no_workflow_honours_are_refused_by_name(tmp_path, name):
+    data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "dapo.yaml"))
+    data["buffer"]["explorer_input"]["default_reward_fn_type"] = name
+    path = tmp_path / "dapo.yaml"
+    path.write_text(OmegaConf.to_yaml(data))
+    config, unsupported = import_trinity(path)  # left out of the config, and said why
+    assert any(u.startswith("buffer.explorer_input.default_reward_fn_type: Trinity's " + repr(name)) for u in unsupported), \
+        unsupported
+    assert config.buffer.explorer_input.taskset.default_reward_fn_type is None
 
 
 def test_dapo_preset_arguments_yield_to_the_users(tmp_path):

@@ -193,3 +193,22 @@ def test_verl_actor_overrides_mirror_our_settings() -> None:
         "kl_loss_coef": 0.01,
         "entropy_coeff": 0.001,
     }
+
+
+def test_a_kl_penalty_alone_builds_the_reference_engine_from_ref_model_path(model_dir: Path, tmp_path: Path) -> None:
+    """kl_penalty_fn needs the reference's log-probs (backends/verl/trainer.py asks for them) with no KL loss;
+    model.ref_model_path loads another model as the reference."""
+    import shutil
+
+    other = tmp_path / "reference"
+    shutil.copytree(model_dir, other, ignore=shutil.ignore_patterns("*.safetensors"))
+    config = verl_config(**{"algorithm.kl_loss_fn": "none", "algorithm.kl_loss_fn_args": {"kl_coef": 0.0},
+                            "algorithm.kl_penalty_fn": "low_var_kl", "algorithm.kl_penalty_fn_args": {"kl_coef": 0.01},
+                            "model.ref_model_path": str(other)})
+    tree = verl_tree(config, model_dir, total_steps=4, use_gpu=False)
+    assert worker_configs(tree).ref is None  # no KL loss and no reference asked for
+    configs = worker_configs(tree, reference=True, ref_model_path=str(other))
+    assert not configs.use_kl_loss and configs.ref is not None
+    assert configs.ref.model_config.path == str(other) and configs.actor.model_config.path == str(model_dir)
+    with pytest.raises(ValidationError, match="model.ref_model_path"):
+        verl_config(**{"model.ref_model_path": str(other), "model.lora_configs": [{"lora_rank": 8}]})

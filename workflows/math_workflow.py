@@ -19,6 +19,17 @@ reward_fn_args of the taskset:
   format_score (float, default 0.1)    the bonus for a \\boxed{} answer
   require_boxed (bool, default False)  when True, an answer outside \\boxed{} scores no accuracy;
                                        when False the last number/expression of the response counts
+
+The taskset's default_reward_fn_type picks among Trinity's reward functions this scoring stands for:
+  math_boxed_reward (or none)  the reward above
+  math_reward                  the same (its <think>/<answer> format bonus is not given; validation warns)
+  accuracy_reward              accuracy only (math-verify, the boxed answer first), no format bonus
+  math_dapo_reward             DAPO's: accuracy of the \\boxed{} answer (1 or 0) + the overlong penalty, whose
+                               reward_fn_args are Trinity's: enable_overlong_penalty (default False),
+                               penalty_factor, cache_length, max_response_length (default: the rollout's
+                               max_tokens). With L = max_response_length and C = cache_length, a response of
+                               n tokens gets 0 up to L − C, then (L − C − n) / C × penalty_factor, and
+                               −penalty_factor beyond L (`overlong_penalty`).
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ from typing import Any
 from math_verify import parse, verify
 
 from buffer.experience import Experience
+from schemas.rewards import dapo_overlong_args
 from workflows.base import Workflow, register_workflow
 from workflows.render import Messages
 
@@ -40,9 +52,9 @@ DEFAULT_SYSTEM_PROMPT = (
     "Put the final answer, a number only, in \\boxed{}, e.g. \\boxed{42}."
 )
 DEFAULT_FORMAT_SCORE = 0.1
-# Trinity's reward functions this workflow's scoring stands for (a taskset's default_reward_fn_type):
-# math_boxed_reward is the same; math_reward's <think>/<answer> format bonus is not given (validation warns).
-REWARD_FNS = ("math_boxed_reward", "math_reward")
+# Trinity's reward functions this workflow's scoring stands for (a taskset's default_reward_fn_type; the
+# module docstring says how each scores).
+REWARD_FNS = ("math_boxed_reward", "math_reward", "accuracy_reward", "math_dapo_reward")
 _MAX_ANSWER_CHARS = 200  # bounds math-verify's work in runner threads, where it cannot time out
 _THOUSANDS_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 # In runner threads math-verify cannot time out (see _timeout_s) and warns so on every call; the answer
@@ -110,8 +122,20 @@ def score_math(
 
 
 def math_reward(breakdown: dict[str, float]) -> float:
-    """The reward of a score_math breakdown: accuracy + the format bonus."""
-    return breakdown["accuracy"] + breakdown["format_bonus"]
+    """The reward of a score_math breakdown: accuracy + the format bonus (+ the overlong penalty of DAPO's)."""
+    return breakdown["accuracy"] + breakdown["format_bonus"] + breakdown.get("overlong_penalty", 0.0)
+
+
+def overlong_penalty(length: int, max_length: int, cache_length: int, penalty_factor: float) -> float:
+    """DAPO's soft overlong punishment of a response of `length` tokens: 0 up to max_length − cache_length,
+    then falling linearly to −penalty_factor at max_length, and −penalty_factor beyond it."""
+    expected = max_length - cache_length
+    if length <= expected:
+        return 0.0
+    if length > max_length:
+        return -penalty_factor
+    return (expected - length) / cache_length * penalty_factor
+
 
 
 @register_workflow("math_workflow")
@@ -154,8 +178,11 @@ class MathWorkflow(Workflow):
             )
         gold = gold_answer(str(self.task.raw[fmt.response_key]))
         args = self.task.reward_fn_args or {}
-        format_score = float(args.get("format_score", DEFAULT_FORMAT_SCORE))
-        require_boxed = bool(args.get("require_boxed", False))
+        kind = self.task.reward_fn_type
+        format_score = 0.0 if kind in ("accuracy_reward", "math_dapo_reward") else float(
+            args.get("format_score", DEFAULT_FORMAT_SCORE))
+        require_boxed = kind == "math_dapo_reward" or bool(args.get("require_boxed", False))
+        overlong = dapo_overlong_args(args, self.sampling_settings().max_tokens) if kind == "math_dapo_reward" else None
 
         messages = self.messages()
         experiences = []
@@ -163,6 +190,8 @@ class MathWorkflow(Workflow):
             breakdown = score_math(
                 sample.text, gold, format_score=format_score, require_boxed=require_boxed
             )
+            if overlong is not None:
+                breakdown["overlong_penalty"] = overlong_penalty(len(sample.response_token_ids), *overlong)
             experiences.append(
                 self.make_experience(
                     sample,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from algorithms.advantage.base import ADVANTAGE_FNS, register_advantage_fn
-from algorithms.registry import import_submodules, is_off
+from algorithms.registry import import_submodules
 
 if TYPE_CHECKING:
     import torch
@@ -17,7 +17,9 @@ import_submodules(__name__, __path__)
 def compute_advantages(
     algorithm, rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor
 ) -> torch.Tensor:
-    """Per-token advantages [B, T] from one scalar reward per sequence, grouped by ``group_ids``."""
+    """Per-token advantages [B, T] from one scalar reward per sequence, grouped by ``group_ids``. A KL
+    penalty in the reward (algorithm.kl_penalty_fn) is applied before this, where the reference model's
+    log-probs are (algorithms/kl_penalty.py, on the trainer)."""
     import torch
 
     rewards = torch.as_tensor(rewards, dtype=torch.float32)
@@ -25,12 +27,6 @@ def compute_advantages(
         raise ValueError(
             f"compute_advantages: rewards {tuple(rewards.shape)}, group_ids ({len(group_ids)}) and "
             f"response_mask {tuple(response_mask.shape)} must agree on the batch size"
-        )
-    kl_penalty_fn = getattr(algorithm, "kl_penalty_fn", None)
-    if not is_off(kl_penalty_fn):
-        raise ValueError(
-            f"algorithm.kl_penalty_fn: {kl_penalty_fn!r} (KL in the reward) is not supported yet; "
-            "use kl_loss_fn for a KL term in the loss"
         )
     name = algorithm.advantage_fn
     fn = ADVANTAGE_FNS.lookup(name)

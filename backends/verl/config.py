@@ -229,9 +229,12 @@ class WorkerConfigs:
     is_lora: bool
 
 
-def worker_configs(tree: DictConfig, sft: bool = False) -> WorkerConfigs:
+def worker_configs(
+    tree: DictConfig, sft: bool = False, reference: bool | None = None, ref_model_path: str | None = None
+) -> WorkerConfigs:
     """The `actor_rollout_ref` subtree as engine configs (verl/workers/engine_workers.py:538-647);
-    the loss is veRL's ppo_loss, or its sft loss when `sft`."""
+    the loss is veRL's ppo_loss, or its sft loss when `sft`. A reference engine is built when `reference`
+    (None: when the KL loss is on), from `ref_model_path` (None: the actor's starting model)."""
     from omegaconf import OmegaConf, open_dict
     from verl.utils.config import omega_conf_to_dataclass
     from verl.workers.config import TrainingWorkerConfig
@@ -243,8 +246,8 @@ def worker_configs(tree: DictConfig, sft: bool = False) -> WorkerConfigs:
     model_config = omega_conf_to_dataclass(arr.model)
     actor = omega_conf_to_dataclass(arr.actor)
     actor.model_config = model_config
-    def worker(role: Any) -> TrainingWorkerConfig:  # the actor and the reference: same model, own engine
-        return TrainingWorkerConfig(model_type="language_model", model_config=model_config,
+    def worker(role: Any, model: Any = model_config) -> TrainingWorkerConfig:  # the actor's model unless given
+        return TrainingWorkerConfig(model_type="language_model", model_config=model,
                                     engine_config=role.engine, optimizer_config=role.optim,
                                     checkpoint_config=role.checkpoint)
 
@@ -261,7 +264,9 @@ def worker_configs(tree: DictConfig, sft: bool = False) -> WorkerConfigs:
 
     is_lora = model_config.lora_rank > 0
     ref_worker = None
-    if actor.use_kl_loss and not is_lora:  # LoRA: the base model is the actor with its adapter off
+    if reference is None:
+        reference = bool(actor.use_kl_loss)
+    if reference and not is_lora:  # LoRA: the base model is the actor with its adapter off
         ref_tree = OmegaConf.create(OmegaConf.to_container(arr.ref, resolve=True))
         with open_dict(ref_tree):  # the renames of engine_workers.py:545-553
             ref_tree.ppo_mini_batch_size = arr.actor.ppo_mini_batch_size
@@ -271,7 +276,9 @@ def worker_configs(tree: DictConfig, sft: bool = False) -> WorkerConfigs:
             ref_tree.ppo_max_token_len_per_gpu = ref_tree.pop("log_prob_max_token_len_per_gpu", None)
         ref = omega_conf_to_dataclass(ref_tree)
         ref.model_config = model_config
-        ref_worker = worker(ref)
+        if ref_model_path:  # model.ref_model_path: another model than the actor's start
+            ref.model_config = omega_conf_to_dataclass(OmegaConf.merge(arr.model, {"path": ref_model_path}))
+        ref_worker = worker(ref, ref.model_config)
         ref_engine = ref_worker.engine_config
         ref_engine.use_dynamic_bsz = ref.use_dynamic_bsz
         ref_engine.infer_max_token_len_per_gpu = ref.ppo_max_token_len_per_gpu

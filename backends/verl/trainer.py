@@ -17,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+import algorithms
+from backends.reward_kl import STATE_KEY, RewardKL
 from backends.trainer import TrainerBackend, TrainerDevices
 from backends.verl import batch as vb
 from backends.verl import cpu
 from backends.verl.config import is_sft, verl_tree, worker_configs
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
+from checkpointing.models import resolve_model_path
 from checkpointing.safe_load import check_folder
 
 if TYPE_CHECKING:
@@ -45,7 +48,11 @@ class VerlTrainer(TrainerBackend):
         self.use_gpu = devices.gpus > 0
         self.num_workers = devices.gpus if self.use_gpu else self.settings.cpu_workers
         self.tree = verl_tree(config, model_dir, total_steps, self.use_gpu)
-        self.configs = worker_configs(self.tree, sft=is_sft(config))
+        ref_path = config.model.ref_model_path
+        self.configs = worker_configs(self.tree, sft=is_sft(config),
+                                      reference=algorithms.needs_reference_model(config.algorithm) and not is_sft(config),
+                                      ref_model_path=str(resolve_model_path(ref_path)) if ref_path else None)
+        self.reward_kl = RewardKL.for_algorithm(config.algorithm)  # algorithm.kl_penalty_fn
         self.temperature = float(self.tree.actor_rollout_ref.rollout.temperature)
         tokenizer = self.configs.actor.model_config.tokenizer
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -109,6 +116,9 @@ class VerlTrainer(TrainerBackend):
         from verl.utils import tensordict_utils as tu
 
         started = time.perf_counter()
+        kl_metrics: dict[str, float] = {}
+        if self.reward_kl is not None:  # before the step: the reference scores the batch, advantages re-made
+            batch, kl_metrics = self.reward_kl.apply(batch, self.reference_logprobs)
         rows = vb.padded(vb.with_advantage(batch), self._rows_multiple())
         ref = None
         if self.configs.use_kl_loss:
@@ -131,6 +141,7 @@ class VerlTrainer(TrainerBackend):
         tokens = sum(len(e.prompt_token_ids) + len(e.response_token_ids) for e in rows)
         return {
             **metrics,
+            **kl_metrics,
             "train_tokens": float(tokens),
             "train_tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
             "response_length": float(np.mean([len(e.response_token_ids) for e in batch])),
@@ -140,6 +151,13 @@ class VerlTrainer(TrainerBackend):
     def logprobs(self, batch: list[Experience]) -> list[list[float]]:
         rows = vb.padded(vb.with_advantage(batch), self._rows_multiple())
         token_logprobs = self._logprobs(rows, self.workers.compute_log_prob)
+        return [token_logprobs[i, : len(e.response_token_ids)].tolist() for i, e in enumerate(batch)]
+
+    def reference_logprobs(self, batch: list[Experience]) -> list[list[float]]:
+        """Logprob of each response token under the reference model (its engine, or with LoRA the actor
+        with the adapter off)."""
+        rows = vb.padded(vb.with_advantage(batch), self._rows_multiple())
+        token_logprobs = self._logprobs(rows, self.workers.compute_ref_log_prob)
         return [token_logprobs[i, : len(e.response_token_ids)].tolist() for i, e in enumerate(batch)]
 
     def publish_weights(self, version: int, folder: Path | None) -> WeightsHandle:
@@ -157,6 +175,8 @@ class VerlTrainer(TrainerBackend):
         path.mkdir(parents=True, exist_ok=True)
         self.workers.save_checkpoint(str(path), self._step)
         state = {"format": "verl-fsdp", "global_step": self._step, "world_size": self.num_workers}
+        if self.reward_kl is not None:  # the KL penalty's (adaptive) coefficient
+            state[STATE_KEY] = self.reward_kl.state_dict()
         (path / STATE_FILE).write_text(json.dumps(state, indent=2))
 
     def load_checkpoint(self, path: Path) -> None:
@@ -170,6 +190,8 @@ class VerlTrainer(TrainerBackend):
         check_folder(path)  # veRL's manager unpickles fully: only files that load weights-only reach it
         self.workers.load_checkpoint(str(path))
         self._step = int(state["global_step"])
+        if self.reward_kl is not None:
+            self.reward_kl.load_state_dict(state.get(STATE_KEY))
 
     # -- internals ------------------------------------------------------------------------------
 

@@ -1,0 +1,32 @@
+"""Arguments of the reward functions workflows score with (Trinity's names), checked at validation
+(schemas/rules.py) and read by the workflows (workflows/math_workflow.py) with the same function."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RewardArgsError(ValueError):
+    """A reward_fn_args entry that is missing or wrong: `key` names it (below reward_fn_args)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"reward_fn_args.{key}: {message}")
+        self.key, self.message = key, message
+
+
+def dapo_overlong_args(args: dict[str, Any], max_tokens: int | None) -> tuple[int, int, float] | None:
+    """(max_response_length, cache_length, penalty_factor) of math_dapo_reward's reward_fn_args when
+    enable_overlong_penalty is on (Trinity's names), else None. max_response_length defaults to the
+    rollout's max_tokens."""
+    if not args.get("enable_overlong_penalty"):
+        return None
+    max_length = args.get("max_response_length", max_tokens)
+    for key, value in (("penalty_factor", args.get("penalty_factor")), ("cache_length", args.get("cache_length")),
+                       ("max_response_length", max_length)):
+        if value is None:
+            raise RewardArgsError(key, "math_dapo_reward's enable_overlong_penalty needs penalty_factor, cache_length "
+                                       "and max_response_length (default: the rollout's max_tokens)")
+    max_length, cache = int(max_length), int(args["cache_length"])
+    if not 0 < cache < max_length:
+        raise RewardArgsError("cache_length", f"{cache} must be > 0 and below max_response_length ({max_length})")
+    return max_length, cache, float(args["penalty_factor"])
