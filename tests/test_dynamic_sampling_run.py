@@ -1,5 +1,5 @@
-"""Dynamic sampling in whole runs (the `hello` recipe on the torch trainer and vLLM CPU, 8-token answers):
-all-equal groups are dropped and the step is filled from more taskset batches, in turns and overlapped; a
+"""Dynamic sampling in whole runs (the `hello` recipe on the torch trainer, or veRL, and vLLM CPU, 8-token
+answers): all-equal groups are dropped and the step is filled from more taskset batches, in turns and overlapped; a
 run killed in the middle of a step and run again trains every experience once and loses none.
 
 The taskset is written so that which groups are all-equal is known: a row whose target shares no character
@@ -99,10 +99,12 @@ def expected() -> dict[int, dict[str, set[int]]]:
     return {k: {"kept": set(KEPT[k]), "dropped": set(TASKS[k]) - set(KEPT[k])} for k in TASKS}
 
 
-def test_a_run_in_turns_drops_all_equal_groups_and_fills_every_step(tmp_path: Path) -> None:
+@pytest.mark.parametrize("trainer_type", ["torch", pytest.param("verl", marks=pytest.mark.full)])
+def test_a_run_in_turns_drops_all_equal_groups_and_fills_every_step(tmp_path: Path, trainer_type: str) -> None:
+    """The explore side does it all, so every trainer backend gets it (veRL: scripts/test.sh --full)."""
     from flows.rft import rft
 
-    config = load_recipe("hello").with_overrides(overrides(tmp_path, "ds-turns"))
+    config = load_recipe("hello").with_overrides(overrides(tmp_path, f"ds-{trainer_type}") | {"trainer.trainer_type": trainer_type})
     outcome = rft(config=config)[config.name]
     assert outcome["steps"] == 3
     assert check_the_record(config) == expected()
