@@ -11,6 +11,12 @@ On resume from a checkpoint taken at train step K, `restore_read_position` un-ma
 An experience too stale to train on (older weights than the sample strategy's `max_staleness` allows)
 is `mark_skipped` instead: accounted for, never trained, never handed out again.
 
+Dynamic sampling (buffer/dynamic_sampling.py) `put`s the groups it dropped with the ones it kept, in the
+same transaction, marked dropped by their explore step: recorded, never trained, never handed out, and
+never un-marked by a resume (the explore side wrote them once and for all). The same transaction records
+how many taskset batches the step read, so the next step (and a retried one) reads on from the right
+place (`taskset_batches_before`).
+
 Several processes may open the same file (WAL mode; writers serialise on SQLite's lock). One
 consumer at a time is assumed: two trainers calling `take` would get the same experiences.
 """
@@ -42,7 +48,12 @@ CREATE TABLE IF NOT EXISTS experiences (
     created_at    REAL NOT NULL,
     train_step    INTEGER,                            -- NULL until trained
     data          TEXT NOT NULL,                      -- the whole Experience as JSON
-    skipped_step  INTEGER                             -- the train step that left it out as too stale
+    skipped_step  INTEGER,                            -- the train step that left it out as too stale
+    dropped_step  INTEGER                             -- the explore step whose dynamic sampling dropped it
+);
+CREATE TABLE IF NOT EXISTS explore_rounds (
+    explore_step  INTEGER PRIMARY KEY,
+    batches       INTEGER NOT NULL                    -- taskset batches the step read (dynamic sampling)
 );
 CREATE INDEX IF NOT EXISTS experiences_untrained ON experiences (seq) WHERE train_step IS NULL;
 CREATE INDEX IF NOT EXISTS experiences_train_step ON experiences (train_step);
@@ -78,6 +89,8 @@ class ExperienceStore:
             columns = {row[1] for row in self._conn.execute("PRAGMA table_info(experiences)")}
             if "skipped_step" not in columns:  # a buffer written before staleness was tracked
                 self._conn.execute("ALTER TABLE experiences ADD COLUMN skipped_step INTEGER")
+            if "dropped_step" not in columns:  # ... or before dynamic sampling
+                self._conn.execute("ALTER TABLE experiences ADD COLUMN dropped_step INTEGER")
 
     @classmethod
     def for_experiment(cls, experiment_dir: str | Path) -> ExperienceStore:
@@ -114,17 +127,21 @@ class ExperienceStore:
 
     # -- producer side -----------------------------------------------------------------------------
 
-    def put(self, experiences: Iterable[Experience]) -> int:
-        """Persist experiences (all or none); returns how many. A duplicate eid is an error."""
+    def put(self, experiences: Iterable[Experience], *, dropped: Iterable[Experience] = (),
+            batches: tuple[int, int] | None = None) -> int:
+        """Persist experiences (all or none) and, in the same transaction, those dynamic sampling `dropped`
+        (marked dropped by their explore step) and `batches` = (explore step, taskset batches it read);
+        returns how many were stored. A duplicate eid is an error."""
         now = time.time()
         rows = [
             (
                 e.eid, e.task_id, e.group_id, e.explore_step, e.model_version, float(e.reward), now,
-                json.dumps(asdict(e)),
+                json.dumps(asdict(e)), e.explore_step if is_dropped else None,
             )
-            for e in experiences
+            for is_dropped, group in ((False, experiences), (True, dropped))
+            for e in group
         ]
-        if not rows:
+        if not rows and batches is None:
             return 0
 
         eids = [r[0] for r in rows]
@@ -141,9 +158,11 @@ class ExperienceStore:
                 raise ValueError(f"{self.path}: experience eid '{stored[0]}' is already stored")
             conn.executemany(
                 "INSERT INTO experiences (eid, task_id, group_id, explore_step, model_version,"
-                " reward, created_at, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " reward, created_at, data, dropped_step) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
+            if batches is not None:  # a step that stored nothing is explored again, from the same place
+                conn.execute("INSERT OR REPLACE INTO explore_rounds (explore_step, batches) VALUES (?, ?)", batches)
             return len(rows)
 
         return self._write(insert)
@@ -165,7 +184,7 @@ class ExperienceStore:
         while self.count_untrained() < n and time.monotonic() < deadline:
             time.sleep(poll_s)
         rows = self._query(
-            "SELECT data FROM experiences WHERE train_step IS NULL AND skipped_step IS NULL "
+            "SELECT data FROM experiences WHERE train_step IS NULL AND skipped_step IS NULL AND dropped_step IS NULL "
             f"ORDER BY {ORDERS[order]} LIMIT ?", (n,)
         )
         return [Experience(**json.loads(data)) for (data,) in rows]
@@ -215,12 +234,12 @@ class ExperienceStore:
             placeholders = ",".join("?" * len(eids))
             cur = conn.execute(
                 f"UPDATE experiences SET skipped_step = ? WHERE eid IN ({placeholders})"
-                " AND train_step IS NULL AND skipped_step IS NULL",
+                " AND train_step IS NULL AND skipped_step IS NULL AND dropped_step IS NULL",
                 [train_step, *eids],
             )
             if cur.rowcount != len(eids):
                 raise ValueError(f"{self.path}: {len(eids) - cur.rowcount} of the experiences to skip are unknown, "
-                                 "trained or skipped already")
+                                 "trained, skipped or dropped already")
 
         self._write(mark)
 
@@ -229,7 +248,7 @@ class ExperienceStore:
         `train_step`; returns how many."""
         return self._write(lambda conn: conn.execute(
             "UPDATE experiences SET skipped_step = ? WHERE train_step IS NULL AND skipped_step IS NULL"
-            " AND model_version < ?", (train_step, min_version)).rowcount)
+            " AND dropped_step IS NULL AND model_version < ?", (train_step, min_version)).rowcount)
 
     # -- resumption --------------------------------------------------------------------------------
 
@@ -285,6 +304,7 @@ class ExperienceStore:
                     f"{self.path}: {trained} experiences of explore steps after {explore_step} "
                     "are already trained; restore the read position first"
                 )
+            conn.execute("DELETE FROM explore_rounds WHERE explore_step > ?", (explore_step,))
             return conn.execute(
                 "DELETE FROM experiences WHERE explore_step > ?", (explore_step,)
             ).rowcount
@@ -298,8 +318,8 @@ class ExperienceStore:
 
     def count_untrained(self) -> int:
         """Experiences neither trained nor skipped: what the trainer has still to take."""
-        return int(self._query(
-            "SELECT COUNT(*) FROM experiences WHERE train_step IS NULL AND skipped_step IS NULL")[0][0])
+        return int(self._query("SELECT COUNT(*) FROM experiences WHERE train_step IS NULL AND skipped_step IS NULL"
+                               " AND dropped_step IS NULL")[0][0])
 
     def versions(self) -> list[tuple[int, int, int | None]]:
         """(explore step, model version it was sampled with, train step or None) of every experience."""
@@ -309,6 +329,18 @@ class ExperienceStore:
         """eid → the train step that skipped it as too stale."""
         return dict(self._query(
             "SELECT eid, skipped_step FROM experiences WHERE skipped_step IS NOT NULL ORDER BY seq"))
+
+    def dropped_eids(self) -> dict[str, int]:
+        """eid → the explore step whose dynamic sampling dropped it."""
+        return dict(self._query(
+            "SELECT eid, dropped_step FROM experiences WHERE dropped_step IS NOT NULL ORDER BY seq"))
+
+    def taskset_batches_before(self, explore_step: int) -> int:
+        """Taskset batches the explore steps before `explore_step` read: one each, or what dynamic sampling
+        recorded for it. Where the next step's tasks start, whatever the steps drew."""
+        (extra,), = self._query("SELECT COALESCE(SUM(batches - 1), 0) FROM explore_rounds WHERE explore_step < ?",
+                                (explore_step,))
+        return max(explore_step - 1, 0) + int(extra)
 
     def all_eids(self) -> list[str]:
         """Every stored eid, in insertion order."""

@@ -1,6 +1,6 @@
 """Typed settings of the whole project (pydantic v2). `ExperimentConfig` is the entry point."""
 
-from schemas.algorithm import AlgorithmConfig, OptimizerConfig
+from schemas.algorithm import AlgorithmConfig, FilterGroupsConfig, OptimizerConfig
 from schemas.base import ConfigRuleError, Section
 from schemas.buffer import (
     BufferConfig,
@@ -30,6 +30,7 @@ __all__ = [
     "ExperimentConfig",
     "ExplorerConfig",
     "ExplorerInput",
+    "FilterGroupsConfig",
     "FormatConfig",
     "GenerationConfig",
     "InferenceModelConfig",

@@ -47,6 +47,39 @@ class OptimizerConfig(Section):
         return data
 
 
+# veRL's names for the value whose spread decides (algorithm.filter_groups.metric), and ours.
+FILTER_METRIC_ALIASES = {"score": "reward", "seq_reward": "reward", "seq_final_reward": "reward", "acc": "accuracy"}
+
+
+class FilterGroupsConfig(Section):
+    """DAPO's dynamic sampling (veRL's `algorithm.filter_groups`): a step keeps only groups whose rewards differ,
+    sampling more batches of tasks until `buffer.batch_size` such groups are in (buffer/dynamic_sampling.py)."""
+
+    enable: bool | None = Field(
+        None, description="Drop groups whose responses all got the same metric value and sample more tasks to "
+        "fill the step; None: the preset's value (on for dapo, off for the others)."
+    )
+    metric: Literal["reward", "accuracy"] = Field(
+        "reward", description="The value whose spread within a group decides: reward (what the advantage uses) or "
+        "accuracy (the workflow's reward breakdown). veRL's score, seq_reward, seq_final_reward mean reward; acc "
+        "means accuracy."
+    )
+    max_num_gen_batches: int = Field(
+        4, ge=1, description="Batches of buffer.batch_size tasks an explore step may sample, the first included; "
+        "a step still short of informative groups after them trains on those it has. veRL's 0 (no limit) is refused."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _verl_names(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("metric") in FILTER_METRIC_ALIASES:
+            data = {**data, "metric": FILTER_METRIC_ALIASES[data["metric"]]}
+        if isinstance(data, dict) and isinstance(data.get("max_num_gen_batches"), int) and data["max_num_gen_batches"] < 1:
+            raise ValueError(f"max_num_gen_batches {data['max_num_gen_batches']}: give a bound ≥ 1 (veRL's 0, no "
+                             "limit, would sample forever from a policy whose groups are all equal)")
+        return data
+
+
 class AlgorithmConfig(Section):
     """The RL algorithm. Unset function fields come from the `algorithm_type` preset."""
 
@@ -105,4 +138,8 @@ class AlgorithmConfig(Section):
     )
     entropy_loss_fn_args: dict[str, Any] | None = Field(
         None, description="Arguments of entropy_loss_fn (entropy_coef)."
+    )
+    filter_groups: FilterGroupsConfig = Field(
+        default_factory=FilterGroupsConfig, description="Dynamic sampling (DAPO; veRL's filter_groups): drop groups "
+        "with all-equal rewards and sample more tasks to fill the step."
     )

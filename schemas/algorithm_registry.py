@@ -139,6 +139,7 @@ class AlgorithmPreset:
     compute_advantage_in_trainer: bool = False  # advantages need trainer-side tensors (critic, ref, batch)
     use_critic: bool = False
     needs_rollout: bool = True  # False: learns from a dataset only (sft, dpo)
+    filter_groups: bool = False  # dynamic sampling on (algorithm.filter_groups.enable left unset)
     # Arguments of the preset's functions, filled in under those the user gave ({"policy_loss_fn_args": {...}});
     # applied only while the function is the preset's own.
     args: dict[str, dict[str, object]] = field(default_factory=dict)
@@ -194,9 +195,10 @@ ALGORITHM_PRESETS: dict[str, AlgorithmPreset] = {
     "mix_chord": AlgorithmPreset(_preset(repeat_times=8, advantage_fn="grpo", policy_loss_fn="mix_chord",
                                          sample_strategy="mix", entropy_loss_fn="mix")),
     "cispo": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="grpo", policy_loss_fn="cispo")),
-    # DAPO (Yu et al. 2025): clip-higher (ε_low 0.2, ε_high 0.28), token-level aggregation, no KL term.
+    # DAPO (Yu et al. 2025): clip-higher (ε_low 0.2, ε_high 0.28), token-level aggregation, no KL term,
+    # dynamic sampling.
     "dapo": AlgorithmPreset(
-        _preset(repeat_times=2, advantage_fn="grpo", kl_loss_fn="none"),
+        _preset(repeat_times=2, advantage_fn="grpo", kl_loss_fn="none"), filter_groups=True,
         args={"policy_loss_fn_args": {"clip_range_low": 0.2, "clip_range_high": 0.28, "loss_agg_mode": "token-mean"}},
     ),
     "dpo": AlgorithmPreset(

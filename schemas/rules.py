@@ -142,6 +142,12 @@ def _algorithm(r: Resolver) -> None:
                 "priority_fn 'largest_advantage' splits them (use priority_fn 'newest' or sample_strategy 'default')")
     if alg.repeat_times is None:  # no preset value (cannot happen for built-ins); keep the type promise
         r.derive(alg, "repeat_times", 1, "algorithm.repeat_times", "no preset group size")
+    if alg.filter_groups.enable is None:
+        r.derive(alg.filter_groups, "enable", preset.filter_groups, "algorithm.filter_groups.enable",
+                 f"preset of algorithm_type {alg.algorithm_type!r}")
+    if alg.filter_groups.enable and alg.repeat_times < 2 and r.config.mode in EXPLORING_MODES:
+        r.error("algorithm.filter_groups.enable", "dynamic sampling keeps groups whose rewards differ; with "
+                f"repeat_times {alg.repeat_times} every group has one response and would be dropped (set ≥ 2)")
     if alg.advantage_fn in GROUP_ADVANTAGE_FNS and alg.repeat_times < 2 and r.config.mode in EXPLORING_MODES:
         r.error("algorithm.repeat_times",
                 f"advantage_fn {alg.advantage_fn!r} compares responses within a group; repeat_times must be ≥ 2 "

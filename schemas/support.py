@@ -173,6 +173,10 @@ SUPPORT: dict[str, Entry] = {
     "algorithm.optimizer.betas": per_trainer(),
     "algorithm.optimizer.eps": per_trainer(),
     "algorithm.optimizer.weight_decay": per_trainer(),
+    # dynamic sampling lives on the explore side, so every trainer backend gets it (docs/dapo.md)
+    "algorithm.filter_groups.enable": honoured("tasks/explore.py"),
+    "algorithm.filter_groups.metric": honoured("tasks/explore.py", "buffer/dynamic_sampling.py"),
+    "algorithm.filter_groups.max_num_gen_batches": honoured("tasks/explore.py"),
     # presets: each either trains in tests/test_presets.py or is refused
     "algorithm.algorithm_type[ppo]": refused(NO_CRITIC_PRESET),
     "algorithm.algorithm_type[dpo]": refused("'dpo' (its loss and preference data) is not built; use sft"),

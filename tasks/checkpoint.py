@@ -22,7 +22,8 @@ from tasks.failures import transient_only
 @task(name="save-checkpoint", retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 def save_checkpoint(config: ExperimentConfig, step: int, base_model_dir: str) -> str:
     """global_step_{step}/: trainer state (weights, optimizer, scheduler, RNG) and the buffer's read
-    position (the explorer's position follows from the step); the folder appears only once complete."""
+    position (the explorer's taskset position follows from the buffer: one batch a step, or the batches
+    dynamic sampling recorded); the folder appears only once complete."""
     exp = experiment_dir(config)
     final = layout.step_dir(exp, step)
     if final.exists():  # a retried task after the rename

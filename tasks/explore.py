@@ -7,6 +7,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 import algorithms
+from buffer.dynamic_sampling import FilledStep, fill_step, split_by_variance
 from buffer.experience import Experience
 from buffer.experience_store import ExperienceStore
 from buffer.taskset import TasksetReader, load_taskset
@@ -15,23 +16,59 @@ from schemas import ExperimentConfig
 from tasks.failures import transient_only
 from tasks.rollouts import run_workflows
 from workflows.multi_turn import episode_stats
+from workflows.runner import RunnerResult
 
 
-def taskset_reader(config: ExperimentConfig, step: int) -> TasksetReader:
-    """The training taskset's reader, positioned at the batch of explore step `step`.
+def taskset_reader(config: ExperimentConfig, step: int, batches_before: int | None = None) -> TasksetReader:
+    """The training taskset's reader, positioned at the batch of explore step `step`: after `batches_before`
+    batches (what the earlier steps read, as the experience store records it; default one a step).
 
-    The position is a function of the step alone (batches are deterministic, failed tasks still
-    consume their place), so a resumed run reads exactly what an uninterrupted one would.
+    Batches are deterministic and failed tasks still consume their place, so a resumed or retried step
+    reads exactly what an uninterrupted one would. With dynamic sampling a step may read several batches,
+    and reads on past buffer.total_epochs: the run keeps its planned steps.
     """
     taskset = config.buffer.explorer_input.taskset
     if taskset is None:
         raise ValueError("buffer.explorer_input.taskset: exploring needs a taskset")
-    reader = TasksetReader.for_taskset(
-        load_taskset(taskset), taskset, config.buffer.batch_size, config.buffer.total_epochs
-    )
-    for _ in range(step - 1):
+    epochs = None if config.algorithm.filter_groups.enable else config.buffer.total_epochs
+    reader = TasksetReader.for_taskset(load_taskset(taskset), taskset, config.buffer.batch_size, epochs)
+    for _ in range(step - 1 if batches_before is None else batches_before):
         reader.read()
     return reader
+
+
+def merged(results: list[RunnerResult]) -> RunnerResult:
+    """The rounds of one explore step as one batch (what the step's metrics describe)."""
+    return RunnerResult(
+        experiences=[e for r in results for e in r.experiences], failures=[f for r in results for f in r.failures],
+        num_tasks=sum(r.num_tasks for r in results), seconds=sum(r.seconds for r in results),
+        generate_calls=sum(r.generate_calls for r in results), too_long=[f for r in results for f in r.too_long],
+        retries=sum(r.retries for r in results), timeouts=sum(r.timeouts for r in results),
+    )
+
+
+def sample(config: ExperimentConfig, step: int, batches_before: int) -> tuple[RunnerResult, FilledStep | None]:
+    """Explore step `step`'s rollouts: one batch of tasks, or with algorithm.filter_groups as many as dynamic
+    sampling needs to fill the step (None: it is off). Nothing is written: the caller stores it all at once."""
+    logger = get_run_logger()
+    reader = taskset_reader(config, step, batches_before)
+    repeat = config.algorithm.repeat_times or 1
+    filter_groups = config.algorithm.filter_groups
+    if not filter_groups.enable:
+        return run_workflows(config, reader.read(), step, repeat), None
+    rounds: list[RunnerResult] = []
+
+    def sample_round(index: int) -> list[Experience]:
+        if index:  # live progress: an extra round costs as much as the step did
+            differ = split_by_variance([e for r in rounds for e in r.experiences], filter_groups.metric)[0]
+            logger.info("dynamic sampling: explore step %d, round %d of at most %d (%d groups differ so far, %d wanted)",
+                        step, index + 1, filter_groups.max_num_gen_batches, len({e.group_id for e in differ}),
+                        config.buffer.batch_size)
+        rounds.append(run_workflows(config, reader.read(), step, repeat))
+        return rounds[-1].experiences
+
+    filled = fill_step(sample_round, config.buffer.batch_size, filter_groups.max_num_gen_batches, filter_groups.metric)
+    return merged(rounds), filled
 
 
 def fill_advantages(config: ExperimentConfig, experiences: list[Experience]) -> None:
@@ -47,7 +84,8 @@ def fill_advantages(config: ExperimentConfig, experiences: list[Experience]) -> 
 
 @task(name="explore-step", retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
-    """Roll out `batch_size` tasks × repeat_times on the engines into the experience buffer."""
+    """Roll out `batch_size` tasks × repeat_times on the engines into the experience buffer (with
+    algorithm.filter_groups: the groups whose rewards differ, from as many batches as it takes)."""
     logger = get_run_logger()
     store = ExperienceStore.for_experiment(experiment_dir(config))
     try:
@@ -56,14 +94,21 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
             stats = store.reward_stats(explore_step=step)
             return {"explore/reward_mean": stats["mean"], "explore/reward_std": stats["std"],
                     "explore/experiences": float(stats["count"]), "explore/resumed": 1.0}
-        tasks = taskset_reader(config, step).read()
-        result = run_workflows(config, tasks, step, config.algorithm.repeat_times or 1)
+        batches_before = store.taskset_batches_before(step)
+        result, filled = sample(config, step, batches_before)
         for failure in result.failures:
             logger.warning("task %s failed: %s", failure.task_id, failure.error)
         for skipped in result.too_long:
             logger.warning("%s", skipped.error)
-        fill_advantages(config, result.experiences)
-        store.put(result.experiences)
+        if filled is None:
+            fill_advantages(config, result.experiences)
+            store.put(result.experiences)
+        else:  # kept and dropped at once, with the batches read: a retry neither trains one twice nor loses one
+            fill_advantages(config, filled.kept)
+            fill_advantages(config, filled.dropped)
+            store.put(filled.kept, dropped=filled.dropped, batches=(step, filled.rounds))
+            logger.info("explore step %d: %d groups kept, %d dropped as all-equal, %d round(s)", step,
+                        len({e.group_id for e in filled.kept}), filled.groups_dropped, filled.rounds)
     finally:
         store.close()
     stats = result.stats
@@ -89,4 +134,5 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         "explore/tokens_prompt": float(sum(len(e.prompt_token_ids) for e in result.experiences)),
         "time/explore_s": stats["seconds"],
         **{f"explore/{k}": v for k, v in episode_stats(result.experiences).items()},  # multi-turn workflows
+        **(filled.metrics() if filled is not None else {}),
     }

@@ -202,7 +202,7 @@ def test_stale_experiences_are_skipped_accounted_and_restored(store):
     store.mark_skipped(["e1", "e2"], train_step=2)  # too stale for step 2: never trained, never taken
     assert [e.eid for e in store.take(4)] == ["e3"] and store.count_untrained() == 1
     assert store.skipped_eids() == {"e1": 2, "e2": 2}
-    with pytest.raises(ValueError, match="unknown, trained or skipped already"):
+    with pytest.raises(ValueError, match="unknown, trained, skipped or dropped already"):
         store.mark_skipped(["e1"], train_step=3)
     assert store.read_position() == {"train_step": 1, "trained": 1, "skipped": 2}
     assert store.restore_read_position(checkpoint) == 2  # the lost step 2 decides again

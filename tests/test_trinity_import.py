@@ -338,6 +338,7 @@ def test_dapo_imports_with_clip_higher_token_mean_and_no_kl():
     assert alg.policy_loss_fn_args["clip_range_low"] == 0.2 and alg.policy_loss_fn_args["clip_range_high"] == 0.28
     assert alg.policy_loss_fn_args["loss_agg_mode"] == "token-mean"
     assert config.derived["algorithm.policy_loss_fn_args.clip_range_high"] == "preset of algorithm_type 'dapo'"
+    assert alg.filter_groups.enable and config.derived["algorithm.filter_groups.enable"] == "preset of algorithm_type 'dapo'"
 
 
 def test_dapo_imports_with_math_dapo_reward_and_its_overlong_penalty():
