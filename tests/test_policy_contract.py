@@ -1,6 +1,8 @@
 """The backend contract against the local policy (vLLM CPU engines + the torch trainer on Ray), two
 stage flows of one experiment running at once under a parent flow, and a crashed engine revived with
-the weights it served. One module-scoped policy serves every test (each engine and trainer start costs)."""
+the weights it served. One module-scoped policy serves every test (each engine and trainer start costs).
+The veRL trainer runs the same contract in tests/test_verl_trainer.py, on the policy that module starts
+anyway (two FSDP ranks, weights pushed over gloo): a second veRL start here would cost minutes and add nothing."""
 
 from __future__ import annotations
 
