@@ -174,6 +174,30 @@ def _check_engines_alive(actors: Sequence[Any], timeout_s: float | None) -> None
         raise RuntimeError(f"cannot push weights: rollout engine(s) {', '.join(dead)} do not answer")
 
 
+def _check_engines_alive_on_every_rank(actors: Sequence[Any], timeout_s: float | None, rank: int) -> None:
+    """The sender checks the engines and tells the other trainer ranks (a broadcast over the trainer's
+    own group), so that all stop before their first gather when one is dead: a non-sender left in the
+    gathers would wait for the sender until sync_timeout. The others must not ask the engines
+    themselves: an engine serves one call at a time, and a question queued behind the sender's
+    update_weights (which waits for the gathers) would never be answered."""
+    import torch
+    import torch.distributed as dist
+
+    error = None
+    if rank == 0:
+        try:
+            _check_engines_alive(actors, timeout_s)
+        except RuntimeError as err:
+            error = err
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        failed = torch.tensor([1 if error else 0], dtype=torch.int32)  # on CPU: the group's gloo side
+        dist.broadcast(failed, src=0)
+        if failed.item() and error is None:
+            raise RuntimeError(f"cannot push weights: trainer rank 0 found rollout engine(s) that do not answer (rank {rank} stops too)")
+    if error is not None:
+        raise error
+
+
 class TimedEngineClient:
     """vLLM's RayVLLMWeightSyncClient with every call bounded by `timeout_s` and a clear error when an
     engine actor is gone (that client waits forever)."""
@@ -313,9 +337,7 @@ class MemoryTransport(WeightTransport):
         backend = self.transfer_backend
         actors = list(engine_actors)
         key = (backend, tuple(_actor_id(a) for a in actors), rank)
-        # every rank checks, before its first collective: were only the sender to fail here, the other
-        # ranks would wait in the gathers for it until sync_timeout, their group left mid-collective
-        _check_engines_alive(actors, self.timeout_s)
+        _check_engines_alive_on_every_rank(actors, self.timeout_s, rank)
         try:
             if key not in _TRAINER_ENGINES:  # the rendezvous (an NCCL group) is made once, then reused
                 client = TimedEngineClient(actors, self.timeout_s)
