@@ -216,8 +216,9 @@ def _synchronizer(r: Resolver) -> None:
                 f" ({dropped.split('dropped ', 1)[-1].split(':')[0]} dropped)" if "dropped" in dropped else "")
         elif uses_lora:
             reason = "model.lora_configs is set (adapters are loaded from checkpoints)"
-        elif c.cluster.gpu_per_node == 0:
-            reason = "cluster.gpu_per_node is 0 (NCCL needs GPUs)"
+        elif c.cluster.gpu_per_node == 0 and not s.is_set("sync_method"):
+            # on CPU one node's engines load fastest from /dev/shm; an explicit nccl broadcasts over gloo
+            reason = "cluster.gpu_per_node is 0 (no NCCL: memory, or an explicit nccl broadcasts over gloo)"
         if reason:
             if s.is_set("sync_method"):
                 r.error("synchronizer.sync_method", f"'nccl' cannot be used: {reason}; use checkpoint"

@@ -15,7 +15,8 @@ class SynchronizerConfig(Section):
 
     sync_method: Literal["nccl", "checkpoint", "memory"] = Field(
         "nccl",
-        description="nccl: broadcast over NCCL (GPUs); checkpoint: engines load the saved checkpoint; memory: "
+        description="nccl: trainer rank 0 broadcasts into the running engines, over NCCL on GPUs and gloo on CPU; "
+        "checkpoint: engines load the saved checkpoint; memory: "
         "the trainer writes safetensors into the engines' model folder and they reload (CPU, one node). "
         "Trinity aliases: online → nccl, offline → checkpoint.",
     )

@@ -1,6 +1,9 @@
-"""The backend contract against the local policy (vLLM CPU engines + the torch trainer on Ray), two
+"""The backend contract against the local policy (vLLM CPU engines + the torch trainer on Ray, weights
+pushed into the engines over gloo), two
 stage flows of one experiment running at once under a parent flow, and a crashed engine revived with
-the weights it served. One module-scoped policy serves every test (each engine and trainer start costs)."""
+the weights it served. One module-scoped policy serves every test (each engine and trainer start costs).
+The veRL trainer runs the same contract in tests/test_verl_trainer.py, on the policy that module starts
+anyway (two FSDP ranks, weights pushed over gloo): a second veRL start here would cost minutes and add nothing."""
 
 from __future__ import annotations
 
@@ -50,6 +53,10 @@ def local(module_tmp_path: Path) -> Iterator[tuple[ExperimentConfig, Policy]]:
         "cluster.ray_address": "local",
         "algorithm.optimizer.lr": 1e-4,  # the contract trains toward a target answer in a few steps
         "algorithm.optimizer.weight_decay": 0.0,
+        # the trainer pushes its tensors into the running engine (vLLM's weight-transfer API, over gloo on
+        # CPU), as on GPUs; the recipes' folder route (memory) runs in every flow test
+        "synchronizer.sync_method": "nccl",
+        "synchronizer.sync_timeout": 300,
     })
     policy = policy_for(config)
     policy.connect()

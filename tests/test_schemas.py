@@ -163,15 +163,14 @@ def test_train_batch_size_is_derived_with_reason():
     assert c.derived["buffer.train_batch_size"] == "buffer.batch_size (2) × algorithm.repeat_times (8)"
 
 
-def test_default_nccl_on_cpu_is_derived_but_an_explicit_one_is_refused():
+def test_default_nccl_on_cpu_is_derived_but_an_explicit_one_is_kept():
     data = gsm8k_data()
     data.pop("synchronizer")
     c = ExperimentConfig.model_validate(data)
     assert c.synchronizer.sync_method == "memory"
     assert "cluster.gpu_per_node is 0" in c.derived["synchronizer.sync_method"]
-    data["synchronizer"] = {"sync_method": "nccl"}
-    with pytest.raises(ValidationError, match="synchronizer.sync_method: 'nccl' cannot be used"):
-        ExperimentConfig.model_validate(data)
+    data["synchronizer"] = {"sync_method": "nccl"}  # broadcast over gloo (backends/local/gloo_transfer.py)
+    assert ExperimentConfig.model_validate(data).synchronizer.sync_method == "nccl"
 
 
 def test_trinity_tinker_flag_is_one_backend_choice_and_warns_about_lora():
@@ -301,7 +300,6 @@ MALFORMED = [
     ("tinker-loss-fn-mismatch", _set(**{**TINKER, "trainer": {"trainer_type": "tinker", "loss_fn": "cispo"}}), "trainer.loss_fn"),
     ("tinker-trainer-with-vllm", _set(trainer={"trainer_type": "tinker"}, synchronizer__sync_method="checkpoint"), "explorer.rollout_model.engine_type"),
     ("tinker-sampler-with-torch", _set(explorer__rollout_model={"engine_type": "tinker"}), "explorer.rollout_model.engine_type"),
-    ("nccl-without-gpus", _set(synchronizer__sync_method="nccl"), "synchronizer.sync_method"),
     ("nccl-with-lora", _set(cluster__gpu_per_node=4, synchronizer__sync_method="nccl", model__lora_configs=[{}]), "synchronizer.sync_method"),
     ("memory-sync-multi-node", _set(cluster__node_num=2), "synchronizer.sync_method"),
     ("sync-interval-beyond-run", _set(synchronizer__sync_interval=50), "synchronizer.sync_interval"),

@@ -1,5 +1,6 @@
-"""The veRL trainer (FSDP2 over gloo, two worker processes on CPU) behind the local policy: the trainer
-part of the backend contract, weights published to the vLLM engine, its checkpoint in veRL's layout
+"""The veRL trainer (FSDP2 over gloo, two worker processes on CPU) behind the local policy: the whole
+backend contract (tests/policy_contract.py: a train step, published weights changing what the vLLM
+engine samples, a checkpoint round trip), its checkpoint in veRL's layout
 resumed by a fresh trainer (a retried run), and converted to a Hugging Face folder; and its step agrees
 with the native torch trainer's on the same batch and weights.
 
@@ -38,6 +39,10 @@ def verl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExperimentC
         "trainer.trainer_type": "verl",
         "trainer.cpu_workers": 2,  # two FSDP ranks: sharded weights, gathers, a two-rank checkpoint
         "trainer.gradient_checkpointing": False,
+        # weights pushed into the engine as on GPUs (vLLM's weight-transfer API), over gloo here: rank 0
+        # sends, rank 1 joins the gathers (the folder route, memory, runs in tests/test_deployment.py)
+        "synchronizer.sync_method": "nccl",
+        "synchronizer.sync_timeout": 300,  # a push stuck on a peer fails within it (test_a_dead_engine_...)
         "algorithm.optimizer.lr": 1e-4,
         "algorithm.optimizer.weight_decay": 0.0,
     })
@@ -128,12 +133,10 @@ def test_contract_checkpoint_round_trip_in_verl_layout(checkpoint: Path) -> None
     assert not (actor / "huggingface" / "model.safetensors").exists()  # convert's job, not the trainer's
 
 
-def test_published_weights_reach_the_engine(verl) -> None:
-    _, policy, _ = verl
-    version = policy.trainer.global_step
-    metrics = policy.sync(version)
-    assert metrics["sync/model_version"] == version
-    assert all(engine.model_version() == version for engine in policy.engines())
+def test_contract_published_weights_change_samples(verl, renderer: ChatRenderer) -> None:
+    """Both ranks gather the sharded weights, rank 0 publishes them, the vLLM engine loads them: trained
+    toward a target answer, the engine answers it greedily and serves the trainer's step as its version."""
+    policy_contract.check_published_weights_change_samples(verl[1], renderer)
 
 
 def test_a_fresh_trainer_resumes_from_the_checkpoint(verl, renderer: ChatRenderer, checkpoint: Path) -> None:
@@ -196,47 +199,27 @@ def test_sft_trains_on_verl(verl) -> None:
     assert losses[-1] < losses[0] and all(map(math.isfinite, losses)), losses
 
 
-def test_kl_penalty_on_verl_matches_the_torch_trainer(tmp_path: Path) -> None:
-    """algorithm.kl_penalty_fn on veRL (its own reference engine, no KL loss): the same batch and weights
-    give the torch trainer's KL, penalised rewards and adaptive coefficient, and the coefficient is saved in
-    veRL's state file. Its own Ray and one worker: no engines needed."""
+# Last: it kills the module's engine.
+def test_a_dead_engine_is_named_and_every_rank_stops_before_its_gathers(verl, renderer: ChatRenderer) -> None:
+    """A push toward a dead engine fails at once naming it, on every rank: none is left waiting in a
+    gather (until sync_timeout) for a sender that gave up, and the trainer trains on afterwards."""
+    import time
+
     import ray
 
-    from backends.torch_trainer import TorchTrainer
-    from backends.trainer import TrainerDevices
-    from backends.verl.trainer import STATE_FILE, VerlTrainer
-
-    config = load_recipe("smoke").with_overrides({
-        "name": "verl-kl-penalty", "checkpoint_root_dir": str(tmp_path), "cluster.ray_address": "local",
-        "trainer.trainer_type": "verl", "trainer.cpu_workers": 1, "trainer.gradient_checkpointing": False,
-        "algorithm.kl_loss_fn": "none", "algorithm.kl_loss_fn_args": {"kl_coef": 0.0},
-        "algorithm.kl_penalty_fn": "k2",
-        "algorithm.kl_penalty_fn_args": {"kl_coef": 0.05, "adaptive": True, "target_kl": 0.01, "horizon": 10},
-    })
-    model_dir = resolve_model_path(config.model.model_path)
-    batch = parity_batch()  # rollout logprobs 0: far from the reference's, a large KL
-    torch_side = TorchTrainer(config.with_overrides({"trainer.trainer_type": "torch", "trainer.num_threads": 2}),
-                              Path(model_dir), total_steps=10)
-    ours = torch_side.train_step(batch)
-    del torch_side
-    policy = policy_for(config)
-    policy.connect()
-    try:
-        trainer = VerlTrainer(config, Path(model_dir), total_steps=10, devices=TrainerDevices(threads=2))
-        try:
-            assert trainer.configs.ref is not None and not trainer.configs.use_kl_loss
-            theirs = trainer.train_step(batch)
-            trainer.save_checkpoint(tmp_path / "ckpt")
-            state = json.loads((tmp_path / "ckpt" / STATE_FILE).read_text())
-        finally:
-            trainer.close()
-    finally:
-        policy.release()
-        ray.shutdown()
-    print(f"kl penalty: torch {ours['kl_penalty']:.6f} veRL {theirs['kl_penalty']:.6f}; rewards after "
-          f"{ours['reward_after_kl']:.6f} / {theirs['reward_after_kl']:.6f}")
-    assert ours["kl_penalty"] > 1.0  # k2 of logprob 0 against the reference's: far from 0
-    for key in ("kl_penalty", "reward_after_kl"):  # forward passes ~1e-4 apart (see the parity test above)
-        assert theirs[key] == pytest.approx(ours[key], rel=1e-3), (key, ours, theirs)
-    assert theirs["kl_penalty_coef"] == ours["kl_penalty_coef"] == 0.05
-    assert state["reward_kl"]["kl_coef"] == pytest.approx(0.05 * (1 + 0.2 * 4 / 10))  # KL ≫ target: +20 % × 4/10
+    _, policy, _ = verl
+    (engine,) = policy.engines()
+    ray.kill(engine.actor, no_restart=True)
+    deadline = time.monotonic() + 60
+    while engine.alive(timeout_s=5) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    version = policy.trainer.global_step
+    with pytest.raises((LookupError, RuntimeError), match=engine.name):
+        policy.sync(version)  # the policy names it before the trainer opens a group
+    transport = policy._transport()
+    started = time.monotonic()
+    with pytest.raises(Exception, match="do not answer"):  # both ranks check before any collective
+        policy.trainer.push_weights(transport, [engine.actor], version)
+    print(f"dead engine: both ranks stopped in {time.monotonic() - started:.1f} s")
+    exp = policy_contract.on_policy(policy, policy_contract.target_experience(renderer, eid="after-dead"))
+    assert math.isfinite(policy.trainer.train_step([exp])["loss"])  # the FSDP group is whole

@@ -22,9 +22,12 @@ TARGET = "The answer is 42."
 # --- fast: transport selection and the file swap ---------------------------------------------
 
 
-def test_nccl_without_gpus_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match=r"synchronizer\.sync_method='nccl'"):
-        make_transport("nccl", use_gpu=False)
+def test_transport_selection() -> None:
+    on_cpu = make_transport("nccl", use_gpu=False)  # the same push, over gloo where NCCL is missing
+    assert on_cpu.pushes_tensors and on_cpu.transfer_backend == "gloo"
+    assert on_cpu.llm_kwargs() == {"weight_transfer_config": {"backend": "gloo"}}
+    assert make_transport("nccl", use_gpu=True).transfer_backend == "nccl"
+    assert not make_transport("memory", use_gpu=False).pushes_tensors
     with pytest.raises(ValueError, match=r"synchronizer\.sync_method='rsync'"):
         make_transport("rsync", use_gpu=False)
     assert make_transport("offline", use_gpu=False).sync_method == "checkpoint"

@@ -12,7 +12,8 @@ filesystem) or copies them into its serve folder, then vLLM reloads the weights 
 `memory`: on CPU the trainer exports into a RAM-backed staging folder (/dev/shm) which the engines
 hard-link from, then reload — no disk involved. On GPU the tensors are pushed into the running vLLM
 workers through vLLM's weight-transfer API (CUDA IPC), no files at all.
-`nccl`: GPU only; vLLM's NCCL weight-transfer backend broadcasts from the trainer rank to the workers.
+`nccl`: vLLM's NCCL weight-transfer backend broadcasts from trainer rank 0 to the workers; where NCCL is
+missing (CPU) the same code broadcasts over a gloo group (`backends.local.gloo_transfer`).
 """
 
 from __future__ import annotations
@@ -173,6 +174,30 @@ def _check_engines_alive(actors: Sequence[Any], timeout_s: float | None) -> None
         raise RuntimeError(f"cannot push weights: rollout engine(s) {', '.join(dead)} do not answer")
 
 
+def _check_engines_alive_on_every_rank(actors: Sequence[Any], timeout_s: float | None, rank: int) -> None:
+    """The sender checks the engines and tells the other trainer ranks (a broadcast over the trainer's
+    own group), so that all stop before their first gather when one is dead: a non-sender left in the
+    gathers would wait for the sender until sync_timeout. The others must not ask the engines
+    themselves: an engine serves one call at a time, and a question queued behind the sender's
+    update_weights (which waits for the gathers) would never be answered."""
+    import torch
+    import torch.distributed as dist
+
+    error = None
+    if rank == 0:
+        try:
+            _check_engines_alive(actors, timeout_s)
+        except RuntimeError as err:
+            error = err
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        failed = torch.tensor([1 if error else 0], dtype=torch.int32)  # on CPU: the group's gloo side
+        dist.broadcast(failed, src=0)
+        if failed.item() and error is None:
+            raise RuntimeError(f"cannot push weights: trainer rank 0 found rollout engine(s) that do not answer (rank {rank} stops too)")
+    if error is not None:
+        raise error
+
+
 class TimedEngineClient:
     """vLLM's RayVLLMWeightSyncClient with every call bounded by `timeout_s` and a clear error when an
     engine actor is gone (that client waits forever)."""
@@ -265,8 +290,13 @@ class MemoryTransport(WeightTransport):
     sync_method = "memory"
     gpu_backend = "ipc"  # vLLM weight-transfer backend (trainer and engine on the same GPU)
 
+    @property
+    def transfer_backend(self) -> str:
+        """The vLLM weight-transfer backend the tensors are pushed with."""
+        return self.gpu_backend
+
     def llm_kwargs(self) -> dict[str, Any]:
-        return {"weight_transfer_config": {"backend": self.gpu_backend}} if self.use_gpu else {}
+        return {"weight_transfer_config": {"backend": self.transfer_backend}} if self.pushes_tensors else {}
 
     @property
     def pushes_tensors(self) -> bool:
@@ -300,21 +330,21 @@ class MemoryTransport(WeightTransport):
         Every call to the engines and the whole transfer are bounded by `timeout_s`
         (synchronizer.sync_timeout): a dead engine or a broken transfer group is an error naming it,
         never a hang, and the next push makes a new rendezvous."""
-        if not self.use_gpu:
-            raise RuntimeError("pushing weights needs GPUs; on CPU publish a folder of safetensors")
+        if not self.pushes_tensors:
+            raise RuntimeError(f"sync_method {self.sync_method!r} pushes no tensors here; publish a folder of safetensors")
         from vllm.distributed.weight_transfer import WeightTransferTrainerFactory
 
+        backend = self.transfer_backend
         actors = list(engine_actors)
-        key = (self.gpu_backend, tuple(_actor_id(a) for a in actors), rank)
-        if rank == 0:
-            _check_engines_alive(actors, self.timeout_s)
+        key = (backend, tuple(_actor_id(a) for a in actors), rank)
+        _check_engines_alive_on_every_rank(actors, self.timeout_s, rank)
         try:
             if key not in _TRAINER_ENGINES:  # the rendezvous (an NCCL group) is made once, then reused
                 client = TimedEngineClient(actors, self.timeout_s)
                 info = self._trainer_init_info(len(actors), rank)
                 _TRAINER_ENGINES[key] = (client, _bounded(
                     lambda: WeightTransferTrainerFactory.trainer_init(info, client=client, source=source),
-                    self.timeout_s, f"the {self.gpu_backend} weight-transfer rendezvous with {len(actors)} engine(s)",
+                    self.timeout_s, f"the {backend} weight-transfer rendezvous with {len(actors)} engine(s)",
                 ))
             _, trainer_engine = _TRAINER_ENGINES[key]
             trainer_engine.source = source  # this push's weights
@@ -332,31 +362,40 @@ class MemoryTransport(WeightTransport):
 
 
 class NcclTransport(MemoryTransport):
-    """GPU only: vLLM's NCCL weight-transfer backend, trainer rank 0 broadcasting to the workers."""
+    """vLLM's NCCL weight-transfer backend, trainer rank 0 broadcasting to the workers; on CPU the same
+    engines over a gloo group (the code path is the same, only the group's backend differs)."""
 
     sync_method = "nccl"
     gpu_backend = "nccl"
 
     def __init__(self, use_gpu: bool, tensor_parallel_size: int = 1, timeout_s: float | None = None) -> None:
-        if not use_gpu:
-            raise ValueError(
-                "synchronizer.sync_method='nccl' needs GPUs, and this Ray cluster has none; "
-                "use 'memory' or 'checkpoint' on CPU"
-            )
         super().__init__(use_gpu, timeout_s)
         self.tensor_parallel_size = tensor_parallel_size
+
+    @property
+    def transfer_backend(self) -> str:
+        from backends.local import gloo_transfer
+
+        if self.use_gpu:
+            return self.gpu_backend
+        gloo_transfer.register()  # in this process (trainer or engine), before vLLM looks the name up
+        return gloo_transfer.BACKEND
+
+    @property
+    def pushes_tensors(self) -> bool:
+        return True
 
     def _trainer_init_info(self, num_engines: int, rank: int = 0) -> Any:
         from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
         from vllm.utils.network_utils import get_ip, get_open_port
 
+        from backends.local import gloo_transfer
+
         # one trainer sender + every worker of every engine (other trainer ranks only gather)
-        return NCCLTrainerInitInfo(
-            rank=rank,
-            master_address=get_ip(),
-            master_port=get_open_port(),
-            world_size=1 + num_engines * self.tensor_parallel_size,
-        )
+        world_size = 1 + num_engines * self.tensor_parallel_size
+        if not self.use_gpu:
+            return gloo_transfer.trainer_init_info(rank, world_size, self.timeout_s)
+        return NCCLTrainerInitInfo(rank=rank, master_address=get_ip(), master_port=get_open_port(), world_size=world_size)
 
 
 def make_transport(
