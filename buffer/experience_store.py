@@ -354,6 +354,16 @@ class ExperienceStore:
             )
         )
 
+    def explored_tokens(self, explore_step: int) -> dict[str, float]:
+        """What explore step `explore_step` sampled, as the explore step's metrics name it (tasks/explore.py):
+        the usage ledger of a trainer that runs beside the explorer (tracking/usage.py)."""
+        (sampled, prompt), = self._query(
+            "SELECT COALESCE(SUM(json_array_length(data, '$.response_token_ids')), 0), "
+            "COALESCE(SUM(json_array_length(data, '$.prompt_token_ids')), 0) FROM experiences WHERE explore_step = ?",
+            (explore_step,),
+        )
+        return {"explore/tokens_sampled": float(sampled), "explore/tokens_prompt": float(prompt)}
+
     def max_explore_step(self) -> int:
         """The latest explore step with stored experiences (-1 when empty)."""
         (step,), = self._query("SELECT MAX(explore_step) FROM experiences")

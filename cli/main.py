@@ -6,7 +6,7 @@ defaults.apply()  # before anything imports Prefect
 
 import typer  # noqa: E402
 
-from cli import compare, convert, import_trinity, run, validate, watch  # noqa: E402
+from cli import compare, convert, import_trinity, retry, run, validate, watch  # noqa: E402
 from cli import eval as eval_cli  # noqa: E402
 
 app = typer.Typer(
@@ -29,6 +29,7 @@ app.command("run")(run.run)
 app.command("convert")(convert.convert)
 app.command("eval")(eval_cli.eval_command)
 app.command("watch")(watch.watch)
+app.command("retry")(retry.retry)
 app.command("compare")(compare.compare_command)
 
 if __name__ == "__main__":

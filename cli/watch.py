@@ -1,20 +1,23 @@
 """`rft watch FLOW_RUN`: one live view of a deployment's run — per stage the step i/N, the last reward (or
 loss), the evaluation before → after, elapsed time and ETA; what runs now (an evaluation, a step), failures
 and retries; the UI links. Read from the Prefect API (the run, its nested flow runs) and the experiment
-folder (progress.json, eval_at_start.json, summary.json); `--events` prints Prefect's event stream instead."""
+folder (progress.json, eval_at_start.json, summary.json); `--events` prints Prefect's event stream instead.
+Piped (`| tee`, a log), where a live display draws only its last frame, it prints a line per change."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -190,11 +193,38 @@ def watch(
 
     with get_client(sync_client=True) as client:
         folders = experiment_folders(client.read_flow_run(flow_run))
-        with Live(render(snapshot(client, flow_run, folders)), refresh_per_second=2) as live:
-            while True:
-                view = snapshot(client, flow_run, folders)
-                live.update(render(view))
-                if view.state.split()[0] in TERMINAL:
-                    break
-                time.sleep(refresh)
+        if Console().is_terminal:
+            with Live(render(snapshot(client, flow_run, folders)), refresh_per_second=2) as live:
+                view = follow(client, flow_run, folders, refresh, lambda v: live.update(render(v)))
+        else:  # piped (tee, a log file): a live display draws only its last frame there, so a line per change
+            lines: list[str] = []
+
+            def print_changed(v: RunView) -> None:
+                line = progress_line(v)
+                if not lines or lines[-1] != line:
+                    lines.append(line)
+                    print(line, flush=True)
+
+            view = follow(client, flow_run, folders, refresh, print_changed)
+            Console(width=160).print(render(view))
     raise typer.Exit(0 if view.state.startswith("COMPLETED") else 1)
+
+
+def follow(client: Any, flow_run: str, folders: list[tuple[str, Path]], refresh: float,
+           show: Callable[[RunView], None]) -> RunView:
+    """Show the run's view every `refresh` seconds until the run ends; returns the last view."""
+    while True:
+        view = snapshot(client, flow_run, folders)
+        show(view)
+        if view.state.split()[0] in TERMINAL:
+            return view
+        time.sleep(refresh)
+
+
+def progress_line(view: RunView) -> str:
+    """The view in one line (what changes: the state, each stage's step and reward, what runs now; not the clock)."""
+    stages = "; ".join(
+        f"{s.name} {s.step}/{s.total}" + (f" {s.reward_name} {s.reward:.3f}" if s.reward is not None else "")
+        + (" (stopped)" if s.stopped else "") for s in view.stages if s.step is not None)
+    now = re.sub(r" \((\d+h\d{2}m|\d+m\d{2}s)\)", "", view.now)  # the flows, without their running times
+    return " | ".join(part for part in (view.state, stages, f"now: {now}" if now else "") if part)

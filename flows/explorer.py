@@ -3,11 +3,13 @@
 Used by mode `both` with overlap (beside the trainer flow, in threads of one run) and by mode
 `explore` (its own deployment, beside a `train` deployment on the same experiment folder). It meets
 the trainer only at the buffer (it writes each step's experiences) and at published weight versions
-(it loads them; backends/schedule.py says which version each step samples with).
+(it loads them; backends/schedule.py says which version each step samples with). When the trainer stops
+at its budget (flows/meeting.py), the explorer stops at its next step boundary.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -34,7 +36,8 @@ def explore_stage(config: ExperimentConfig, model_name: str | None = None) -> di
             load_weights(config, serving)
         elif config.explorer.eval_on_startup and _Explorer(config, total_steps, stage.run_id, 0).explored() == 0:
             evaluate_baseline(config, stage.run_id)
-        stage.evals = explorer(config, total_steps, stage.run_id, serving, str(stage.progress.artifact))["evals"]
+        explored = explorer(config, total_steps, stage.run_id, serving, str(stage.progress.artifact))
+        stage.evals, stage.stopped = explored["evals"], explored.get("stopped")  # stopped with its trainer
     return stage.summary
 
 
@@ -47,15 +50,27 @@ def explorer(
     this side shows (mode explore; beside a trainer, the trainer shows it). Returns the last evals."""
     progress = StepProgress.attach(progress_id, total_steps, f"{config.project}/{config.name}") if progress_id else None
     side = _Explorer(config, total_steps, run_id, serving)
-    for step in range(side.explored() + 1, total_steps + 1):
-        side.catch_up(step)
-        side.wait_for_room(step)
-        metrics = explore(config, step)
-        tracking.log_metrics(config, run_id, metrics, step)
-        if progress is not None:
-            progress.update(step, metrics)
-    side.load(total_steps, wait=True)  # finish with the trainer: its final model, evaluated
+    try:
+        for step in range(side.explored() + 1, total_steps + 1):
+            side.catch_up(step)
+            side.wait_for_room(step)
+            if side.halted():  # between steps: what it explored stays in the buffer for the resume
+                raise _TrainerStopped
+            metrics = explore(config, step)
+            tracking.log_metrics(config, run_id, metrics, step)
+            if progress is not None:
+                progress.update(step, metrics)
+        side.load(total_steps, wait=True)  # finish with the trainer: its final model, evaluated
+    except _TrainerStopped:
+        stop = side.halted() or {}
+        get_run_logger().info("the trainer stopped at its budget after step %s: the explorer stops", stop.get("after_train_step"))
+        return {"evals": side.last_evals, "serving": side.serving, "stopped": {
+            "step": side.explored(), "reason": stop.get("reason", "the trainer stopped"), "usage": {}}}
     return {"evals": side.last_evals, "serving": side.serving}
+
+
+class _TrainerStopped(Exception):
+    """The trainer stopped at a budget (flows/meeting.py): what the explorer waits for will not come."""
 
 
 class _Explorer:
@@ -69,6 +84,11 @@ class _Explorer:
         self.last_evals: list[dict] = []
         self.timeout = config.synchronizer.sync_timeout
         self.schedule = Schedule.of(config)
+        self.started = time.time()  # a budget stop announced before this is a past attempt's
+
+    def halted(self) -> dict | None:
+        """The trainer's budget stop, once it announced one."""
+        return meeting.stop_announced(self.config, since=self.started)
 
     def explored(self) -> int:
         store = ExperienceStore.for_experiment(experiment_dir(self.config))
@@ -105,11 +125,13 @@ class _Explorer:
             lambda: newest_published(self.config) >= version)
         if wait:
             meeting.wait_until(
-                target, timeout_s=self.timeout, stop=stop_event(),
+                lambda: target() or self.halted() is not None, timeout_s=self.timeout, stop=stop_event(),
                 waiting_for=f"weights version {version if version is not None else f'> {newer_than}'}",
                 other_side=lambda: f"the trainer's newest published version is {newest_published(self.config)}",
             )
-        elif not target():
+        if not target():
+            if wait:  # the trainer stopped at its budget before publishing it
+                raise _TrainerStopped
             return
         version = version if version is not None else newest_published(self.config)
         if version > self.serving:

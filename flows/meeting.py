@@ -1,6 +1,6 @@
 """Where the explorer and the trainer meet when they run apart (threads of one run, or deployments of
-one experiment): the explorer's requests for weights (explorer_driven) and waiting for the other side.
-What each side waits for is the schedule's answer (backends/schedule.py).
+one experiment): the explorer's requests for weights (explorer_driven), the trainer's budget stop, and
+waiting for the other side. What each side waits for is the schedule's answer (backends/schedule.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from schemas import ExperimentConfig
 
 POLL_S = 0.1
 SYNC_REQUEST = "sync_request.json"
+BUDGET_STOP = "budget_stop.json"
 
 
 class SyncTimeoutError(TimeoutError):
@@ -35,6 +36,19 @@ def latest_request(config: ExperimentConfig) -> int:
     """The explore step after which the explorer last asked for new weights (0: never)."""
     record = read_json(layout.sync_dir(experiment_dir(config)) / SYNC_REQUEST)
     return 0 if record is None else int(record["after_explore_step"])
+
+
+def announce_stop(config: ExperimentConfig, train_step: int, reason: str) -> None:
+    """The trainer stopped at a budget after `train_step` (checkpointed): the explorer stops too."""
+    write_json_atomic(layout.sync_dir(experiment_dir(config)) / BUDGET_STOP,
+                      {"after_train_step": train_step, "reason": reason, "at": time.time()})
+
+
+def stop_announced(config: ExperimentConfig, since: float) -> dict | None:
+    """The trainer's budget stop announced at or after `since` (an explorer's start; an older one is a past
+    attempt's, which the trainer has resumed from), or None."""
+    record = read_json(layout.sync_dir(experiment_dir(config)) / BUDGET_STOP)
+    return record if record is not None and record["at"] >= since else None
 
 
 def wait_until(

@@ -4,7 +4,8 @@ Read it as the stage: the stage session (flows/stage.py) brings up the model, th
 engines and the trainer and resumes from the latest checkpoint; evaluate the untrained model. Then,
 when the schedule takes turns (backends/schedule.py), take turns every step (explore → train → sync,
 evaluate now and then); otherwise run the explorer and the trainer flows side by side, meeting only at
-the buffer and at published weight versions (explore of step N+1 overlaps training of step N). The
+the buffer and at published weight versions (explore of step N+1 overlaps training of step N). Either
+way the usage ledger stops the stage at the budget, after a step, checkpointed (tracking/usage.py). The
 session's close saves the trained model and draws the curve.
 """
 
@@ -52,11 +53,11 @@ def rl(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
             stage.evals = take_turns(stage)
         else:
             progress_id = str(stage.progress.artifact)
-            _, explored = side_by_side(
+            trained, explored = side_by_side(
                 lambda: trainer(config, total_steps, stage.run, stage.model_dir, stage.done, progress_id),
                 lambda: explorer(config, total_steps, stage.run_id, serving=stage.done),
             )
-            stage.evals = explored["evals"]
+            stage.evals, stage.stopped = explored["evals"], trained.get("stopped")  # the trainer keeps the budget
     return stage.summary
 
 
@@ -98,6 +99,6 @@ def take_turns(stage: Stage) -> list[dict]:
             "step %d/%d: reward %.3f, %.1f s", step, total_steps, metrics.get("explore/reward_mean", 0.0), metrics["time/step_s"]
         )
         if stop is not None:
-            stage.stopped = (step, stop, ledger.totals())
+            stage.stopped = {"step": step, "reason": stop, "usage": ledger.totals()}
             return evals
     return evals

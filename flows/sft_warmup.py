@@ -2,21 +2,25 @@
 
 With eval tasksets (`buffer.explorer_input.eval_tasksets` of the stage) it evaluates the model before its
 first step and after its last, as an RL stage does: the run's "before training" is then the base model,
-and what the warm-up taught is a number of its own, apart from what RL adds after it."""
+and what the warm-up taught is a number of its own, apart from what RL adds after it. Each step's usage
+goes to the ledger, and the stage stops at the budget after a step, checkpointed (tracking/usage.py)."""
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 from prefect import flow
 
 import tracking
 from buffer.taskset import load_taskset
+from checkpointing.layout import experiment_dir
 from flows.stage import checkpoint_if_due, evaluate_and_log, evaluate_baseline, finished_summary, stage_session
 from flows.sync import sync
 from schemas import ExperimentConfig
 from tasks.sft import sft_dataset, sft_step
+from tracking.usage import Ledger, over_budget
 
 
 @flow(name="sft_warmup", log_prints=False)
@@ -32,12 +36,19 @@ def sft_warmup(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
         evaluates = stage.schedule.explores
         if evaluates and not stage.done and config.explorer.eval_on_startup:
             evaluate_baseline(config, stage.run_id)
+        ledger = Ledger(experiment_dir(config), stage.done)
         for step in range(stage.done + 1, total_steps + 1):
+            started = time.perf_counter()
             metrics = sft_step(config, step, stage.model_dir)
+            metrics |= ledger.add(step, metrics, time.perf_counter() - started)
+            stop = over_budget(config.budget, ledger.totals()) if step < total_steps else None
             tracking.log_metrics(config, stage.run_id, metrics, step)
-            checkpoint_if_due(config, stage.run, step, total_steps, stage.model_dir)
+            checkpoint_if_due(config, stage.run, step, total_steps, stage.model_dir, now=stop is not None)
             stage.progress.update(step, metrics)
-        if evaluates:  # the engines get the trained weights once, for the evaluation after the warm-up
+            if stop is not None:  # checkpointed; a resume goes on from this step
+                stage.stopped = {"step": step, "reason": stop, "usage": ledger.totals()}
+                break
+        if evaluates and stage.stopped is None:  # the engines get the trained weights once, for the evaluation after the warm-up
             sync(config, total_steps)
             stage.evals, metrics = evaluate_and_log(config, stage.run_id, total_steps)
             tracking.log_metrics(config, stage.run_id, metrics, total_steps)

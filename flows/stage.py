@@ -53,7 +53,7 @@ class Stage:
     progress: StepProgress | None = None
     evals: list[dict] = field(default_factory=list)  # the loop's last evaluation: the summary's
     summary: dict[str, Any] = field(default_factory=dict)  # what the stage returns, once it closed
-    stopped: tuple[int, str, dict[str, float]] | None = None  # a budget stop: after which step, why, the usage
+    stopped: dict[str, Any] | None = None  # a budget stop: after which step, why, the usage (step, reason, usage)
 
     @property
     def run_id(self) -> str:
@@ -90,7 +90,7 @@ def stage_session(
                 stage.progress = StepProgress(total_steps, stage.name, done=stage.done, folder=experiment_dir(config))
             yield stage
             if stage.stopped is not None:  # checkpointed at that step; a later run resumes from it
-                stage.summary = stop_stage(config, stage.run, total_steps, *stage.stopped)
+                stage.summary = stop_stage(config, stage.run, total_steps, **stage.stopped, records=schedule.trains)
             elif schedule.trains and model_name is not None:
                 stage.summary = close_stage(config, stage.run, total_steps, stage.model_dir, model_name, stage.evals)
             else:
@@ -252,16 +252,18 @@ def close_stage(
 
 
 def stop_stage(config: ExperimentConfig, run: dict[str, str], total_steps: int, step: int, reason: str,
-               usage: dict[str, float]) -> dict[str, Any]:
+               usage: dict[str, float], records: bool = True) -> dict[str, Any]:
     """A budget stop after `step` (checkpointed): the summary says why, the MLflow run stays open to a resume
-    (KILLED, not FINISHED), and the next attempt continues from the checkpoint under its own budget."""
+    (KILLED, not FINISHED), and the next attempt continues from the checkpoint under its own budget.
+    `records`: write the summary file (the trainer's side; an explorer that stopped with it does not)."""
     get_run_logger().warning("%s/%s stopped after step %d/%d: %s", config.project, config.name, step, total_steps, reason)
     create_markdown_artifact(f"# {config.project}/{config.name}: stopped\n\nAfter step {step}/{total_steps}: {reason}. "
                              "Run it again (a larger budget, or none) to continue from this step.", description="Budget stop")
     tracking.finish_run(config, run["run_id"], status="KILLED")
     summary = {"steps": step, "planned_steps": total_steps, "stopped": reason, "usage": usage,
                "mlflow_run_id": run["run_id"], "mlflow_url": run["url"]}
-    write_json_atomic(experiment_dir(config) / layout.SUMMARY, summary)
+    if records:
+        write_json_atomic(experiment_dir(config) / layout.SUMMARY, summary)
     return summary
 
 

@@ -1,5 +1,6 @@
 """The trainer side: a train step as soon as the explorer has put that step's experiences in the buffer,
-weights published on schedule (backends/schedule.py), checkpoints every trainer.save_interval steps.
+weights published on schedule (backends/schedule.py), checkpoints every trainer.save_interval steps, each
+step's usage in the ledger and a clean stop at the budget (tracking/usage.py), which the explorer follows.
 
 Used by mode `both` with overlap (beside the explorer flow) and by mode `train` (its own deployment).
 """
@@ -23,6 +24,7 @@ from flows.train import train
 from schemas import ExperimentConfig
 from tasks.sync import publish_weights
 from tracking.progress import StepProgress
+from tracking.usage import Ledger, over_budget
 
 
 def train_stage(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
@@ -33,7 +35,8 @@ def train_stage(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
     with stage_session(config, total_steps, model_name) as stage:
         if stage.done:  # an explorer (re)starting now samples with the restored weights
             publish_weights(config, stage.done)
-        trainer(config, total_steps, stage.run, stage.model_dir, stage.done, str(stage.progress.artifact))
+        trained = trainer(config, total_steps, stage.run, stage.model_dir, stage.done, str(stage.progress.artifact))
+        stage.stopped = trained.get("stopped")
     return stage.summary
 
 
@@ -41,13 +44,15 @@ def train_stage(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
 def trainer(
     config: ExperimentConfig, total_steps: int, run: dict[str, str], model_dir: str, done: int, progress_id: str | None = None
 ) -> dict[str, Any]:
-    """Train steps `done`+1 .. `total_steps`, each once its explore step is in the buffer."""
+    """Train steps `done`+1 .. `total_steps`, each once its explore step is in the buffer; returns the steps
+    trained and, when the budget stopped it, `stopped` (after which step, why, the usage)."""
     progress = None
     if progress_id:
         progress = StepProgress.attach(progress_id, total_steps, f"{config.project}/{config.name}", folder=experiment_dir(config))
     schedule = Schedule.of(config)
     answered = meeting.latest_request(config)  # explorer_driven: requests already answered
     published = done
+    ledger = Ledger(experiment_dir(config), done)
     last = time.perf_counter()
     for step in range(done + 1, total_steps + 1):
         waited = 0.0
@@ -69,14 +74,28 @@ def trainer(
             published = step
         now = time.perf_counter()
         metrics["time/step_wall_s"], last = now - last, now
+        # the step's usage: what the explorer sampled for it (the buffer holds it), what this side ran
+        metrics |= ledger.add(step, metrics | explored_tokens(config, step), metrics["time/step_wall_s"])
+        stop = over_budget(config.budget, ledger.totals()) if step < total_steps else None
         tracking.log_metrics(config, run["run_id"], metrics, step)
-        checkpoint_if_due(config, run, step, total_steps, model_dir)
+        checkpoint_if_due(config, run, step, total_steps, model_dir, now=stop is not None)
         if progress is not None:
             progress.update(step, metrics)
         get_run_logger().info("train step %d/%d: loss %.4f, staleness %.1f, %.1f s", step, total_steps,
                               metrics.get("train/loss", float("nan")), metrics.get("train/staleness_mean", 0.0),
                               metrics["time/step_wall_s"])
+        if stop is not None:  # the explorer stops too, at its next step; a resume goes on from this checkpoint
+            meeting.announce_stop(config, step, stop)
+            return {"steps": step, "stopped": {"step": step, "reason": stop, "usage": ledger.totals()}}
     return {"steps": total_steps}
+
+
+def explored_tokens(config: ExperimentConfig, step: int) -> dict[str, float]:
+    store = ExperienceStore.for_experiment(experiment_dir(config))
+    try:
+        return store.explored_tokens(step)
+    finally:
+        store.close()
 
 
 def explored(config: ExperimentConfig, step: int) -> bool:

@@ -60,7 +60,6 @@ from schemas.algorithm_registry import ALGORITHM_PRESETS, BUILT, FUNCTION_REGIST
 from schemas.base import KEPT_REASONS, SECTIONS
 from schemas.explorer import ENGINE_VARIANTS
 from schemas.resolver import TRAINING_MODES
-from schemas.synchronizer import takes_turns
 from schemas.trainer import TRAINER_VARIANTS, TrainerBase
 from schemas.wiring import Entry, Level, Rule, honoured, per_trainer, refused, resolved, validated, warned
 
@@ -136,12 +135,18 @@ NEEDS_TEACHER = ("needs a teacher model's logprobs of each sampled token (explor
 NEEDS_EXPERT_DATA = ("mixes expert SFT rows (buffer.trainer_input.auxiliary_buffers) into each RL batch through the "
                      "'mix' sample strategy, which is not built; run an sft stage, then a grpo stage")
 
-NO_BUDGET_CHECK = ("only a mode 'both' stage that takes turns (synchronizer.sync_offset 0, sync_style 'fixed') stops at "
-                   "a budget; this stage runs to its planned steps")
+NO_BUDGET_CHECK = ("only a stage that trains (mode 'both' or 'train') keeps the usage ledger and stops at a budget; "
+                   "an 'explore' run stops when its trainer does, 'bench' and 'serve' run to the end")
+SFT_SAMPLES_NO_TOKENS = ("an SFT stage samples no tokens: budget.max_tokens (tokens sampled) never stops it; "
+                         "budget.max_wall_minutes does")
 
 
-def _takes_turns(c: ExperimentConfig) -> bool:
-    return c.mode == "both" and takes_turns(c.synchronizer.sync_style, c.synchronizer.sync_offset)
+def _keeps_ledger(c: ExperimentConfig) -> bool:
+    return c.mode in ("both", "train")
+
+
+def _is_sft(c: ExperimentConfig) -> bool:
+    return c.mode == "train" and c.algorithm.algorithm_type == "sft"
 
 
 SUPPORT: dict[str, Entry] = {
@@ -274,10 +279,11 @@ SUPPORT: dict[str, Entry] = {
     "monitor.gate.alias": honoured("tracking/gate.py"),
     "monitor.gate.on_loss": honoured("flows/gate.py"),
     # --------------------------------------------------------------------- budget
-    "budget.max_tokens": honoured("tracking/usage.py").warn_if(
-        lambda v, c: v is not None and not _takes_turns(c), NO_BUDGET_CHECK),
-    "budget.max_wall_minutes": honoured("tracking/usage.py").warn_if(
-        lambda v, c: v is not None and not _takes_turns(c), NO_BUDGET_CHECK),
+    "budget.max_tokens": honoured("tracking/usage.py", "flows/rl.py", "flows/trainer.py").warn_if(
+        lambda v, c: v is not None and not _keeps_ledger(c), NO_BUDGET_CHECK).warn_if(
+        lambda v, c: v is not None and _is_sft(c), SFT_SAMPLES_NO_TOKENS),
+    "budget.max_wall_minutes": honoured("tracking/usage.py", "flows/rl.py", "flows/trainer.py", "flows/sft_warmup.py").warn_if(
+        lambda v, c: v is not None and not _keeps_ledger(c), NO_BUDGET_CHECK),
 }
 
 # Each backend's settings: a variant is honoured by the registry that names its implementation, and its

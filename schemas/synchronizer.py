@@ -46,5 +46,5 @@ class SynchronizerConfig(Section):
 def takes_turns(sync_style: str, sync_offset: int) -> bool:
     """Explorer and trainer never run at once (explore → train → sync): only `fixed` at offset 0; a driven
     style lets the explorer go on with the weights it has, so its sides overlap whatever the offset. The
-    schedule (backends/schedule.py) and the settings checks both ask this."""
+    schedule (backends/schedule.py) asks this."""
     return sync_style == "fixed" and sync_offset == 0

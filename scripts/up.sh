@@ -73,7 +73,7 @@ else
   "$BIN/rft" watch "$FLOW_RUN"
 fi
 
-"$BIN/python" - "$DEPLOYMENT" <<'PY'
+"$BIN/python" - "$DEPLOYMENT" "${FLOW_RUN:-FLOW_RUN}" <<'PY'
 import json, os, sys
 from deployments import load_recipe
 from pathlib import Path
@@ -89,8 +89,9 @@ summaries = [(d, json.loads((run_dir / d / "summary.json").read_text())) for d i
 summary = summaries[-1][1]
 print()
 if summary.get("stopped"):  # a budget: resumable from its checkpoint
-    sys.exit(print(f"stopped after step {summary['steps']}/{summary['planned_steps']}: {summary['stopped']}; "
-                   "retry the flow run with a larger budget to continue") or 0)
+    sys.exit(print(f"stopped after step {summary['steps']}/{summary['planned_steps']}: {summary['stopped']}. To continue "
+                   f"from there under a larger budget: .venv/bin/rft retry {sys.argv[2]} --set budget."
+                   + ("max_wall_minutes=M" if "wall-time" in summary["stopped"] else "max_tokens=N")) or 0)
 print(f"Prefect UI : {os.environ['PREFECT_UI_URL']}")
 print(f"MLflow UI  : {summary['mlflow_url']}")
 print(f"model      : {summary['final_model']}")

@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
 
+from buffer.experience import Experience
+from buffer.experience_store import ExperienceStore
 from checkpointing.layout import complete_steps
 from deployments import load_recipe
+from flows import meeting
+from schemas import ExperimentConfig
 from schemas.budget import BudgetConfig
 from tracking import ROLE_TAG
 from tracking.usage import Ledger, over_budget
@@ -32,10 +37,43 @@ def test_the_ledger_counts_on_from_the_checkpoint(tmp_path: Path) -> None:
     assert over_budget(BudgetConfig(), resumed.totals()) is None
 
 
+def test_the_ledger_counts_the_tokens_the_trainer_ran(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path, done=0)  # an SFT step samples nothing; its trainer reports what it ran
+    ledger.add(1, {"train/train_tokens": 120.0, "time/train_s": 1.0}, wall_s=1.5)
+    assert ledger.totals()["tokens_trained"] == 120 and ledger.totals()["tokens_sampled"] == 0
+
+
+def test_the_buffer_says_what_an_explore_step_sampled(tmp_path: Path) -> None:
+    store = ExperienceStore.for_experiment(tmp_path)
+    try:
+        store.put([Experience(eid=f"t{i}@{step}", task_id=f"t{i}", group_id=f"t{i}", prompt_token_ids=[1] * 5,
+                              response_token_ids=[2] * (i + 1), logprobs=[0.0] * (i + 1), reward=0.0, explore_step=step)
+                   for step in (1, 2) for i in range(2)])
+        assert store.explored_tokens(2) == {"explore/tokens_sampled": 3.0, "explore/tokens_prompt": 10.0}
+        assert store.explored_tokens(3) == {"explore/tokens_sampled": 0.0, "explore/tokens_prompt": 0.0}
+    finally:
+        store.close()
+
+
+def test_an_explorer_follows_only_a_stop_of_its_own_attempt(tmp_path: Path) -> None:
+    config = load_recipe("smoke").with_overrides({"checkpoint_root_dir": str(tmp_path)})
+    started = time.time()
+    assert meeting.stop_announced(config, since=started) is None
+    meeting.announce_stop(config, 1, "token budget reached")
+    assert meeting.stop_announced(config, since=started)["after_train_step"] == 1
+    assert meeting.stop_announced(config, since=time.time() + 1) is None  # a later attempt's explorer
+
+
 def test_a_budget_where_nothing_checks_it_is_a_warning() -> None:
-    config = load_recipe("smoke").with_overrides({"budget.max_tokens": 100, "synchronizer.sync_offset": 1})
-    assert any(w.startswith("budget.max_tokens") for w in config.warnings)
-    assert not load_recipe("smoke").with_overrides({"budget.max_tokens": 100}).warnings
+    smoke = load_recipe("smoke")
+    for mode in ("bench", "explore"):
+        assert any(w.startswith("budget.max_tokens") for w in smoke.with_overrides({"budget.max_tokens": 100, "mode": mode}).warnings)
+    # every stage that trains keeps the ledger: in turns, overlapped, a train deployment
+    for settings in ({}, {"synchronizer.sync_offset": 1}, {"synchronizer.sync_style": "trainer_driven"}, {"mode": "train"}):
+        assert not smoke.with_overrides({"budget.max_tokens": 100, **settings}).warnings, settings
+    sft = sft_config(Path("/tmp/unused"), name="sft")
+    assert any("samples no tokens" in w for w in sft.with_overrides({"budget.max_tokens": 100}).warnings)
+    assert not sft.with_overrides({"budget.max_wall_minutes": 1}).warnings
 
 
 def steps_and_tasks(experiment: Path) -> list[tuple[int, int, str]]:
@@ -86,3 +124,108 @@ def test_a_token_budget_stops_the_run_and_a_larger_one_resumes_it(tmp_path: Path
     history = client.get_metric_history(continued.info.run_id, "usage/tokens_sampled")
     assert sorted(m.step for m in history) == [1, 2, 3]
     assert max(m.value for m in history) == finished["usage"]["tokens_sampled"]
+
+
+def trained_versions(experiment: Path) -> list[tuple[int, int, int, str]]:
+    """(explore step, weights version it sampled with, train step, task) of every experience."""
+    with sqlite3.connect(experiment / "buffer" / "experiences.db") as conn:
+        rows = conn.execute("SELECT eid, explore_step, model_version, train_step FROM experiences").fetchall()
+    return sorted((explored, version, trained, eid.split("@")[0]) for eid, explored, version, trained in rows)
+
+
+def explored_tokens(experiment: Path) -> dict[str, float]:
+    store = ExperienceStore.for_experiment(experiment)
+    try:
+        return {str(step): store.explored_tokens(step)["explore/tokens_sampled"] for step in (1, 2, 3)}
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+def test_an_overlapped_run_stops_at_its_budget_and_resumes_to_the_unbudgeted_state(tmp_path: Path) -> None:
+    """sync_offset 1: the explorer runs a step ahead. The trainer keeps the ledger (what the explorer sampled for
+    each step is in the buffer) and stops at the budget; the explorer stops at its next step, and what it
+    explored ahead is trained by the resume."""
+    from flows.rft import rft
+
+    base = load_recipe("smoke").with_overrides({
+        "checkpoint_root_dir": str(tmp_path / "checkpoints"), "buffer.total_steps": 3, "trainer.save_interval": 3,
+        "synchronizer.sync_offset": 1, "explorer.eval_on_startup": False, "buffer.explorer_input.eval_tasksets": [],
+        "model.max_response_tokens": 16,
+    })
+    budgeted = base.with_overrides({"name": "overlap-budgeted", "budget.max_tokens": 1})
+    assert not budgeted.warnings
+    stopped = rft(config=budgeted, return_state=True)
+    assert stopped.is_completed() and stopped.name == "BudgetReached", stopped
+    exp = budgeted.experiment_dir
+    summary: dict[str, Any] = json.loads((exp / "summary.json").read_text())
+    assert summary["steps"] == 1 and summary["planned_steps"] == 3 and "budget.max_tokens 1" in summary["stopped"]
+    assert complete_steps(exp) == [1]
+    assert [trained for _, _, trained, _ in trained_versions(exp)].count(1) == 4  # step 1 trained, nothing after it
+
+    rft(config=budgeted.with_overrides({"budget.max_tokens": None}))
+    unbudgeted = base.with_overrides({"name": "overlap-unbudgeted"})
+    rft(config=unbudgeted)
+    other = unbudgeted.experiment_dir
+    # the same final state: each step explored the same tasks with the same weights version, trained once by its step
+    assert trained_versions(exp) == trained_versions(other)
+    assert [(explored, version, trained) for explored, version, trained, _ in trained_versions(exp)] == (
+        [(1, 0, 1)] * 4 + [(2, 0, 2)] * 4 + [(3, 1, 3)] * 4)
+    assert complete_steps(exp)[-1] == complete_steps(other)[-1] == 3
+    finished = json.loads((exp / "summary.json").read_text())
+    assert finished["steps"] == 3 and "stopped" not in finished
+    usage = json.loads((exp / "usage.json").read_text())["steps"]
+    assert {step: entry["tokens_sampled"] for step, entry in usage.items()} == explored_tokens(exp)  # once each
+    assert finished["usage"]["tokens_sampled"] == sum(explored_tokens(exp).values())
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'checkpoints' / 'mlflow.db'}")
+    assert client.get_run(finished["mlflow_run_id"]).info.run_id == summary["mlflow_run_id"]  # continued
+    assert sorted(m.step for m in client.get_metric_history(summary["mlflow_run_id"], "usage/tokens_sampled")) == [1, 2, 3]
+
+
+def sft_config(root: Path, name: str) -> ExperimentConfig:
+    """An SFT stage on its own: 3 steps of 4 rows (no evaluation, so no engines)."""
+    rows = root / "sft.jsonl"
+    if root.is_dir():
+        rows.write_text("".join(json.dumps({"prompt": f"What is {i} + 3?", "response": f"{i + 3}"}) + "\n" for i in range(8)))
+    return load_recipe("smoke").with_overrides({
+        "name": name, "checkpoint_root_dir": str(root / "checkpoints"), "mode": "train", "algorithm.algorithm_type": "sft",
+        "buffer.batch_size": 4, "buffer.train_batch_size": 4, "buffer.total_steps": 3, "trainer.save_interval": 3,
+        "explorer.eval_on_startup": False, "buffer.explorer_input.eval_tasksets": [],
+        "buffer.trainer_input.experience_buffer": {"name": "sft", "path": str(rows), "split": "train", "format": {
+            "prompt_type": "plaintext", "prompt_key": "prompt", "response_key": "response"}},
+    })
+
+
+@pytest.mark.slow
+def test_an_sft_stage_stops_at_its_wall_budget_and_resumes_to_the_same_weights(tmp_path: Path) -> None:
+    """SFT trains fixed rows (each step's batch follows from the step), so a resumed run ends with the same
+    weights as one that ran through."""
+    import torch
+    from safetensors.torch import load_file
+
+    from flows.rft import rft
+
+    budgeted = sft_config(tmp_path, "sft-budgeted").with_overrides({"budget.max_wall_minutes": 1e-6})  # reached at step 1
+    stopped = rft(config=budgeted, return_state=True)
+    assert stopped.is_completed() and stopped.name == "BudgetReached", stopped
+    exp = budgeted.experiment_dir
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["steps"] == 1 and "budget.max_wall_minutes" in summary["stopped"] and complete_steps(exp) == [1]
+    assert summary["usage"]["tokens_trained"] > 0 and summary["usage"]["tokens_sampled"] == 0
+
+    rft(config=budgeted.with_overrides({"budget.max_wall_minutes": None}))
+    unbudgeted = sft_config(tmp_path, "sft-unbudgeted")
+    rft(config=unbudgeted)
+    finished = json.loads((exp / "summary.json").read_text())
+    assert finished["steps"] == 3 and "stopped" not in finished
+    assert sorted(json.loads((exp / "usage.json").read_text())["steps"], key=int) == ["1", "2", "3"]
+    assert complete_steps(exp)[-1] == complete_steps(unbudgeted.experiment_dir)[-1] == 3
+
+    def weights(experiment: Path) -> dict[str, torch.Tensor]:
+        files = sorted((experiment / "final" / "huggingface").glob("*.safetensors"))
+        assert files
+        return {k: v for f in files for k, v in load_file(str(f)).items()}
+
+    resumed, straight = weights(exp), weights(unbudgeted.experiment_dir)
+    assert resumed.keys() == straight.keys()
+    assert all(torch.allclose(resumed[k], straight[k], atol=1e-6) for k in resumed)

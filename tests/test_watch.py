@@ -52,3 +52,15 @@ def test_a_stage_not_started_and_a_budget_stop(tmp_path: Path) -> None:
     text = screen(RunView("r", "COMPLETED (BudgetReached)", 60.0, [stopped, stage_view("later", tmp_path / "x", now)],
                           events=["retry: attempt 2"]))
     assert "1/3 (stopped)" in text and "BudgetReached" in text and "retry: attempt 2" in text
+
+
+def test_piped_the_view_is_a_line_per_change_without_the_clock() -> None:
+    from cli.watch import StageView, progress_line
+
+    warmup = StageView("sft_warmup", step=80, total=80, reward=1.25, reward_name="loss")
+    grpo = StageView("grpo", step=3, total=20, reward=0.4125)
+    early = progress_line(RunView("n", "RUNNING", 10.0, [warmup, grpo], now="rft (1m02s) › evaluate (0m05s)"))
+    later = progress_line(RunView("n", "RUNNING", 12.0, [warmup, grpo], now="rft (1m04s) › evaluate (0m07s)"))
+    assert early == later == "RUNNING | sft_warmup 80/80 loss 1.250; grpo 3/20 reward 0.412 | now: rft › evaluate"
+    stopped = StageView("grpo", step=3, total=20, stopped="token budget reached")
+    assert progress_line(RunView("n", "COMPLETED (BudgetReached)", 1.0, [stopped])) == "COMPLETED (BudgetReached) | grpo 3/20 (stopped)"

@@ -30,8 +30,9 @@ class Ledger:
         """Record step `step`; returns the totals so far as MLflow metrics (usage/...)."""
         entry = {key: float(metrics.get(name, 0.0)) for name, key in FROM_METRICS.items()}
         entry["wall_s"] = wall_s
-        # a step trains what it explored: its prompts and sampled tokens
-        entry["tokens_trained"] = entry["tokens_sampled"] + entry["tokens_prompt"]
+        # the tokens the trainer ran (a prompt its group shares counted once; SFT: its batch), else what the
+        # step explored: its prompts and sampled tokens
+        entry["tokens_trained"] = float(metrics.get("train/train_tokens", entry["tokens_sampled"] + entry["tokens_prompt"]))
         self.steps[str(step)] = entry
         write_json_atomic(self.path, {"steps": self.steps})
         return self.metrics()
