@@ -26,7 +26,20 @@ def dapo_overlong_args(args: dict[str, Any], max_tokens: int | None) -> tuple[in
         if value is None:
             raise RewardArgsError(key, "math_dapo_reward's enable_overlong_penalty needs penalty_factor, cache_length "
                                        "and max_response_length (default: the rollout's max_tokens)")
-    max_length, cache = int(max_length), int(args["cache_length"])
+    max_length, cache = _number(max_length, "max_response_length", int), _number(args["cache_length"], "cache_length", int)
     if not 0 < cache < max_length:
         raise RewardArgsError("cache_length", f"{cache} must be > 0 and below max_response_length ({max_length})")
-    return max_length, cache, float(args["penalty_factor"])
+    return max_length, cache, _number(args["penalty_factor"], "penalty_factor", float)
+
+
+def _number(value: Any, key: str, kind: type[int] | type[float]) -> Any:
+    """value as an int or float, or a RewardArgsError naming key (a YAML list, mapping or word is no number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise RewardArgsError(key, f"{value!r} is not a number")
+    try:
+        number = float(value)
+    except ValueError:
+        raise RewardArgsError(key, f"{value!r} is not a number") from None
+    if kind is int and not number.is_integer():
+        raise RewardArgsError(key, f"{value!r} is not a whole number")
+    return kind(number)

@@ -245,7 +245,7 @@ class LocalPolicy(Policy):
     def _load_into(self, engines: list[EngineClient], weights: WeightsHandle) -> None:
         transport = self._transport()
         if weights.kind == "pushed":  # the trainer streams the tensors in, the engines stamp the version
-            dead = [e.name for e in engines if not e.alive(timeout_s=min(self.config.synchronizer.sync_timeout, 60))]
+            dead = [e.name for e in engines if not e.alive(timeout_s=min(Schedule.of(self.config).timeout_s, 60))]
             if dead:  # named here, before the trainer opens a group the dead could never join
                 raise RuntimeError(f"cannot push weights version {weights.version}: rollout engine(s) "
                                    f"{', '.join(dead)} do not answer; a retry revives them")
