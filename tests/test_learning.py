@@ -15,7 +15,7 @@ import pytest
 
 from deployments import load_recipe
 
-pytestmark = [pytest.mark.slow, pytest.mark.full]  # ~6 min on 2 cores: scripts/test.sh --full
+pytestmark = [pytest.mark.slow, pytest.mark.full]  # ~9 min on 2 busy cores (docs/testing.md): scripts/test.sh --full
 
 STEPS = 8
 
