@@ -72,10 +72,13 @@ class FilterGroupsConfig(Section):
     @model_validator(mode="before")
     @classmethod
     def _verl_names(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("metric") in FILTER_METRIC_ALIASES:
+        if not isinstance(data, dict):
+            return data
+        if isinstance(data.get("metric"), str) and data["metric"] in FILTER_METRIC_ALIASES:
             data = {**data, "metric": FILTER_METRIC_ALIASES[data["metric"]]}
-        if isinstance(data, dict) and isinstance(data.get("max_num_gen_batches"), int) and data["max_num_gen_batches"] < 1:
-            raise ValueError(f"max_num_gen_batches {data['max_num_gen_batches']}: give a bound ≥ 1 (veRL's 0, no "
+        bound = data.get("max_num_gen_batches")
+        if isinstance(bound, int) and not isinstance(bound, bool) and bound < 1:
+            raise ValueError(f"max_num_gen_batches {bound}: give a bound ≥ 1 (veRL's 0, no "
                              "limit, would sample forever from a policy whose groups are all equal)")
         return data
 
