@@ -171,6 +171,8 @@ def snapshot(client: Any, flow_run_id: str, folders: list[tuple[str, Path]] | No
     active = next((s for s in view.stages if s.step is not None and not s.finished and not s.stopped), None)
     if path and active is not None and not path[0].startswith(f"{active.name} ("):
         path.insert(0, active.name)  # a stage whose steps are not a flow of their own (mode both)
+    elif len(path) == 1 and active is None and not any(s.finished or s.stopped for s in view.stages if path[0].startswith(f"{s.name} (")):
+        path.append("starting (model, engines, trainer)")  # a stage flow before its first step or evaluation
     if path:
         view.now = " › ".join(path)
     elif state.startswith("RUNNING"):
