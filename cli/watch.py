@@ -41,6 +41,7 @@ class StageView:
     elapsed_s: float | None = None
     eta_s: float | None = None
     stopped: str | None = None
+    finished: bool = False  # its summary says it ran to the end
 
 
 @dataclass
@@ -76,6 +77,7 @@ def stage_view(name: str, folder: Path, now: float) -> StageView:
     summary = read_json(folder / layout.SUMMARY, {})
     view.after = {k: _headline(m) for k, m in summary.get("eval", {}).items()}
     view.stopped = summary.get("stopped")
+    view.finished = bool(summary) and not view.stopped
     if summary and view.step is None:
         view.step = view.total = summary.get("steps")
     if summary and not view.stopped:
@@ -83,6 +85,18 @@ def stage_view(name: str, folder: Path, now: float) -> StageView:
         if progress:
             view.elapsed_s = progress["updated"] - progress["started"]
     return view
+
+
+def between_flows(stages: list[StageView]) -> str:
+    """What the run does while no nested flow runs: a stage starting, between two steps, or closing."""
+    begun = [s for s in stages if s.step is not None]
+    if not begun:
+        return "starting (model, engines, trainer)"
+    last = begun[-1]
+    if not last.finished and not last.stopped:
+        return f"{last.name}: between steps" if last.step < (last.total or 0) else f"{last.name}: saving the final model"
+    after = stages[stages.index(last) + 1:]
+    return f"starting {after[0].name} (model, engines, trainer)" if after and not last.stopped else "finishing"
 
 
 def _headline(metrics: dict[str, float]) -> float:
@@ -154,10 +168,15 @@ def snapshot(client: Any, flow_run_id: str, folders: list[tuple[str, Path]] | No
         grandchildren = nested(child.id)
         children += grandchildren
         running = [c for c in grandchildren if c.state and c.state.type.value == "RUNNING"]
+    active = next((s for s in view.stages if s.step is not None and not s.finished and not s.stopped), None)
+    if path and active is not None and not path[0].startswith(f"{active.name} ("):
+        path.insert(0, active.name)  # a stage whose steps are not a flow of their own (mode both)
+    elif len(path) == 1 and active is None and not any(s.finished or s.stopped for s in view.stages if path[0].startswith(f"{s.name} (")):
+        path.append("starting (model, engines, trainer)")  # a stage flow before its first step or evaluation
     if path:
         view.now = " › ".join(path)
     elif state.startswith("RUNNING"):
-        view.now = "starting (model, engines, trainer)" if not any(s.step for s in view.stages) else "between steps"
+        view.now = between_flows(view.stages)
     view.events = [f"{_flow_name(client, c.flow_id)}: {c.state.type.value} {c.state.message or ''}".strip()
                    for c in children if c.state and c.state.type.value in ("FAILED", "CRASHED")]
     if run.run_count and run.run_count > 1:

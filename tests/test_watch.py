@@ -64,3 +64,14 @@ def test_piped_the_view_is_a_line_per_change_without_the_clock() -> None:
     assert early == later == "RUNNING | sft_warmup 80/80 loss 1.250; grpo 3/20 reward 0.412 | now: rft › evaluate"
     stopped = StageView("grpo", step=3, total=20, stopped="token budget reached")
     assert progress_line(RunView("n", "COMPLETED (BudgetReached)", 1.0, [stopped])) == "COMPLETED (BudgetReached) | grpo 3/20 (stopped)"
+
+
+def test_between_flows_the_view_says_which_stage_starts_steps_or_closes() -> None:
+    from cli.watch import StageView, between_flows
+
+    warmup, grpo = StageView("sft_warmup", step=80, total=80, finished=True), StageView("grpo")
+    assert between_flows([StageView("sft_warmup"), grpo]) == "starting (model, engines, trainer)"
+    assert between_flows([StageView("sft_warmup", step=3, total=80), grpo]) == "sft_warmup: between steps"
+    assert between_flows([StageView("sft_warmup", step=80, total=80), grpo]) == "sft_warmup: saving the final model"
+    assert between_flows([warmup, grpo]) == "starting grpo (model, engines, trainer)"
+    assert between_flows([warmup, StageView("grpo", step=20, total=20, finished=True)]) == "finishing"
