@@ -95,11 +95,12 @@ def penalized_rewards(
     import torch
 
     with torch.no_grad():
-        kl = token_kl(name, logprobs.float(), ref_logprobs.float(), mask.float())
-        tokens = mask.float().sum(-1)
+        # float64: near the reference k3's exp(r) − r − 1 cancels to 0 in float32 (|r| ≲ 1e-4)
+        kl = token_kl(name, logprobs.double(), ref_logprobs.double(), mask.double())
+        tokens = mask.double().sum(-1)
         per_seq = kl.sum(-1) / tokens.clamp(min=1.0)
         current = float(per_seq[tokens > 0].mean()) if bool((tokens > 0).any()) else 0.0
-        return rewards.float() - kl_coef * kl.sum(-1), current
+        return (rewards.double() - kl_coef * kl.sum(-1)).float(), current
 
 
 def apply_kl_penalty(

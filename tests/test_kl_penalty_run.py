@@ -1,7 +1,8 @@
 """algorithm.kl_penalty_fn through the real stack (Prefect, Ray, vLLM CPU, the torch trainer, MLflow): the
-smoke recipe with k3 in the reward. The trainer's reference is the model the stage started from; the
-rollout log-probs come from vLLM, so the estimate is positive from the first step (k3 ≥ 0), and the
-penalised rewards MLflow shows are below the scored ones."""
+smoke recipe with `abs` in the reward. The trainer's reference is the model the stage started from: at
+step 1 the rollouts come from those weights (vLLM's log-probs, within its numerics of the trainer's), at
+step 2 from the weights after one step (lr 1e-4), so the KL is positive and the penalised rewards MLflow
+shows are below the scored ones."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def test_kl_penalty_is_logged_and_lowers_the_reward(tmp_path: Path) -> None:
         "name": "kl-penalty", "checkpoint_root_dir": str(tmp_path), "cluster.ray_address": "local",
         "model.max_response_tokens": 16, "explorer.eval_on_startup": False,
         "buffer.explorer_input.eval_tasksets": [], "trainer.save_interval": 2,  # cheaper: train only
-        "algorithm.kl_penalty_fn": "k3", "algorithm.kl_penalty_fn_args": {"kl_coef": 0.5},
+        "algorithm.optimizer.lr": 1e-4,
+        "algorithm.kl_penalty_fn": "abs", "algorithm.kl_penalty_fn_args": {"kl_coef": 0.5},
     })
     assert not config.warnings, config.warnings
     outcome = rft(config=config)[config.name]
@@ -36,5 +38,6 @@ def test_kl_penalty_is_logged_and_lowers_the_reward(tmp_path: Path) -> None:
     kl, before, after = history("train/kl_penalty"), history("train/reward_before_kl"), history("train/reward_after_kl")
     assert len(kl) == len(before) == len(after) == 2
     assert history("train/kl_penalty_coef") == [0.5, 0.5]  # fixed: adaptive is off
-    assert all(k > 0 for k in kl), kl
-    assert all(a < b for a, b in zip(after, before, strict=True)), (before, after)
+    print(f"kl penalty per step {kl}; rewards before {before} after {after}")
+    assert kl[0] >= 0 and kl[1] > 0, kl
+    assert after[0] <= before[0] and after[1] < before[1], (before, after)
