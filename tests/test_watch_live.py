@@ -87,6 +87,7 @@ def test_the_live_view_moves_from_the_start_and_through_evaluations(tmp_path: Pa
         watch = f"{sys.executable} -m cli.main watch {flow_run}; echo exit $?; sleep 120"
         subprocess.run(["tmux", "new", "-d", "-s", SESSION, "-x", "160", "-y", "50", "-c", str(ROOT),
                         *[arg for k in ("PREFECT_API_URL", "PREFECT_HOME", "PYTHONPATH") for arg in ("-e", f"{k}={env[k]}")],
+                        "-e", "COLUMNS=160", "-e", "LINES=50",  # as wide as the pane, whatever the test's own environment says
                         watch], check=True)
         started, frames = time.monotonic(), []
         while flow.poll() is None and time.monotonic() - started < 1200:
