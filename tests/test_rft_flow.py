@@ -13,8 +13,8 @@ from safetensors.torch import load_file
 
 from buffer.experience_store import ExperienceStore
 from checkpointing.layout import complete_steps
-from deployments import load_recipe
 from schemas import ExperimentConfig
+from tests.staged import sft_then_smoke
 from tracking import EXPERIMENT_TAG, PARENT_TAG, ROLE_TAG, tracking_uri
 
 pytestmark = pytest.mark.slow
@@ -41,25 +41,7 @@ def staged_run(module_tmp_path: Path) -> tuple[list[ExperimentConfig], dict]:
         json.dumps({"prompt": f"What is {i} + 3?", "response": f"{i} + 3 = {i + 3}. \\boxed{{{i + 3}}}"}) + "\n"
         for i in range(8)
     ))
-    smoke = load_recipe("smoke")
-    config = smoke.with_overrides({
-        "checkpoint_root_dir": str(root / "checkpoints"),
-        "cluster.ray_address": "local",
-        "trainer.max_checkpoints_to_keep": 1,  # smoke checkpoints every step: each stage keeps its last only
-        # Generation on 2 CPU cores is most of the run's time: 16-token answers (and evaluations) halve it.
-        # (The SFT rows are cut to 16 tokens too: their end-of-turn token goes.)
-        "model.max_response_tokens": 16,
-        "stages": [
-            {"stage_name": "sft_warmup", "mode": "train", "algorithm": {"algorithm_type": "sft"},
-             "buffer": {"batch_size": 4, "train_batch_size": 4, "total_steps": 2, "trainer_input": {
-                 "experience_buffer": {"name": "sft", "path": str(rows), "split": "train", "format": {
-                     "prompt_type": "plaintext", "prompt_key": "prompt", "response_key": "response"}}},
-                 # evaluated before and after the warm-up, as the arith recipe does
-                 "explorer_input": {"eval_tasksets": [
-                     ts.model_dump(mode="json", exclude_unset=True) for ts in smoke.buffer.explorer_input.eval_tasksets]}}},
-            {"stage_name": "rft"},
-        ],
-    })
+    config = sft_then_smoke(rows, root, "rft")
     seen: list[tuple[int, int]] = []
     progress.LISTENERS.append(lambda step, total, metrics: seen.append((step, total)))
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from deployments import load_recipe
+from tests.staged import sft_then_smoke
 from tests.test_deployment import free_port, stop_all
 
 pytestmark = [pytest.mark.slow, pytest.mark.full]
@@ -29,20 +29,7 @@ def staged(root: Path) -> dict:
     """An SFT warm-up (2 steps, evaluated before and after), then 3 GRPO steps of smoke: minutes on 2 cores."""
     rows = root / "sft.jsonl"
     rows.write_text("".join(json.dumps({"prompt": f"What is {i} + 3?", "response": f"{i + 3}"}) + "\n" for i in range(8)))
-    smoke = load_recipe("smoke")
-    return smoke.with_overrides({
-        "name": "watch-live", "checkpoint_root_dir": str(root / "checkpoints"), "cluster.ray_address": "local",
-        "trainer.max_checkpoints_to_keep": 1, "model.max_response_tokens": 16, "buffer.total_steps": 3,
-        "stages": [
-            {"stage_name": "sft_warmup", "mode": "train", "algorithm": {"algorithm_type": "sft"},
-             "buffer": {"batch_size": 4, "train_batch_size": 4, "total_steps": 2, "trainer_input": {
-                 "experience_buffer": {"name": "sft", "path": str(rows), "split": "train", "format": {
-                     "prompt_type": "plaintext", "prompt_key": "prompt", "response_key": "response"}}},
-                 "explorer_input": {"eval_tasksets": [
-                     ts.model_dump(mode="json", exclude_unset=True) for ts in smoke.buffer.explorer_input.eval_tasksets]}}},
-            {"stage_name": "grpo"},
-        ],
-    }).user_data()
+    return sft_then_smoke(rows, root, "grpo", name="watch-live", **{"buffer.total_steps": 3}).user_data()
 
 
 def run_id(env: dict[str, str], name: str) -> str:
