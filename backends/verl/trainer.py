@@ -149,15 +149,17 @@ class VerlTrainer(TrainerBackend):
         }
 
     def logprobs(self, batch: list[Experience]) -> list[list[float]]:
-        rows = vb.padded(vb.with_advantage(batch), self._rows_multiple())
-        token_logprobs = self._logprobs(rows, self.workers.compute_log_prob)
-        return [token_logprobs[i, : len(e.response_token_ids)].tolist() for i, e in enumerate(batch)]
+        return self._response_logprobs(batch, self.workers.compute_log_prob)
 
     def reference_logprobs(self, batch: list[Experience]) -> list[list[float]]:
         """Logprob of each response token under the reference model (its engine, or with LoRA the actor
         with the adapter off)."""
+        return self._response_logprobs(batch, self.workers.compute_ref_log_prob)
+
+    def _response_logprobs(self, batch: list[Experience], compute: Any) -> list[list[float]]:
+        """Each experience's response-token logprobs from a worker method (the actor's or the reference's)."""
         rows = vb.padded(vb.with_advantage(batch), self._rows_multiple())
-        token_logprobs = self._logprobs(rows, self.workers.compute_ref_log_prob)
+        token_logprobs = self._logprobs(rows, compute)
         return [token_logprobs[i, : len(e.response_token_ids)].tolist() for i, e in enumerate(batch)]
 
     def publish_weights(self, version: int, folder: Path | None) -> WeightsHandle:
