@@ -36,7 +36,7 @@ from flows.sync import sync
 from flows.train import train
 from flows.trainer import trainer
 from schemas import ExperimentConfig
-from tracking.usage import Ledger, over_budget
+from tracking.usage import Ledger
 
 
 def rl(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
@@ -91,7 +91,7 @@ def take_turns(stage: Stage) -> list[dict]:
             evals, eval_metrics = evaluate_and_log(config, run["run_id"], step)
             metrics |= eval_metrics | {"time/eval_s": time.perf_counter() - eval_started}
         metrics |= ledger.add(step, metrics, time.perf_counter() - started)
-        stop = over_budget(config.budget, ledger.totals()) if step < total_steps else None
+        stop = ledger.stop_reason(config.budget, step, total_steps)
         tracking.log_metrics(config, run["run_id"], metrics, step)
         checkpoint_if_due(config, run, step, total_steps, model_dir, now=stop is not None)
         progress.update(step, metrics)
@@ -99,6 +99,6 @@ def take_turns(stage: Stage) -> list[dict]:
             "step %d/%d: reward %.3f, %.1f s", step, total_steps, metrics.get("explore/reward_mean", 0.0), metrics["time/step_s"]
         )
         if stop is not None:
-            stage.stopped = {"step": step, "reason": stop, "usage": ledger.totals()}
+            stage.stopped = ledger.stopped(step, stop)
             return evals
     return evals

@@ -20,7 +20,7 @@ from flows.stage import checkpoint_if_due, evaluate_and_log, evaluate_baseline, 
 from flows.sync import sync
 from schemas import ExperimentConfig
 from tasks.sft import sft_dataset, sft_step
-from tracking.usage import Ledger, over_budget
+from tracking.usage import Ledger
 
 
 @flow(name="sft_warmup", log_prints=False)
@@ -41,12 +41,12 @@ def sft_warmup(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
             started = time.perf_counter()
             metrics = sft_step(config, step, stage.model_dir)
             metrics |= ledger.add(step, metrics, time.perf_counter() - started)
-            stop = over_budget(config.budget, ledger.totals()) if step < total_steps else None
+            stop = ledger.stop_reason(config.budget, step, total_steps)
             tracking.log_metrics(config, stage.run_id, metrics, step)
             checkpoint_if_due(config, stage.run, step, total_steps, stage.model_dir, now=stop is not None)
             stage.progress.update(step, metrics)
             if stop is not None:  # checkpointed; a resume goes on from this step
-                stage.stopped = {"step": step, "reason": stop, "usage": ledger.totals()}
+                stage.stopped = ledger.stopped(step, stop)
                 break
         if evaluates and stage.stopped is None:  # the engines get the trained weights once, for the evaluation after the warm-up
             sync(config, total_steps)

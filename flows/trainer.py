@@ -24,7 +24,7 @@ from flows.train import train
 from schemas import ExperimentConfig
 from tasks.sync import publish_weights
 from tracking.progress import StepProgress
-from tracking.usage import Ledger, over_budget
+from tracking.usage import Ledger
 
 
 def train_stage(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
@@ -76,7 +76,7 @@ def trainer(
         metrics["time/step_wall_s"], last = now - last, now
         # the step's usage: what the explorer sampled for it (the buffer holds it), what this side ran
         metrics |= ledger.add(step, metrics | explored_tokens(config, step), metrics["time/step_wall_s"])
-        stop = over_budget(config.budget, ledger.totals()) if step < total_steps else None
+        stop = ledger.stop_reason(config.budget, step, total_steps)
         tracking.log_metrics(config, run["run_id"], metrics, step)
         checkpoint_if_due(config, run, step, total_steps, model_dir, now=stop is not None)
         if progress is not None:
@@ -86,7 +86,7 @@ def trainer(
                               metrics["time/step_wall_s"])
         if stop is not None:  # the explorer stops too, at its next step; a resume goes on from this checkpoint
             meeting.announce_stop(config, step, stop)
-            return {"steps": step, "stopped": {"step": step, "reason": stop, "usage": ledger.totals()}}
+            return {"steps": step, "stopped": ledger.stopped(step, stop)}
     return {"steps": total_steps}
 
 

@@ -44,6 +44,14 @@ class Ledger:
     def metrics(self) -> dict[str, float]:
         return {f"usage/{k}": v for k, v in self.totals().items()}
 
+    def stop_reason(self, budget: BudgetConfig, step: int, total_steps: int) -> str | None:
+        """Why the stage stops after step `step` (None: it goes on; after its last step it just ends)."""
+        return over_budget(budget, self.totals()) if step < total_steps else None
+
+    def stopped(self, step: int, reason: str) -> dict:
+        """What a stage records when its budget stopped it after step `step` (Stage.stopped)."""
+        return {"step": step, "reason": reason, "usage": self.totals()}
+
 
 def over_budget(budget: BudgetConfig, totals: dict[str, float]) -> str | None:
     """Why the run must stop now (None: within budget)."""
