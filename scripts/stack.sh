@@ -10,6 +10,7 @@ export RFT_MLFLOW_UI_URL="http://127.0.0.1:$MLFLOW_PORT"
 # No telemetry from the servers we start; bounded waits on the Prefect API (a request: 30 s, 3 retries,
 # ~14 s of backoff) and on MLflow (10 s, 2 retries) for the worker and the runs it starts.
 export PREFECT_SERVER_ANALYTICS_ENABLED="${PREFECT_SERVER_ANALYTICS_ENABLED:-false}"
+export DO_NOT_TRACK="${DO_NOT_TRACK:-1}"  # and none from the Prefect clients (whose first-run notice up.sh printed)
 export PREFECT_API_REQUEST_TIMEOUT="${PREFECT_API_REQUEST_TIMEOUT:-30}"
 export PREFECT_CLIENT_MAX_RETRIES="${PREFECT_CLIENT_MAX_RETRIES:-3}"
 export MLFLOW_HTTP_REQUEST_TIMEOUT="${MLFLOW_HTTP_REQUEST_TIMEOUT:-10}"
