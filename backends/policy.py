@@ -94,6 +94,19 @@ class Policy(ABC):
         self.load(weights)
         return {"time/sync_s": time.perf_counter() - started, "sync/export_s": published, "sync/model_version": float(version)}
 
+    # -- what each side uses (tracking/usage.py): "explore" the rollout engines, "train" the trainer ------
+
+    def cpu_seconds(self, side: str) -> float:
+        """CPU seconds the processes of `side` have used since they started (its worker processes too);
+        a task takes the difference over its work."""
+        if side == "explore":
+            return sum(engine.cpu_seconds() for engine in self.engines())
+        return self.trainer.cpu_seconds()
+
+    def gpus(self, side: str) -> int:
+        """GPUs `side` holds. Default none: a service's GPUs are not the run's to count."""
+        return 0
+
     @abstractmethod
     def revive(self) -> list[str]:
         """Start again the engines that died, serving the trainer's current weights; returns their names."""

@@ -61,6 +61,11 @@ class RolloutEngine(ABC):
     def info(self) -> dict[str, Any]:
         """Static facts for logs and metrics: model path, device, dtype, tensor parallel size."""
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds the engine's processes have used since it started (tracking/usage.py). Default 0: a
+        service samples (Tinker), and the requests sent from this process are not the sampling."""
+        return 0.0
+
     # -- the OpenAI-compatible endpoint (explorer.rollout_model.enable_openai_api) -----------------
 
     def openai_base_url(self) -> str | None:

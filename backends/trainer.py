@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backends.cpu_time import process_tree_cpu_s
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
 
@@ -58,6 +59,11 @@ class TrainerBackend(ABC):
         """GPU: stream the current weights into running vLLM engines through `transport` (its
         push_weights / push_module); the engines then only stamp `version`."""
         raise NotImplementedError(f"{type(self).__name__} cannot push weights; use synchronizer.sync_method checkpoint")
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the trainer's processes have used since they started (tracking/usage.py): by default
+        the process it runs in (the trainer actor) and its children; a backend with worker processes adds theirs."""
+        return process_tree_cpu_s()
 
     def close(self) -> None:
         """Free what the trainer holds beyond its own process (worker processes, placement groups)."""

@@ -17,3 +17,7 @@ class BudgetConfig(Section):
     max_wall_minutes: float | None = Field(
         None, gt=0, description="Stop after the step at which the steps' wall time reaches this many minutes."
     )
+    max_gpu_hours: float | None = Field(
+        None, gt=0, description="Stop after the step at which the GPU seconds of the sides (the GPUs each side holds "
+        "× its seconds in the step) reach this many hours. Never reached without GPUs (on CPU, or on Tinker's service).",
+    )

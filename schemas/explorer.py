@@ -33,6 +33,9 @@ class InferenceBase(Variant):
     # Which trained weights it samples: "local" (folders and tensors) or "tinker" (tinker:// paths); see
     # TrainerBase.WEIGHTS.
     WEIGHTS: ClassVar[str] = "local"
+    # Whether the run's engines and trainer hold GPUs of its own cluster (where there are any): what its GPU
+    # seconds count (tracking/usage.py); a service's GPUs are not counted.
+    HOLDS_GPUS: ClassVar[bool] = True
     SETTINGS: ClassVar[dict[str, Entry]] = {}
 
     def check(self, r: Resolver) -> None:
@@ -149,6 +152,7 @@ class TinkerSamplerConfig(InferenceBase):
     """Tinker's sampler: the weights the Tinker trainer publishes, sampled on the service."""
 
     WEIGHTS: ClassVar[str] = "tinker"
+    HOLDS_GPUS: ClassVar[bool] = False  # the service samples and trains
     SETTINGS: ClassVar[dict[str, Entry]] = {
         "model_path": refused("the rollout model always serves model.model_path"),
         "engine_num": warned("Tinker's sampler is one service (no engines to count)"),

@@ -139,10 +139,17 @@ NO_BUDGET_CHECK = ("only a stage that trains (mode 'both' or 'train') keeps the 
                    "an 'explore' run stops when its trainer does, 'bench' and 'serve' run to the end")
 SFT_SAMPLES_NO_TOKENS = ("an SFT stage samples no tokens: budget.max_tokens (tokens sampled) never stops it; "
                          "budget.max_wall_minutes does")
+NO_GPUS_COUNTED = ("the run holds no GPUs (cluster.gpu_per_node 0, or a service such as Tinker trains and samples): "
+                   "its GPU seconds stay 0 and budget.max_gpu_hours never stops it; budget.max_wall_minutes or "
+                   "budget.max_tokens does")
 
 
 def _keeps_ledger(c: ExperimentConfig) -> bool:
     return c.mode in ("both", "train")
+
+
+def _holds_no_gpus(c: ExperimentConfig) -> bool:
+    return c.cluster.gpu_per_node == 0 or not c.explorer.rollout_model.HOLDS_GPUS
 
 
 def _is_sft(c: ExperimentConfig) -> bool:
@@ -284,6 +291,9 @@ SUPPORT: dict[str, Entry] = {
         lambda v, c: v is not None and _is_sft(c), SFT_SAMPLES_NO_TOKENS),
     "budget.max_wall_minutes": honoured("tracking/usage.py", "flows/rl.py", "flows/trainer.py", "flows/sft_warmup.py").warn_if(
         lambda v, c: v is not None and not _keeps_ledger(c), NO_BUDGET_CHECK),
+    "budget.max_gpu_hours": honoured("tracking/usage.py", "flows/rl.py", "flows/trainer.py", "flows/sft_warmup.py").warn_if(
+        lambda v, c: v is not None and not _keeps_ledger(c), NO_BUDGET_CHECK).warn_if(
+        lambda v, c: v is not None and _holds_no_gpus(c), NO_GPUS_COUNTED),
 }
 
 # Each backend's settings: a variant is honoured by the registry that names its implementation, and its

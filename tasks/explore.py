@@ -15,6 +15,8 @@ from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
 from tasks.failures import transient_only
 from tasks.rollouts import run_workflows
+from tasks.setup import revive_engines
+from tasks.usage import SideUsage
 from workflows.multi_turn import episode_stats
 from workflows.runner import RunnerResult
 
@@ -95,7 +97,10 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
             return {"explore/reward_mean": stats["mean"], "explore/reward_std": stats["std"],
                     "explore/experiences": float(stats["count"]), "explore/resumed": 1.0}
         batches_before = store.taskset_batches_before(step)
+        revive_engines(config)  # measured on engines that answer (a retry after an engine crash)
+        usage = SideUsage(config, "explore")
         result, filled = sample(config, step, batches_before)
+        used = usage.metrics("explore")
         for failure in result.failures:
             logger.warning("task %s failed: %s", failure.task_id, failure.error)
         for skipped in result.too_long:
@@ -133,6 +138,7 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         "explore/tokens_sampled": float(sum(len(e.response_token_ids) for e in result.experiences)),
         "explore/tokens_prompt": float(sum(len(e.prompt_token_ids) for e in result.experiences)),
         "time/explore_s": stats["seconds"],
+        **used,  # the engines' CPU seconds and GPUs
         **{f"explore/{k}": v for k, v in episode_stats(result.experiences).items()},  # multi-turn workflows
         **(filled.metrics() if filled is not None else {}),
     }

@@ -12,6 +12,7 @@ from backends.policy import policy_for
 from buffer.experience import Experience
 from buffer.taskset import TasksetError, load_taskset
 from schemas import ExperimentConfig, StorageConfig
+from tasks.usage import SideUsage
 from workflows.render import renderer_for
 
 
@@ -72,6 +73,7 @@ def sft_step(config: ExperimentConfig, step: int, model_dir: str) -> dict[str, f
     )
     size = config.buffer.train_batch_size
     batch = [examples[((step - 1) * size + i) % len(examples)] for i in range(size)]
+    usage = SideUsage(config, "train")
     metrics = policy_for(config).trainer.train_step(batch)
     get_run_logger().info("sft step %d: loss %.4f", step, metrics.get("loss", float("nan")))
-    return {**{f"train/{k}": v for k, v in metrics.items()}, "time/train_s": time.perf_counter() - started}
+    return {**{f"train/{k}": v for k, v in metrics.items()}, **usage.metrics("train"), "time/train_s": time.perf_counter() - started}

@@ -21,6 +21,7 @@ from checkpointing.records import read_json, write_json_atomic
 from schemas import ExperimentConfig
 from tasks.failures import transient_only
 from tasks.setup import revive_engines
+from tasks.usage import SideUsage
 
 KEEP_RECORDS = 8  # published versions remembered (older ones' files are pruned by the engines' loads)
 
@@ -70,6 +71,7 @@ def sync_weights(config: ExperimentConfig, version: int) -> dict[str, float]:
     """Both halves at once (explorer and trainer taking turns)."""
     revive_engines(config)  # an engine that died since the last task is started again first
     policy = policy_for(config)
+    usage = SideUsage(config, "explore", "train")
     started = time.perf_counter()
     weights = policy.publish(version)
     _record(config, weights)
@@ -77,4 +79,4 @@ def sync_weights(config: ExperimentConfig, version: int) -> dict[str, float]:
     policy.load(weights)
     seconds = time.perf_counter() - started
     get_run_logger().info("engines serve model version %d (%.1f s)", version, seconds)
-    return {"time/sync_s": seconds, "sync/export_s": exported, "sync/model_version": float(version)}
+    return {"time/sync_s": seconds, "sync/export_s": exported, "sync/model_version": float(version), **usage.metrics("sync")}

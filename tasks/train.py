@@ -11,6 +11,7 @@ from backends.policy import policy_for
 from buffer.experience_store import ExperienceStore
 from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
+from tasks.usage import SideUsage
 
 
 def max_staleness(config: ExperimentConfig) -> int | None:
@@ -47,7 +48,9 @@ def train_step(config: ExperimentConfig, step: int) -> dict[str, float]:
                 f"train step {step}: the experience buffer has nothing to train on"
                 + (f" ({skipped} experiences were staler than max_staleness {limit})" if skipped else "")
             )
+        usage = SideUsage(config, "train")
         metrics = policy_for(config).trainer.train_step(batch)
+        used = usage.metrics("train")  # the trainer's CPU seconds and GPUs
         store.mark_trained([e.eid for e in batch], step)
     finally:
         store.close()
@@ -60,5 +63,6 @@ def train_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         "train/staleness_mean": sum(staleness) / len(staleness),
         "train/staleness_max": float(max(staleness)),
         "train/skipped_stale": float(skipped),
+        **used,
         "time/train_s": time.perf_counter() - started,
     }

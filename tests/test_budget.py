@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
+from backends.cpu_time import process_tree_cpu_s
 from buffer.experience import Experience
 from buffer.experience_store import ExperienceStore
 from checkpointing.layout import complete_steps
@@ -41,6 +45,41 @@ def test_the_ledger_counts_the_tokens_the_trainer_ran(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path, done=0)  # an SFT step samples nothing; its trainer reports what it ran
     ledger.add(1, {"train/train_tokens": 120.0, "time/train_s": 1.0}, wall_s=1.5)
     assert ledger.totals()["tokens_trained"] == 120 and ledger.totals()["tokens_sampled"] == 0
+
+
+def test_the_ledger_counts_gpu_seconds_by_side_and_stops_at_the_gpu_hours(tmp_path: Path) -> None:
+    # a step on GPUs: 2 engines' GPUs explore 10 s and evaluate 4 s, the trainer's 1 trains 5 s, all 3 sync 1 s
+    step = {"time/explore_s": 10.0, "explore/gpus": 2.0, "time/train_s": 5.0, "train/gpus": 1.0, "time/sync_s": 1.0,
+            "sync/gpus": 3.0, "time/eval_s": 4.0, "explore/cpu_s": 7.5, "train/cpu_s": 3.0}
+    ledger = Ledger(tmp_path / "gpu", done=0)
+    for n in (1, 2):
+        ledger.add(n, step, wall_s=30.0)
+    totals = ledger.totals()
+    assert (totals["explore_gpu_s"], totals["train_gpu_s"], totals["sync_gpu_s"], totals["eval_gpu_s"]) == (40, 10, 6, 16)
+    assert totals["gpu_s"] == 72 and (totals["explore_cpu_s"], totals["train_cpu_s"], totals["sync_cpu_s"]) == (15, 6, 0)
+    assert "GPU-hour budget reached" in str(over_budget(BudgetConfig(max_gpu_hours=72 / 3600), totals))
+    assert over_budget(BudgetConfig(max_gpu_hours=73 / 3600), totals) is None
+    assert Ledger(tmp_path / "gpu", done=1).metrics()["usage/gpu_s"] == 36  # a resume keeps step 1's
+    # on CPU the sides hold no GPUs: their seconds cost no GPU time, and a GPU-hour budget never stops the run
+    cpu = Ledger(tmp_path / "cpu", done=0)
+    cpu.add(1, step | {"explore/gpus": 0.0, "train/gpus": 0.0, "sync/gpus": 0.0}, wall_s=30.0)
+    assert cpu.totals()["gpu_s"] == 0 and cpu.totals()["explore_cpu_s"] == 7.5
+    assert over_budget(BudgetConfig(max_gpu_hours=1e-9), cpu.totals()) is None
+
+
+def test_a_process_counts_the_cpu_seconds_of_its_children() -> None:
+    """What an engine or trainer actor reports: its child processes count while they run and after they end."""
+    before = process_tree_cpu_s()
+    burn = "import sys, time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass\nsys.stdin.read()"
+    child = subprocess.Popen([sys.executable, "-c", burn], stdin=subprocess.PIPE)
+    try:
+        deadline = time.time() + 60
+        while sum(psutil.Process(child.pid).cpu_times()[:2]) < 0.5 and time.time() < deadline:
+            time.sleep(0.05)
+        assert process_tree_cpu_s() - before >= 0.5  # the live child's
+    finally:
+        child.communicate(b"")
+    assert process_tree_cpu_s() - before >= 0.5  # ended and waited for: its parent's count keeps it
 
 
 def test_the_buffer_says_what_an_explore_step_sampled(tmp_path: Path) -> None:
@@ -74,6 +113,12 @@ def test_a_budget_where_nothing_checks_it_is_a_warning() -> None:
     sft = sft_config(Path("/tmp/unused"), name="sft")
     assert any("samples no tokens" in w for w in sft.with_overrides({"budget.max_tokens": 100}).warnings)
     assert not sft.with_overrides({"budget.max_wall_minutes": 1}).warnings
+    # no GPUs to count: on CPU (cluster.gpu_per_node 0), or where a service trains and samples (Tinker)
+    no_gpus = "budget.max_gpu_hours never stops it"
+    assert any(no_gpus in w for w in smoke.with_overrides({"budget.max_gpu_hours": 1}).warnings)
+    tinker = load_recipe("gsm8k-tinker").with_overrides({"cluster.gpu_per_node": None, "budget.max_gpu_hours": 1})
+    assert any(no_gpus in w for w in tinker.warnings)
+    assert not any(no_gpus in w for w in load_recipe("gsm8k-qwen").with_overrides({"budget.max_gpu_hours": 1}).warnings)
 
 
 def steps_and_tasks(experiment: Path) -> list[tuple[int, int, str]]:
@@ -115,6 +160,10 @@ def test_a_token_budget_stops_the_run_and_a_larger_one_resumes_it(tmp_path: Path
     assert sorted(usage, key=int) == ["1", "2", "3"]  # counted once each across the stop and the resume
     finished = json.loads((exp / "summary.json").read_text())
     assert finished["usage"]["tokens_sampled"] == sum(u["tokens_sampled"] for u in usage.values())
+    # CPU seconds by side, measured in the engines' and the trainer's processes; on CPU no GPU seconds
+    assert all(u["explore_cpu_s"] > 0 and u["train_cpu_s"] > 0 and u["gpu_s"] == 0 for u in usage.values()), usage
+    assert sum(u["sync_cpu_s"] for u in usage.values()) > 0
+    assert finished["usage"]["train_cpu_s"] == sum(u["train_cpu_s"] for u in usage.values())
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'checkpoints' / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("rft").experiment_id],
@@ -124,6 +173,9 @@ def test_a_token_budget_stops_the_run_and_a_larger_one_resumes_it(tmp_path: Path
     history = client.get_metric_history(continued.info.run_id, "usage/tokens_sampled")
     assert sorted(m.step for m in history) == [1, 2, 3]
     assert max(m.value for m in history) == finished["usage"]["tokens_sampled"]
+    for side in ("explore", "train"):
+        cpu_s = max(m.value for m in client.get_metric_history(continued.info.run_id, f"usage/{side}_cpu_s"))
+        assert cpu_s > 0 and cpu_s == pytest.approx(finished["usage"][f"{side}_cpu_s"])
 
 
 def trained_versions(experiment: Path) -> list[tuple[int, int, int, str]]:

@@ -13,9 +13,14 @@ from checkpointing import layout
 from checkpointing.records import read_json, write_json_atomic
 from schemas.budget import BudgetConfig
 
-# step metric -> ledger key: tokens sampled by the rollouts, prompt tokens, wall seconds by side
+# step metric -> ledger key: tokens sampled by the rollouts, prompt tokens, wall seconds by side, CPU seconds
+# by side (what the engines' and the trainer's processes used, tasks/usage.py)
 FROM_METRICS = {"explore/tokens_sampled": "tokens_sampled", "explore/tokens_prompt": "tokens_prompt",
-                "time/explore_s": "explore_s", "time/train_s": "train_s", "time/sync_s": "sync_s", "time/eval_s": "eval_s"}
+                "time/explore_s": "explore_s", "time/train_s": "train_s", "time/sync_s": "sync_s", "time/eval_s": "eval_s",
+                "explore/cpu_s": "explore_cpu_s", "train/cpu_s": "train_cpu_s", "sync/cpu_s": "sync_cpu_s"}
+# side -> the step metric of the GPUs it holds: its GPU seconds are those GPUs × its wall seconds (evaluation
+# runs on the engines)
+GPUS_OF = {"explore": "explore/gpus", "train": "train/gpus", "sync": "sync/gpus", "eval": "explore/gpus"}
 
 
 class Ledger:
@@ -30,6 +35,9 @@ class Ledger:
         """Record step `step`; returns the totals so far as MLflow metrics (usage/...)."""
         entry = {key: float(metrics.get(name, 0.0)) for name, key in FROM_METRICS.items()}
         entry["wall_s"] = wall_s
+        for side, gpus in GPUS_OF.items():
+            entry[f"{side}_gpu_s"] = float(metrics.get(gpus, 0.0)) * entry[f"{side}_s"]
+        entry["gpu_s"] = sum(entry[f"{side}_gpu_s"] for side in GPUS_OF)
         # the tokens the trainer ran (a prompt its group shares counted once; SFT: its batch), else what the
         # step explored: its prompts and sampled tokens
         entry["tokens_trained"] = float(metrics.get("train/train_tokens", entry["tokens_sampled"] + entry["tokens_prompt"]))
@@ -61,4 +69,7 @@ def over_budget(budget: BudgetConfig, totals: dict[str, float]) -> str | None:
     minutes = totals.get("wall_s", 0.0) / 60
     if budget.max_wall_minutes is not None and minutes >= budget.max_wall_minutes:
         return f"wall-time budget reached: {minutes:.1f} min of budget.max_wall_minutes {budget.max_wall_minutes}"
+    hours = totals.get("gpu_s", 0.0) / 3600
+    if budget.max_gpu_hours is not None and hours >= budget.max_gpu_hours:
+        return f"GPU-hour budget reached: {hours:.3f} GPU hours of budget.max_gpu_hours {budget.max_gpu_hours}"
     return None

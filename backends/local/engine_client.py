@@ -29,6 +29,9 @@ class EngineClient(RolloutEngine):
     def info(self) -> dict[str, Any]:
         return ray.get(self.actor.info.remote())
 
+    def cpu_seconds(self) -> float:
+        return ray.get(self.actor.cpu_seconds.remote())
+
     def openai_base_url(self) -> str | None:
         return ray.get(self.actor.openai_base_url.remote())
 

@@ -149,10 +149,11 @@ class LocalPolicy(Policy):
                 "GPU(s) and leave none for the veRL trainer; lower explorer.rollout_model.engine_num or "
                 "tensor_parallel_size, or add GPUs"
             )
+        never = config.budget.max_gpu_hours is not None and not gpus  # validation sees only cluster.gpu_per_node 0
         return [
             f"{len(self.engine_names)} vLLM engine(s), {plan.engine_gpus} GPU(s) and {plan.engine_threads} CPU "
             f"thread(s) each; trainer {config.trainer.trainer_type} with {plan.trainer_gpus} GPU(s), "
-            f"{plan.trainer_threads} thread(s)"
+            f"{plan.trainer_threads} thread(s)" + ("; no GPUs: budget.max_gpu_hours never stops this run" if never else "")
         ]
 
     def plan(self) -> ResourcePlan:
@@ -178,6 +179,10 @@ class LocalPolicy(Policy):
 
     def engines(self) -> list[EngineClient]:
         return [EngineClient(name) for name in self.engine_names]
+
+    def gpus(self, side: str) -> int:
+        plan = self.plan()
+        return plan.engine_gpus * len(self.engine_names) if side == "explore" else plan.trainer_gpus
 
     def publish(self, version: int) -> WeightsHandle:
         transport = self._transport()

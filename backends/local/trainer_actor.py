@@ -65,6 +65,9 @@ class TrainerActor:
     def global_step(self) -> int:
         return self.backend.global_step
 
+    def cpu_seconds(self) -> float:
+        return self.backend.cpu_seconds()
+
     def ping(self) -> dict[str, Any]:
         import torch
 
@@ -99,6 +102,9 @@ class TrainerClient(TrainerBackend):
     @property
     def global_step(self) -> int:
         return ray.get(self.actor.global_step.remote())
+
+    def cpu_seconds(self) -> float:
+        return ray.get(self.actor.cpu_seconds.remote())
 
     def ping(self, timeout_s: float | None = None) -> dict[str, Any]:
         return ray.get(self.actor.ping.remote(), timeout=timeout_s)

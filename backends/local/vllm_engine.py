@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backends.cpu_time import process_tree_cpu_s
 from backends.history import CallRecord
 from backends.local import ray_cluster
 from backends.local.openai_server import OpenAIServer, ServerSettings, generate_on_loop
@@ -224,6 +225,9 @@ class VLLMEngine(RolloutEngine):
             "omp_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND"),
             "openai_base_url": self.openai_base_url(),
         }
+
+    def cpu_seconds(self) -> float:
+        return process_tree_cpu_s()  # with vLLM's engine-core and tensor-parallel worker processes (GPU)
 
     def openai_base_url(self) -> str | None:
         return self.server.base_url if self.server is not None else None

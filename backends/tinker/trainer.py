@@ -131,6 +131,9 @@ class TinkerTrainer(TrainerBackend):
     def global_step(self) -> int:
         return self._step
 
+    def cpu_seconds(self) -> float:
+        return 0.0  # the service trains; this process (the flow's) only sends the requests
+
     def train_step(self, batch: list[Experience]) -> dict[str, float]:
         started = time.perf_counter()
         batch = [e for e in batch if e.response_token_ids]

@@ -96,6 +96,10 @@ class VerlTrainer(TrainerBackend):
         group.init_model()
         return pool, group
 
+    def cpu_seconds(self) -> float:
+        """The controller's process and every worker process (separate Ray actors, not its children)."""
+        return super().cpu_seconds() + sum(self.workers.cpu_seconds())
+
     def close(self) -> None:
         """Stop the workers and free their placement group (a second group would wait for it forever)."""
         import ray

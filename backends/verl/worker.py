@@ -18,6 +18,7 @@ from verl.single_controller.base.decorator import Dispatch, make_nd_compute_data
 from verl.utils import tensordict_utils as tu
 from verl.workers.engine_workers import TrainingWorker
 
+from backends.cpu_time import process_tree_cpu_s
 from backends.verl import cpu
 from backends.verl.config import WorkerConfigs
 from backends.verl.weights import EngineWeights, config_dtype
@@ -72,6 +73,10 @@ class VerlWorker(Worker):
             return None
         tu.get(output, "metrics")["lr_used"] = [float(lr)]
         return output.cpu()
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def cpu_seconds(self) -> float:
+        return process_tree_cpu_s()
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def save_checkpoint(self, path: str, global_step: int) -> None:
