@@ -4,15 +4,16 @@ A shape is `PxT`: P GSM8K prompts per step, each sampled 8 times, responses of a
 shape it runs the real `rft` flow (Prefect, Ray, vLLM CPU, torch trainer) per variant — explorer and trainer
 taking turns (sync_offset 0) or overlapped (sync_offset 1), syncing every step or every second step — and
 reads each step's wall time back from MLflow; then TRL's GRPOTrainer at the same shape in a subprocess
-(benchmarks/trl_grpo.py, TRL from $RFT_TRL_SITE, which scripts/bench.sh fills), with transformers' generate
-and with vLLM colocated in its process. Every side runs one warm-up step (one-time costs) and then `--steps`
-measured steps, and is summarised the same way from its per-step wall times: median, min and max seconds per
-step, generated and trained samples per second at the median. The JSON is written whole after every shape
+(benchmarks/trl_grpo.py, TRL from $RFT_TRL_SITE, which scripts/bench.sh fills), with transformers' generate,
+with transformers' continuous batching, and with vLLM colocated in its process (a configuration that fails is
+recorded with its error and not tried at later shapes). Every side runs one warm-up step (one-time costs) and
+then `--steps` measured steps, and is summarised the same way from its per-step wall times: median, min and max
+seconds per step, generated and trained samples per second at the median. The JSON is written whole after every shape
 (a temporary file renamed over the old one), with the machine, date and commit; the plot beside it
 (benchmarks/report.py) likewise. benchmarks/report.py renders the JSON into docs/speed.md.
 
     .venv/bin/python benchmarks/grpo_step.py [--steps 8] [--shapes 1x128 4x128 ...] [--variants offset1-interval1 ...]
-                                             [--trl transformers-generate vllm-colocate] [--no-trl]
+                                             [--trl transformers-generate ...] [--no-trl]
                                              [--set path=value ...] [--out FILE]
 """
 
@@ -41,7 +42,9 @@ VARIANTS: dict[str, dict[str, int]] = {
     "offset0-interval2": {"synchronizer.sync_offset": 0, "synchronizer.sync_interval": 2},
     "offset1-interval2": {"synchronizer.sync_offset": 1, "synchronizer.sync_interval": 2},
 }
-TRL_CONFIGS = ("transformers-generate", "vllm-colocate")  # trl_grpo.py's two ways to generate
+# trl_grpo.py's ways to generate: TRL's default, and the two faster ones its docs offer on one device
+TRL_CONFIGS = {"transformers-generate": [], "transformers-continuous-batching": ["--continuous-batching"],
+               "vllm-colocate": ["--vllm-colocate"]}
 
 
 def parse_shape(text: str) -> dict[str, int | str]:
@@ -59,7 +62,7 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", type=parse_shape, default=[parse_shape("1x128")],
                         help="PROMPTSxTOKENS per step, e.g. 1x128 4x128 16x128 1x512")
     parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--trl", nargs="*", default=list(TRL_CONFIGS), choices=TRL_CONFIGS, help="TRL configurations")
+    parser.add_argument("--trl", nargs="*", default=list(TRL_CONFIGS), choices=list(TRL_CONFIGS), help="TRL configurations")
     parser.add_argument("--no-trl", action="store_true", help="do not run TRL's GRPOTrainer")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="extra dotted.path=value")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "grpo_step.json"))
@@ -210,9 +213,7 @@ def run_trl(config: str, shape: dict, steps: int) -> dict[str, object]:
     if os.environ.get("RFT_TRL_SITE"):  # TRL lives outside .venv (see scripts/bench.sh)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ["RFT_TRL_SITE"], str(ROOT), env.get("PYTHONPATH")]))
     command = [sys.executable, str(Path(__file__).with_name("trl_grpo.py")), "--steps", str(steps),
-               "--prompts", str(shape["prompts"]), "--max-tokens", str(shape["max_response_tokens"])]
-    if config == "vllm-colocate":
-        command.append("--vllm-colocate")
+               "--prompts", str(shape["prompts"]), "--max-tokens", str(shape["max_response_tokens"]), *TRL_CONFIGS[config]]
     started = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env)
     total_wall = time.perf_counter() - started

@@ -3,9 +3,10 @@
 `--prompts` GSM8K prompts × 8 generations of ≤`--max-tokens` tokens per optimizer step, SmolLM2-135M-Instruct
 in float32 on CPU, the same system prompt and reward as our math_workflow, no KL term. A step trains in
 micro-batches of 8 (one prompt's group, like our trainer's micro_batch_size) accumulated into one optimizer
-step, and generates once per step. Generation either with transformers' `generate` (TRL's default), or with
-`--vllm-colocate`: TRL's fastest mode its docs offer without a second device, vLLM in the trainer's own process
-(`use_vllm=True, vllm_mode="colocate"`), here on vLLM's CPU build. Runs `--steps` measured steps after one
+step, and generates once per step. Generation with transformers' `generate` (TRL's default), or one of the
+two faster ways TRL's docs ("Speeding up training") offer without a second device: `--continuous-batching`,
+transformers' continuous-batching engine (`use_transformers_continuous_batching=True`), or `--vllm-colocate`,
+vLLM in the trainer's own process (`use_vllm=True, vllm_mode="colocate"`), here on vLLM's CPU build. Runs `--steps` measured steps after one
 warm-up step and prints one JSON line: the per-step wall times, first (warm-up) step included, for
 benchmarks/grpo_step.py to summarise the same way as ours; or, where the configuration cannot run, the error.
 
@@ -14,7 +15,7 @@ with --no-deps into .rft/bench-site (its declared ranges would move our pinned t
 with ours).
 
     PYTHONPATH=.rft/bench-site .venv/bin/python benchmarks/trl_grpo.py [--steps 8] [--prompts 1] [--max-tokens 128]
-                                                                       [--vllm-colocate]
+                                                                       [--vllm-colocate | --continuous-batching]
 """
 
 from __future__ import annotations
@@ -36,9 +37,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="measured steps (one warm-up step runs first)")
     parser.add_argument("--prompts", type=int, default=1, help="prompts per step (each sampled 8 times)")
     parser.add_argument("--max-tokens", type=int, default=128, help="most tokens per response")
-    parser.add_argument("--vllm-colocate", action="store_true", help="generate with vLLM in the trainer's process")
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--vllm-colocate", action="store_true", help="generate with vLLM in the trainer's process")
+    how.add_argument("--continuous-batching", action="store_true", help="generate with transformers' continuous batching")
     args = parser.parse_args()
-    config = "vllm-colocate" if args.vllm_colocate else "transformers-generate"
+    config = ("vllm-colocate" if args.vllm_colocate else
+              "transformers-continuous-batching" if args.continuous_batching else "transformers-generate")
     try:
         print(json.dumps({"config": config, **measure(args)}))
     except Exception as error:  # the reason this configuration cannot run here, for the benchmark's JSON
@@ -95,7 +99,7 @@ def measure(args: argparse.Namespace) -> dict:
         "vllm_mode": "colocate",
         "vllm_max_model_length": MAX_PROMPT_TOKENS + args.max_tokens,
         "vllm_enable_sleep_mode": False,
-    } if args.vllm_colocate else {"use_vllm": False}
+    } if args.vllm_colocate else {"use_vllm": False, "use_transformers_continuous_batching": args.continuous_batching}
     trainer = GRPOTrainer(
         model=model,
         processing_class=tokenizer,
