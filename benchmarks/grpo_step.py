@@ -231,7 +231,7 @@ def run_trl(config: str, shape: dict, steps: int) -> dict[str, object]:
     else:
         reason = printed.get("error") or f"exit status {proc.returncode}: {proc.stderr.strip()[-2000:]}"
     print(f"TRL ({config}) at {shape['shape']} was not measured: {reason}", file=sys.stderr)
-    return {"config": config, "error": reason, **{k: v for k, v in printed.items() if k == "traceback_tail"}}
+    return {**printed, "config": config, "error": reason}
 
 
 def write_whole(path: Path, report: dict) -> None:

@@ -6,9 +6,10 @@ micro-batches of 8 (one prompt's group, like our trainer's micro_batch_size) acc
 step, and generates once per step. Generation with transformers' `generate` (TRL's default), or one of the
 two faster ways TRL's docs ("Speeding up training") offer without a second device: `--continuous-batching`,
 transformers' continuous-batching engine (`use_transformers_continuous_batching=True`), or `--vllm-colocate`,
-vLLM in the trainer's own process (`use_vllm=True, vllm_mode="colocate"`), here on vLLM's CPU build. Runs `--steps` measured steps after one
-warm-up step and prints one JSON line: the per-step wall times, first (warm-up) step included, for
-benchmarks/grpo_step.py to summarise the same way as ours; or, where the configuration cannot run, the error.
+vLLM in the trainer's own process (`use_vllm=True, vllm_mode="colocate"`), here on vLLM's CPU build. Runs
+`--steps` measured steps after one warm-up step and prints one JSON line: the per-step wall times, first
+(warm-up) step included, for benchmarks/grpo_step.py to summarise the same way as ours; or, where the
+configuration cannot run (an exception, or a step past `--step-timeout`), the error.
 
 TRL is an optional benchmark dependency, kept out of .venv: scripts/bench.sh installs trl==1.16.0
 with --no-deps into .rft/bench-site (its declared ranges would move our pinned transformers; it runs
@@ -25,11 +26,13 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
 SAMPLES_PER_PROMPT = 8
 MAX_PROMPT_TOKENS = 256  # as the gsm8k recipe's model.max_prompt_tokens
+STARTUP_S = 300  # what the first step may take beyond --step-timeout: the trainer's (and vLLM's) start
 
 
 def main() -> None:
@@ -40,18 +43,33 @@ def main() -> None:
     how = parser.add_mutually_exclusive_group()
     how.add_argument("--vllm-colocate", action="store_true", help="generate with vLLM in the trainer's process")
     how.add_argument("--continuous-batching", action="store_true", help="generate with transformers' continuous batching")
+    parser.add_argument("--step-timeout", type=float, help="seconds one step may take before the run is given up as "
+                        "stuck and its error printed (default: 300, plus 60 per 8 samples x 128 tokens of the shape)")
     args = parser.parse_args()
     config = ("vllm-colocate" if args.vllm_colocate else
               "transformers-continuous-batching" if args.continuous_batching else "transformers-generate")
+    step_timeout = args.step_timeout or 300 + 60 * args.prompts * args.max_tokens / 128
     try:
-        print(json.dumps({"config": config, **measure(args)}))
+        print(json.dumps({"config": config, **measure(args, config, step_timeout)}), flush=True)
     except Exception as error:  # the reason this configuration cannot run here, for the benchmark's JSON
         print(json.dumps({"config": config, "error": f"{type(error).__name__}: {error}",
-                          "traceback_tail": traceback.format_exc()[-3000:]}))
+                          "traceback_tail": traceback.format_exc()[-3000:]}), flush=True)
         sys.exit(1)
 
 
-def measure(args: argparse.Namespace) -> dict:
+def watch(ends: list[float], step_timeout: float, config: str) -> None:
+    """A step that never ends (one attempt at vLLM colocate on 2 cores finished no step in 600 s) would stop a
+    whole grid: past the limit, print the error line the benchmark records, and end the process."""
+    while True:
+        time.sleep(5)
+        allowed = step_timeout + (STARTUP_S if len(ends) == 1 else 0)
+        if time.perf_counter() - ends[-1] > allowed:
+            print(json.dumps({"config": config, "error": f"TimeoutError: step {len(ends)} did not finish within {allowed:.0f} s",
+                              "step_walls_s_finished": [b - a for a, b in zip(ends, ends[1:])]}), flush=True)
+            os._exit(1)
+
+
+def measure(args: argparse.Namespace, config: str, step_timeout: float) -> dict:
     if args.vllm_colocate:
         # vLLM-CPU sizes its KV cache as a fraction of the NUMA node's RAM unless told; our engines get 2 GiB
         # (deployments/recipes/gsm8k.py), and so does TRL's.
@@ -89,6 +107,7 @@ def measure(args: argparse.Namespace) -> dict:
             self.ends.append(time.perf_counter())
 
     times = StepTimes()
+    threading.Thread(target=watch, args=(times.ends, step_timeout, config), daemon=True).start()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     # Stop where vLLM stops (the model's end-of-turn token, generation_config.eos_token_id): the GGUF's

@@ -4,6 +4,7 @@ markers, and a second rendering changes nothing. Pure python and matplotlib: no 
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -161,3 +162,14 @@ def test_the_summary_drops_the_warm_up_step_and_compares_with_the_fastest_trl() 
     compared = grpo_step.compare(sides)
     assert compared["trl_reference"] == "trl-b" and sides["ours"]["speedup_vs_trl"] == 2.0
     assert "error" in grpo_step.summarise([12.0], 8, 8)  # a warm-up step alone measures nothing
+
+
+def test_a_stuck_trl_step_ends_the_process_with_the_error_the_benchmark_records() -> None:
+    """trl_grpo.py's watchdog: a step past its limit prints the error line grpo_step.py keeps, and exits."""
+    code = ("import sys, time; sys.path.insert(0, 'benchmarks'); import trl_grpo; "
+            "now = time.perf_counter(); trl_grpo.watch([now - 30, now - 20], 1.0, 'vllm-colocate')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    printed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert done.returncode == 1
+    assert printed["config"] == "vllm-colocate" and printed["error"] == "TimeoutError: step 2 did not finish within 1 s"
+    assert printed["step_walls_s_finished"] == [10.0]
