@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 from report import write_plot  # benchmarks/report.py, beside this script
@@ -68,6 +69,12 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "grpo_step.json"))
     args = parser.parse_args()
     os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="rft-bench-prefect-"))
+    # As `rft run` and the tests do (before Prefect is imported): no telemetry, bounded API waits, and time for
+    # the temporary server to start on a busy machine (Prefect's 20 s lost a variant's run on 2 cores).
+    from cli import defaults
+
+    defaults.apply()
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     out = Path(args.out)
     trl_configs = [] if args.no_trl else args.trl
 
@@ -87,12 +94,15 @@ def main() -> None:
     }
     failed_trl: dict[str, str] = {}  # a TRL configuration that cannot run here is tried once, at the first shape
     for shape in args.shapes:
-        sides = {name: run_variant(name, VARIANTS[name], shape, args.steps, args.overrides) for name in args.variants}
+        sides = {}
+        for name in args.variants:
+            sides[name] = progress(shape, name, run_variant(name, VARIANTS[name], shape, args.steps, args.overrides))
         for config in trl_configs:
             if config in failed_trl:
                 sides[f"trl-{config}"] = {"error": f"not run: failed at shape {failed_trl[config]} (see there)"}
                 continue
-            sides[f"trl-{config}"] = result = run_trl(config, shape, args.steps)
+            log = out.with_name(f"{out.stem}.logs") / f"trl-{config}-{shape['shape']}.log"
+            sides[f"trl-{config}"] = result = progress(shape, f"trl-{config}", run_trl(config, shape, args.steps, log))
             if "error" in result:
                 failed_trl[config] = str(shape["shape"])
         report["shapes"].append({**shape, **compare(sides)})
@@ -102,6 +112,13 @@ def main() -> None:
     write_whole(out, report)
     print_table(report)
     print(f"written to {out} and {out.with_suffix('.png')}")
+
+
+def progress(shape: dict, name: str, side: dict) -> dict:
+    """One line per side as it ends (stderr), so a long grid shows where it is."""
+    done = f"median {side['seconds_per_step']['median']:.2f} s/step" if "seconds_per_step" in side else side.get("error", "")[:300]
+    print(f"[{time.strftime('%H:%M:%S')}] {shape['shape']} {name}: {done}", file=sys.stderr, flush=True)
+    return side
 
 
 def machine() -> dict[str, object]:
@@ -179,7 +196,7 @@ def run_variant(name: str, sync: dict[str, int], shape: dict, steps: int, extra:
         outcome = rft(config=config)[config.name]
     except Exception as error:  # one side failing (memory at a large shape) leaves the rest of the grid to run
         shutil.rmtree(root, ignore_errors=True)
-        return {"error": f"{type(error).__name__}: {error}"[-2000:]}
+        return {"error": f"{type(error).__name__}: {error}"[:2000], "traceback_tail": traceback.format_exc()[-3000:]}
     total_wall = time.perf_counter() - started
     client = MlflowClient(tracking_uri=tracking_uri(config))
 
@@ -208,14 +225,19 @@ def run_variant(name: str, sync: dict[str, int], shape: dict, steps: int, extra:
     return result
 
 
-def run_trl(config: str, shape: dict, steps: int) -> dict[str, object]:
+def run_trl(config: str, shape: dict, steps: int, log: Path) -> dict[str, object]:
+    """trl_grpo.py in a subprocess: its JSON line from stdout; its stderr (progress, tracebacks) to `log`, which
+    a run cut short keeps."""
     env = dict(os.environ)
     if os.environ.get("RFT_TRL_SITE"):  # TRL lives outside .venv (see scripts/bench.sh)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ["RFT_TRL_SITE"], str(ROOT), env.get("PYTHONPATH")]))
     command = [sys.executable, str(Path(__file__).with_name("trl_grpo.py")), "--steps", str(steps),
                "--prompts", str(shape["prompts"]), "--max-tokens", str(shape["max_response_tokens"]), *TRL_CONFIGS[config]]
     started = time.perf_counter()
-    proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as stderr:
+        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=ROOT, env=env)
+    errors = log.read_text()
     total_wall = time.perf_counter() - started
     lines = proc.stdout.strip().splitlines()
     try:
@@ -226,11 +248,9 @@ def run_trl(config: str, shape: dict, steps: int) -> dict[str, object]:
         walls = printed.pop("step_walls_s")
         summary = summarise(walls, printed.pop("samples_per_step"), printed.pop("trained_samples_per_step"))
         return {**printed, **summary, "run_wall_s_including_startup": total_wall}
-    if "No module named 'trl'" in proc.stderr:
+    reason = printed.get("error") or f"exit status {proc.returncode}: {errors.strip()[-2000:]}"
+    if "No module named 'trl'" in reason:
         reason = "TRL is not installed (run scripts/bench.sh)"
-    else:
-        reason = printed.get("error") or f"exit status {proc.returncode}: {proc.stderr.strip()[-2000:]}"
-    print(f"TRL ({config}) at {shape['shape']} was not measured: {reason}", file=sys.stderr)
     return {**printed, "config": config, "error": reason}
 
 
