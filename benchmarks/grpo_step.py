@@ -68,7 +68,8 @@ def main() -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="extra dotted.path=value")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "grpo_step.json"))
     args = parser.parse_args()
-    os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="rft-bench-prefect-"))
+    if "PREFECT_HOME" not in os.environ:  # a private Prefect database, never the user's
+        os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="rft-bench-prefect-")
     # As `rft run` and the tests do (before Prefect is imported): no telemetry, bounded API waits, and time for
     # the temporary server to start on a busy machine (Prefect's 20 s lost a variant's run on 2 cores).
     from cli import defaults
