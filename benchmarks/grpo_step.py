@@ -6,9 +6,9 @@ taking turns (sync_offset 0) or overlapped (sync_offset 1), syncing every step o
 reads each step's wall time back from MLflow; then TRL's GRPOTrainer at the same shape in a subprocess
 (benchmarks/trl_grpo.py, TRL from $RFT_TRL_SITE, which scripts/bench.sh fills), with transformers' generate,
 with transformers' continuous batching, and with vLLM colocated in its process (a configuration that fails is
-recorded with its error and not tried at later shapes). Every side runs one warm-up step (one-time costs) and
-then `--steps` measured steps, and is summarised the same way from its per-step wall times: median, min and max
-seconds per step, generated and trained samples per second at the median. The JSON is written whole after every shape
+recorded with its error and not tried again at shapes as large or larger). Every side runs one warm-up step
+(one-time costs) and then `--steps` measured steps, and is summarised the same way from its per-step wall times:
+median, min and max seconds per step, generated and trained samples per second at the median. The JSON is written whole after every shape
 (a temporary file renamed over the old one), with the machine, date and commit; the plot beside it
 (benchmarks/report.py) likewise. benchmarks/report.py renders the JSON into docs/speed.md.
 
@@ -71,7 +71,7 @@ def main() -> None:
     if "PREFECT_HOME" not in os.environ:  # a private Prefect database, never the user's
         os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="rft-bench-prefect-")
     # As `rft run` and the tests do (before Prefect is imported): no telemetry, bounded API waits, and time for
-    # the temporary server to start on a busy machine (Prefect's 20 s lost a variant's run on 2 cores).
+    # the temporary server to start on a busy machine (Prefect's 20 s most likely lost a variant's run on 2 cores).
     from cli import defaults
 
     defaults.apply()
@@ -93,19 +93,20 @@ def main() -> None:
         "shapes": [],
         "complete": False,
     }
-    failed_trl: dict[str, str] = {}  # a TRL configuration that cannot run here is tried once, at the first shape
+    failed_trl: dict[str, dict] = {}  # a TRL configuration that failed is not tried again at a shape as large or larger
     for shape in args.shapes:
         sides = {}
         for name in args.variants:
             sides[name] = progress(shape, name, run_variant(name, VARIANTS[name], shape, args.steps, args.overrides))
         for config in trl_configs:
-            if config in failed_trl:
-                sides[f"trl-{config}"] = {"error": f"not run: failed at shape {failed_trl[config]} (see there)"}
+            failed = failed_trl.get(config)
+            if failed and shape["prompts"] >= failed["prompts"] and shape["max_response_tokens"] >= failed["max_response_tokens"]:
+                sides[f"trl-{config}"] = {"error": f"not run: failed at shape {failed['shape']} (see there)"}
                 continue
             log = out.with_name(f"{out.stem}.logs") / f"trl-{config}-{shape['shape']}.log"
             sides[f"trl-{config}"] = result = progress(shape, f"trl-{config}", run_trl(config, shape, args.steps, log))
             if "error" in result:
-                failed_trl[config] = str(shape["shape"])
+                failed_trl[config] = shape
         report["shapes"].append({**shape, **compare(sides)})
         write_whole(out, report)
         write_plot(report, out.with_suffix(".png"))

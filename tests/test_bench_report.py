@@ -178,18 +178,19 @@ def test_a_stuck_trl_step_ends_the_process_with_the_error_the_benchmark_records(
 
 def test_a_grid_whose_trl_cannot_run_is_written_whole_with_the_reason(tmp_path: Path) -> None:
     """grpo_step.py end to end with no variant (no flow) and no TRL on the path: each shape is in the JSON, TRL's
-    error at the first shape and "not run" after it, the plot beside it, and report.py renders it."""
+    error at the first shape, "not run" at a larger one, tried again at a smaller one; the plot beside it, and
+    report.py renders it."""
     out = tmp_path / "grid.json"
     env = {k: v for k, v in os.environ.items() if k != "RFT_TRL_SITE"} | {"PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "grpo_step.py"), "--variants", "--shapes", "1x32", "2x32",
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "grpo_step.py"), "--variants", "--shapes", "1x32", "2x32", "1x16",
                            "--trl", "transformers-generate", "--steps", "2", "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert report["complete"] and [s["shape"] for s in report["shapes"]] == ["1x32", "2x32"]
-    first, second = (s["sides"]["trl-transformers-generate"] for s in report["shapes"])
-    assert first["error"] == "TRL is not installed (run scripts/bench.sh)"
-    assert second["error"] == "not run: failed at shape 1x32 (see there)"
+    assert report["complete"] and [s["shape"] for s in report["shapes"]] == ["1x32", "2x32", "1x16"]
+    first, larger, smaller = (s["sides"]["trl-transformers-generate"] for s in report["shapes"])
+    assert first["error"] == smaller["error"] == "TRL is not installed (run scripts/bench.sh)"
+    assert larger["error"] == "not run: failed at shape 1x32 (see there)"
     assert report["machine"]["cpu_count"] == os.cpu_count() and len(report["machine"]["git_commit"]) == 40
     assert out.with_suffix(".png").is_file() and (tmp_path / "grid.logs" / "trl-transformers-generate-1x32.log").is_file()
     doc = tmp_path / "speed.md"
