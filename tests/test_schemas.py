@@ -173,6 +173,15 @@ def test_default_nccl_on_cpu_is_derived_but_an_explicit_one_is_kept():
     assert ExperimentConfig.model_validate(data).synchronizer.sync_method == "nccl"
 
 
+def test_eval_interval_off_the_sync_interval_is_rounded_down_with_a_warning():
+    """Trinity's rule (IntervalConfigValidator), kept on re-validation and re-adjusted by an override."""
+    c = load_recipe("gsm8k").with_overrides({"synchronizer.sync_interval": 3})  # eval_interval 20
+    assert c.explorer.eval_interval == 18 and c.derived["explorer.eval_interval"].startswith("adjusted: 20 rounded")
+    assert any(w.startswith("explorer.eval_interval: 20 is not a multiple") for w in c.warnings)
+    assert ExperimentConfig.model_validate(c.user_data()).explorer.eval_interval == 18
+    assert c.with_overrides({"synchronizer.sync_interval": 4}).explorer.eval_interval == 16
+
+
 def test_trinity_tinker_flag_is_one_backend_choice_and_warns_about_lora():
     data = load_recipe("gsm8k-tinker").user_data()
     trainer = data.pop("trainer")
@@ -305,7 +314,6 @@ MALFORMED = [
     ("sync-interval-beyond-run", _set(synchronizer__sync_interval=50), "synchronizer.sync_interval"),
     ("sync-offset-beyond-run", _set(synchronizer__sync_offset=40), "synchronizer.sync_offset"),
     ("sync-offset-dynamic-style", _set(synchronizer__sync_offset=1, synchronizer__sync_style="explorer_driven"), "synchronizer.sync_offset"),
-    ("eval-interval-off-sync", _set(synchronizer__sync_interval=3), "explorer.eval_interval"),
     ("eval-taskset-without-workflow", _drop("buffer.explorer_input.eval_tasksets.0.default_workflow_type"), "buffer.explorer_input.eval_tasksets.0.default_workflow_type"),
     ("eval-taskset-without-path", _drop("buffer.explorer_input.eval_tasksets.0.path"), "buffer.explorer_input.eval_tasksets.0.path"),
     ("eval-max-tokens-too-long", _set(buffer__explorer_input__eval_tasksets__0__rollout_args__max_tokens=500), "buffer.explorer_input.eval_tasksets.0.rollout_args.max_tokens"),

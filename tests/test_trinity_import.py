@@ -205,11 +205,16 @@ def test_lora_with_explicit_nccl_is_refused(tmp_path):
         import_trinity(tmp_path / "c.yaml")
 
 
-def test_eval_interval_is_refused_not_rounded(tmp_path):
+def test_eval_interval_off_the_sync_interval_is_rounded_down_as_trinity_does(tmp_path):
+    """Trinity's IntervalConfigValidator: max(eval // sync, 1) * sync, with a warning; kept on re-validation."""
     text = QUICKSTART.read_text().replace("sync_interval: 1", "sync_interval: 4")
     (tmp_path / "c.yaml").write_text(text)
-    with pytest.raises(ValidationError, match="explorer.eval_interval: 50 is not a multiple of synchronizer.sync_interval"):
-        import_trinity(tmp_path / "c.yaml")
+    config, _ = import_trinity(tmp_path / "c.yaml")
+    assert config.explorer.eval_interval == 48
+    assert any(w.startswith("explorer.eval_interval: 50 is not a multiple") for w in config.warnings)
+    assert ExperimentConfig.model_validate(config.user_data()).explorer.eval_interval == 48
+    (tmp_path / "c.yaml").write_text(QUICKSTART.read_text().replace("sync_interval: 1", "sync_interval: 64"))
+    assert import_trinity(tmp_path / "c.yaml")[0].explorer.eval_interval == 64  # at least one sync_interval
 
 
 def test_unsupported_keys_are_listed_by_dotted_path(tmp_path):
