@@ -249,6 +249,7 @@ def _both(*edits):
 
 TINKER = {"model__tinker": {"enable": True}, "synchronizer__sync_method": "checkpoint",
           "trainer": {"trainer_type": "tinker"}, "explorer__rollout_model": {"engine_type": "tinker"}}
+TINKER_OURS = {k: v for k, v in TINKER.items() if k != "model__tinker"}
 
 MALFORMED = [
     # wrong types
@@ -303,8 +304,9 @@ MALFORMED = [
                                  algorithm__entropy_loss_fn_args={"entropy_coef": 0.01}), "algorithm.entropy_loss_fn_args.entropy_coef"),
     ("tinker-with-kl-loss", _set(**TINKER, algorithm__kl_loss_fn="k3", algorithm__kl_loss_fn_args={"kl_coef": 0.1}),
      "algorithm.kl_loss_fn"),
-    ("tinker-with-memory-sync", _set(**{**TINKER, "synchronizer__sync_method": "memory"}), "synchronizer.sync_method"),
-    ("tinker-with-nccl-sync", _set(**{**TINKER, "synchronizer__sync_method": "nccl"}), "synchronizer.sync_method"),
+    # our spelling (Trinity's model.tinker flag maps these to checkpoint, as Trinity runs them)
+    ("tinker-with-memory-sync", _set(**{**TINKER_OURS, "synchronizer__sync_method": "memory"}), "synchronizer.sync_method"),
+    ("tinker-with-nccl-sync", _set(**{**TINKER_OURS, "synchronizer__sync_method": "nccl"}), "synchronizer.sync_method"),
     ("tinker-bench", _set(**TINKER, mode="bench"), "mode"),
     ("tinker-loss-fn-mismatch", _set(**{**TINKER, "trainer": {"trainer_type": "tinker", "loss_fn": "cispo"}}), "trainer.loss_fn"),
     ("tinker-trainer-with-vllm", _set(trainer={"trainer_type": "tinker"}, synchronizer__sync_method="checkpoint"), "explorer.rollout_model.engine_type"),

@@ -277,6 +277,17 @@ def test_tinker_block_replaces_trinity_s_default_trainer_type_only(tmp_path, tra
             import_trinity(tmp_path / "c.yaml")
 
 
+@pytest.mark.parametrize("method", ["memory", "nccl", "online"])
+def test_tinker_block_moves_weights_by_checkpoint_whatever_trinity_s_sync_method(tmp_path, method):
+    # Trinity's Tinker example syncs by 'memory': its Tinker trainer passes a tinker:// sampler path either way
+    text = (FIXTURES / "tinker.yaml").read_text().replace("sync_method: checkpoint", f"sync_method: {method}")
+    (tmp_path / "c.yaml").write_text(text)
+    config, _ = import_trinity(tmp_path / "c.yaml")
+    assert config.synchronizer.sync_method == "checkpoint"
+    assert config.derived["synchronizer.sync_method"].startswith(f"alias: {method!r} with model.tinker.enable: true")
+    assert ExperimentConfig.model_validate(config.user_data()).synchronizer.sync_method == "checkpoint"
+
+
 def test_tinker_import_reports_vllm_settings_the_sampler_lacks(tmp_path):
     text = (FIXTURES / "tinker.yaml").read_text() + "explorer: {rollout_model: {tensor_parallel_size: 2, engine_num: 1}}\n"
     (tmp_path / "c.yaml").write_text(text)

@@ -3,6 +3,8 @@
 - `model.tinker: {enable: true, rank, seed, ...}` → `trainer: {trainer_type: tinker, rank, seed, ...}`
   and `explorer.rollout_model.engine_type: tinker`; with `enable: false` the block is dropped (noted).
   A `trainer_type: verl` beside it (Trinity's default, as its Tinker example writes it) is replaced too.
+  Its `synchronizer.sync_method` nccl or memory becomes checkpoint (Trinity's Tinker trainer passes a
+  tinker:// sampler path either way).
 - a `trainer` without `trainer_type` is Trinity's default, veRL.
 - veRL's `max_actor_ckpt_to_keep` (in Trinity's `trainer.trainer_config.trainer`, or written flat as
   `trainer.max_actor_ckpt_to_keep`) → `trainer.max_checkpoints_to_keep` (our pruning keeps the checkpoints).
@@ -23,6 +25,7 @@ from pydantic import Field, ValidationError
 from schemas.base import ALIAS, ConfigRuleError, Section
 from schemas.errors import error_items
 from schemas.trainer import DEFAULT_TRAINER_TYPE
+from schemas.trinity.names import SYNC_METHOD_ALIASES
 
 
 class TrinityTinkerConfig(Section):
@@ -116,6 +119,19 @@ def _tinker(data: dict[str, Any], block: Any, notes: dict[str, str]) -> None:
         raise ConfigRuleError(problems)
     notes["trainer.trainer_type"] = f"{ALIAS}model.tinker.enable is true"
     notes["explorer.rollout_model.engine_type"] = f"{ALIAS}model.tinker.enable is true"
+    _tinker_sync_method(data, notes)
+
+
+def _tinker_sync_method(data: dict[str, Any], notes: dict[str, str]) -> None:
+    """Trinity's Tinker trainer hands the explorer a tinker:// sampler path whichever way it syncs: it turns
+    nccl into checkpoint, and 'memory' passes that path through the synchronizer. Ours moves the path
+    with sync_method checkpoint, so both become that."""
+    sync = data.get("synchronizer")
+    method = sync.get("sync_method") if isinstance(sync, dict) else None
+    if SYNC_METHOD_ALIASES.get(method, method) in ("nccl", "memory"):
+        sync["sync_method"] = "checkpoint"
+        notes["synchronizer.sync_method"] = (f"{ALIAS}{method!r} with model.tinker.enable: true: Tinker weights move as "
+                                             "tinker:// sampler paths (Trinity passes the same path for nccl and memory)")
 
 
 def expand_override(path: str, value: Any) -> dict[str, Any]:
