@@ -13,6 +13,8 @@ from pydantic import ValidationError
 from deployments import load_recipe
 from schemas import ConfigRuleError, ExperimentConfig, TrinityImportError, import_trinity
 from schemas.trinity.importer import recipe_source, trinity_data
+from schemas.trinity.workflows import MATH_BOXED_PROMPT
+from workflows.math_workflow import gold_answer, math_reward, score_math
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trinity"
 QUICKSTART = FIXTURES / "quickstart.yaml"
@@ -378,6 +380,37 @@ def test_math_dapo_reward_arguments_are_checked_before_anything_runs(tmp_path, a
     with pytest.raises((ValidationError, ValueError), match=re.escape(message)) as info:
         import_trinity(path)
     assert f"buffer.explorer_input.taskset.reward_fn_args.{field}" in str(info.value)
+
+
+def test_math_boxed_workflow_is_math_workflow_rewarding_the_boxed_answer_only():
+    config, unsupported = import_trinity(FIXTURES / "math_boxed.yaml")
+    train, held_out = config.buffer.explorer_input.taskset, config.buffer.explorer_input.eval_tasksets[0]
+    assert unsupported == [] and config.buffer.explorer_input.default_workflow_type == "math_workflow"
+    for ts in (train, held_out):
+        assert (ts.default_workflow_type, ts.default_reward_fn_type) == ("math_workflow", "math_boxed_reward")
+        assert ts.reward_fn_args == {"require_boxed": True, "format_score": 0.0}
+    assert train.format.system_prompt == MATH_BOXED_PROMPT and held_out.format.system_prompt == "Show your work."
+    assert config.derived["buffer.explorer_input.taskset.default_workflow_type"].startswith("alias: math_boxed_workflow")
+    assert ExperimentConfig.model_validate(config.user_data()) == config  # a written recipe keeps the mapping
+    # what Trinity's MathBoxedRewardFn gives: 1 for the right boxed answer, 0 unboxed, no format bonus
+    gold = gold_answer("so $x = \\frac{1}{2}$, and the answer is $\\boxed{\\frac12}$.")
+    scores = [math_reward(score_math(text, gold, **train.reward_fn_args)) for text in ("\\boxed{1/2}", "1/2", "\\boxed{3}")]
+    assert scores == [1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(("args", "refused"), [({"use_base": True}, "use_base"), ({"with_think": True}, "with_think"),
+                                               ({"use_base": False, "format_score_coef": 0.2}, None)])
+def test_math_boxed_workflow_arguments_not_built_are_refused_by_name(tmp_path, args, refused):
+    data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "math_boxed.yaml"))
+    data["buffer"]["explorer_input"]["taskset"]["workflow_args"] = args
+    (tmp_path / "c.yaml").write_text(OmegaConf.to_yaml(data))
+    if refused is None:  # without effect in Trinity too: dropped, and said so
+        config, _ = import_trinity(tmp_path / "c.yaml")
+        assert config.buffer.explorer_input.taskset.workflow_args == {}
+        assert config.derived["buffer.explorer_input.taskset.workflow_args"].startswith("alias: dropped")
+        return
+    with pytest.raises(ConfigRuleError, match=f"buffer.explorer_input.taskset.workflow_args.{refused}: math_boxed_workflow"):
+        import_trinity(tmp_path / "c.yaml")
 
 
 @pytest.mark.parametrize("name", ["format_reward", "countdown_reward", "rm_gallery_reward",

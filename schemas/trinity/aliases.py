@@ -8,6 +8,8 @@
 - a `trainer` without `trainer_type` is Trinity's default, veRL.
 - veRL's `max_actor_ckpt_to_keep` (in Trinity's `trainer.trainer_config.trainer`, or written flat as
   `trainer.max_actor_ckpt_to_keep`) → `trainer.max_checkpoints_to_keep` (our pruning keeps the checkpoints).
+- Trinity's workflow names that ours cover with other settings (`math_boxed_workflow`): see
+  `schemas.trinity.workflows`.
 - `--set model.tinker.enable=true`, `--set model.tinker.rank=8` and the like are expanded the same way
   (`expand_override`).
 
@@ -26,6 +28,7 @@ from schemas.base import ALIAS, ConfigRuleError, Section
 from schemas.errors import error_items
 from schemas.trainer import DEFAULT_TRAINER_TYPE
 from schemas.trinity.names import SYNC_METHOD_ALIASES
+from schemas.trinity.workflows import map_workflows
 
 
 class TrinityTinkerConfig(Section):
@@ -53,6 +56,8 @@ def apply_aliases(data: dict[str, Any], note: bool = True) -> dict[str, Any]:
         trainer["trainer_type"] = DEFAULT_TRAINER_TYPE
     if isinstance(trainer, dict):
         _checkpoints_to_keep(trainer, notes)
+    if problems := map_workflows(data, notes):
+        raise ConfigRuleError(problems)
     if notes and note:
         data["derived"] = {**(data.get("derived") or {}), **notes}
     return data
