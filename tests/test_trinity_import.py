@@ -222,11 +222,42 @@ def test_eval_interval_off_the_sync_interval_is_rounded_down_as_trinity_does(tmp
 def test_unsupported_keys_are_listed_by_dotted_path(tmp_path):
     (tmp_path / "c.yaml").write_text(QUICKSTART.read_text() + (
         "data_processor: {experience_pipeline: {operators: [{name: reward_filter}]}}\n"
-        "log: {level: DEBUG}\n"
+        "service: {data_juicer: {auto_start: true}}\n"
         "stages:\n  - stage_name: rft\n    data_processor: {task_pipeline: {num_process: 2}}\n"
     ))
     _, unsupported = trinity_data(tmp_path / "c.yaml")
-    assert unsupported == ["data_processor", "log", "stages.0.data_processor"]
+    assert unsupported == ["data_processor", "service", "stages.0.data_processor"]
+
+
+def test_trinity_keys_without_effect_are_left_out_with_a_warning(tmp_path):
+    """Keys Trinity's current version ignores (or that change no result) do not stop an import."""
+    data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "math_boxed.yaml"))
+    data["buffer"].update(max_retry_times=3, max_retry_interval=1)
+    data["buffer"]["explorer_input"]["taskset"]["rollout_args"] = {"temperature": 1.0, "n": 8}
+    data["buffer"]["trainer_input"] = {"experience_buffer": {"name": "b", "storage_type": "queue",
+                                                             "replay_buffer": {"enable": False}}}
+    data["explorer"]["runner_num"] = 32
+    data["trainer"]["enable_preview"] = True
+    data["log"] = {"level": "INFO"}
+    (tmp_path / "c.yaml").write_text(OmegaConf.to_yaml(data))
+    config, unsupported = import_trinity(tmp_path / "c.yaml")
+    left_out = ["buffer.max_retry_times", "buffer.max_retry_interval", "buffer.explorer_input.taskset.rollout_args.n",
+                "buffer.trainer_input.experience_buffer.replay_buffer", "explorer.runner_num", "trainer.enable_preview", "log"]
+    assert unsupported == []
+    assert sorted(w.split(": left out: ")[0] for w in config.warnings if ": left out: " in w) == sorted(left_out)
+    assert all(config.derived[path].startswith("alias: dropped: ") for path in left_out)
+    assert config.explorer.runner_per_model == 8 and config.buffer.explorer_input.taskset.repeat_times == 8
+    data["buffer"]["trainer_input"]["experience_buffer"]["replay_buffer"] = {"enable": True}  # on: a feature we lack
+    (tmp_path / "c.yaml").write_text(OmegaConf.to_yaml(data))
+    assert import_trinity(tmp_path / "c.yaml")[1] == ["buffer.trainer_input.experience_buffer.replay_buffer"]
+
+
+def test_trainer_config_path_is_reported_with_why(tmp_path):
+    (tmp_path / "c.yaml").write_text(QUICKSTART.read_text().replace(
+        "trainer: {save_interval: 100}", "trainer: {save_interval: 100, trainer_config_path: examples/x/train_x.yaml}"))
+    _, unsupported = import_trinity(tmp_path / "c.yaml")
+    assert unsupported == ["trainer.trainer_config_path: a veRL YAML file of Trinity's repository; Trinity itself now "
+                           "refuses it (deprecated: give its settings as trainer.trainer_config)"]
 
 
 @pytest.mark.parametrize("section", ["{}", "null", "{experience_pipeline: {operators: []}, task_pipeline: {}}"])

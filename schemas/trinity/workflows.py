@@ -41,10 +41,10 @@ def map_workflows(data: dict[str, Any], notes: dict[str, str]) -> list[tuple[str
         return []
     base = "buffer.explorer_input"
     default, eval_default = ei.get("default_workflow_type"), ei.get("default_eval_workflow_type")
-    tasksets = ei.get("tasksets") if isinstance(ei.get("tasksets"), list) else []
+    tasksets, eval_tasksets = (ei.get(k) if isinstance(ei.get(k), list) else [] for k in ("tasksets", "eval_tasksets"))
     train = [(f"{base}.taskset", ei.get("taskset"))] + [
         (f"{base}.taskset" if len(tasksets) == 1 else f"{base}.tasksets.{i}", ts) for i, ts in enumerate(tasksets)]
-    evals = [(f"{base}.eval_tasksets.{i}", ts) for i, ts in enumerate(ei.get("eval_tasksets") or [])]
+    evals = [(f"{base}.eval_tasksets.{i}", ts) for i, ts in enumerate(eval_tasksets)]  # a wrong type: validation names it
     problems: list[tuple[str, str]] = []
     for path, ts, inherited in [*((p, t, default) for p, t in train),
                                 *((p, t, eval_default if eval_default is not None else default) for p, t in evals)]:
