@@ -12,6 +12,10 @@ Of its workflow_args, `use_base: true` (a plain-text prompt for a base model, no
 by name; the others have no effect there (nor here) and are dropped.
 
 Each mapping is noted in `derived` under an ALIAS reason, per task set.
+
+The other workflows Trinity's example configs name are not built here; `NOT_BUILT` says why, and
+validation refuses them by name (schemas/support.py), as it does a Python class path (Trinity loads a
+workflow from its plugin folders by path).
 """
 
 from __future__ import annotations
@@ -24,6 +28,34 @@ MATH_BOXED = "math_boxed_workflow"
 # Trinity's default system prompt of math_boxed_workflow (without with_think).
 MATH_BOXED_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
 MATH_BOXED_REWARD_ARGS = {"require_boxed": True, "format_score": 0.0}
+_ENV = ("it plays a text-game environment (ALFWorld, ScienceWorld, WebShop or FrozenLake), which is not installed "
+        "and no workflow here drives; the multi-turn workflows here are q20 and gsm8k_tool_agent")
+_AGENTSCOPE = ("an AgentScope agent: AgentScope is not installed; gsm8k_tool_agent is this project's tool-calling agent, "
+               "and algorithm multi_step_grpo trains multi-turn episodes")
+_JUDGE = ("a judge model (explorer.auxiliary_models) scores each group's responses; auxiliary models are not built")
+_R3L = "R3L's RAFT baseline workflow (its own prompts and reward, Trinity's example code)"
+# Trinity's workflows named by its example configs that no workflow here stands for: {name: why}.
+NOT_BUILT: dict[str, str] = {
+    **dict.fromkeys(("alfworld_workflow", "alfworld_workflow_v2", "RAFT_alfworld_workflow",
+                     "RAFT_reflect_alfworld_workflow", "sciworld_workflow", "webshop_workflow",
+                     "frozen_lake_workflow"), _ENV),
+    **dict.fromkeys(("as_react_workflow", "agentscope_reactv2_math_workflow", "agentscope_reactv2_gsm8k_workflow"),
+                    _AGENTSCOPE),
+    **dict.fromkeys(("math_ruler_workflow", "medicine_ruler_workflow", "rubric_judge_workflow"), _JUDGE),
+    "math_trainable_ruler_workflow": "the policy also judges its own group (trainable RULER) and learns from that; not built",
+    "learn2ask_workflow": "a user-simulator model (explorer.auxiliary_models) rates each question; auxiliary models are "
+                          "not built",
+    "bcp_simple_react_workflow": "a search agent over a BrowseComp-Plus index, which is not installed",
+    "toolcall_workflow": "it scores function calls against a tools column (format.tools_key), which no workflow here "
+                         "reads; gsm8k_tool_agent's calculator is in its code",
+    "simple_mm_workflow": "it reads images (format.image_key): the engines and trainers here are text-only",
+    "bots_math_boxed_workflow": "BOTS's workflow (Trinity's example plugin): math_boxed_workflow plus the pass rates its "
+                                "difficulty_based task selector reads, which is not built",
+    **dict.fromkeys(("RAFT_baseline_countdown_workflow", "RAFT_baseline_dapo_workflow"), _R3L),
+}
+CLASS_PATH = ("a Python class path: Trinity loads such a workflow from its plugin folders; only this project's "
+              "registered workflows run (math_workflow, q20, gsm8k_tool_agent, hello_workflow)")
+
 NOT_BUILT_ARGS = {
     "use_base": "math_boxed_workflow's use_base prompts a base model with plain 'System:/User:/Assistant:' text, "
                 "without the chat template; math_workflow always sends a chat",
@@ -79,3 +111,8 @@ def _math_boxed(ts: dict[str, Any], path: str, inherited_reward: Any, notes: dic
         fmt["system_prompt"] = MATH_BOXED_PROMPT
         notes[f"{path}.format.system_prompt"] = f"{ALIAS}{MATH_BOXED}'s default prompt"
     return problems
+
+
+def is_class_path(name: object) -> bool:
+    """A workflow given as a dotted Python class path (Trinity's plugins), not a registered name."""
+    return isinstance(name, str) and "." in name
