@@ -43,9 +43,11 @@ class TrinityTinkerConfig(Section):
     train_unembed: bool = Field(True, description="An adapter on the unembedding.")
 
 
-def apply_aliases(data: dict[str, Any], note: bool = True) -> dict[str, Any]:
+def apply_aliases(data: dict[str, Any], note: bool = True, refused: list[tuple[str, str]] | None = None) -> dict[str, Any]:
     """A copy of raw config data with Trinity's backend flags mapped (see the module docstring);
-    `note`: record the mappings in `derived` (a stage has no `derived` of its own)."""
+    `note`: record the mappings in `derived` (a stage has no `derived` of its own). Settings of a mapped
+    workflow that are not built raise ConfigRuleError, or, given `refused`, are left out and added to it
+    as (path, why) (the importer lists them with the other refused settings)."""
     data = copy.deepcopy(data)
     notes: dict[str, str] = {}
     model = data.get("model")
@@ -57,7 +59,9 @@ def apply_aliases(data: dict[str, Any], note: bool = True) -> dict[str, Any]:
     if isinstance(trainer, dict):
         _checkpoints_to_keep(trainer, notes)
     if problems := map_workflows(data, notes):
-        raise ConfigRuleError(problems)
+        if refused is None:
+            raise ConfigRuleError(problems)
+        refused += problems
     if notes and note:
         data["derived"] = {**(data.get("derived") or {}), **notes}
     return data

@@ -97,13 +97,12 @@ def import_trinity(path: str | Path) -> tuple[ExperimentConfig, list[str]]:
     Raises `TrinityImportError` for unreadable files, pydantic's ValidationError for invalid settings, and
     ConfigRuleError listing the refused keys too when the rest does not validate.
     """
-    data, unsupported, ignored = _trinity_data(path)
+    data, unsupported, ignored, refused = _trinity_data(path)
     with support.collecting() as findings:
         try:
             ExperimentConfig.model_validate(copy.deepcopy(data))
         except (ValidationError, ConfigRuleError):
             pass  # validated again below, without what is refused
-    refused: list[tuple[str, str]] = []
     for finding in _deduplicated(f for f in findings if f.level == "refuse"):
         if finding.key.endswith("]"):
             continue  # a refused choice (a preset, a function): validation below names it
@@ -158,12 +157,13 @@ def _in_data(data: dict[str, Any], path: str) -> str:
 
 def trinity_data(path: str | Path) -> tuple[dict[str, Any], list[str]]:
     """The file's settings mapped onto our schema's keys (not yet validated), and unsupported paths."""
-    data, unsupported, _ = _trinity_data(path)
+    data, unsupported, _, _ = _trinity_data(path)
     return data, unsupported
 
 
-def _trinity_data(path: str | Path) -> tuple[dict[str, Any], list[str], dict[str, str]]:
-    """`trinity_data`, and the keys left out because they have no effect ({path: why}, noted in `derived`)."""
+def _trinity_data(path: str | Path) -> tuple[dict[str, Any], list[str], dict[str, str], list[tuple[str, str]]]:
+    """`trinity_data`; the keys left out because they have no effect ({path: why}, noted in `derived`); and
+    the settings of a mapped workflow that are not built [(path, why)], left out."""
     path = Path(path)
     raw = _load_resolved(path)
     if not isinstance(raw, dict):
@@ -171,10 +171,14 @@ def _trinity_data(path: str | Path) -> tuple[dict[str, Any], list[str], dict[str
     if isinstance(raw.get("data"), dict):
         raise ConfigRuleError([("data", PRE_0_2_LAYOUT)])
     unsupported: list[str] = []
-    raw = apply_aliases(_move_loss_agg_mode(_drop_empty_sections(raw)))
+    refused: list[tuple[str, str]] = []
+    raw = apply_aliases(_move_loss_agg_mode(_drop_empty_sections(raw)), refused=refused)
     if isinstance(raw.get("stages"), list):
-        raw["stages"] = [apply_aliases(_move_loss_agg_mode(_drop_empty_sections(stage)), note=False)
-                         if isinstance(stage, dict) else stage for stage in raw["stages"]]
+        for i, stage in enumerate(raw["stages"]):
+            if isinstance(stage, dict):
+                found: list[tuple[str, str]] = []
+                raw["stages"][i] = apply_aliases(_move_loss_agg_mode(_drop_empty_sections(stage)), note=False, refused=found)
+                refused += [(f"stages.{i}.{p}", why) for p, why in found]
     ignored: dict[str, str] = {}
     data = _filter(raw, ExperimentConfig, "", unsupported, ignored)
     for key, value in TRINITY_IDENTITY_DEFAULTS.items():
@@ -183,7 +187,7 @@ def _trinity_data(path: str | Path) -> tuple[dict[str, Any], list[str], dict[str
         data.pop("checkpoint_root_dir", None)  # Trinity's "" means "./" + default; ours is ./checkpoints
     if ignored:
         data["derived"] = {**(data.get("derived") or {}), **{p: f"{ALIAS}dropped: {why}" for p, why in ignored.items()}}
-    return data, [_with_why(p) for p in unsupported], ignored
+    return data, [_with_why(p) for p in unsupported], ignored, refused
 
 
 def _with_why(path: str) -> str:
