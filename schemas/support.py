@@ -61,7 +61,7 @@ from schemas.base import KEPT_REASONS, SECTIONS
 from schemas.explorer import ENGINE_VARIANTS
 from schemas.resolver import TRAINING_MODES
 from schemas.trainer import TRAINER_VARIANTS, TrainerBase
-from schemas.trinity.workflows import CLASS_PATH, is_class_path
+from schemas.trinity.workflows import CLASS_PATH, R3L, is_class_path, is_r3l
 from schemas.trinity.workflows import NOT_BUILT as TRINITY_WORKFLOWS_NOT_BUILT
 from schemas.wiring import Entry, Level, Rule, honoured, per_trainer, refused, resolved, validated, warned
 
@@ -106,8 +106,8 @@ def _refuse_trinity_reward_fns(entry: Entry) -> Entry:
 
 def _refuse_trinity_workflows(entry: Entry) -> Entry:
     for name, reason in TRINITY_WORKFLOWS_NOT_BUILT.items():
-        entry = entry.refuse_if(lambda v, c, name=name: v == name, f"Trinity's {name!r}: {reason}")
-    return entry.refuse_if(lambda v, c: is_class_path(v), CLASS_PATH)
+        entry = entry.refuse_if(lambda v, c, name=name: str(v).lower() == name.lower(), f"Trinity's {name!r}: {reason}")
+    return entry.refuse_if(lambda v, c: is_r3l(v), R3L).refuse_if(lambda v, c: is_class_path(v), CLASS_PATH)
 
 
 def _args_of_math_workflow(value: Any, config: ExperimentConfig) -> bool:

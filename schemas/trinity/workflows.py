@@ -14,8 +14,8 @@ by name; the others have no effect there (nor here) and are dropped.
 Each mapping is noted in `derived` under an ALIAS reason, per task set.
 
 The other workflows Trinity's example configs name are not built here; `NOT_BUILT` says why, and
-validation refuses them by name (schemas/support.py), as it does a Python class path (Trinity loads a
-workflow from its plugin folders by path).
+validation refuses them by name (schemas/support.py), as it does R3L's RAFT_baseline_<task>_workflow
+and a Python class path (Trinity loads a workflow from its plugin folders by path).
 """
 
 from __future__ import annotations
@@ -33,14 +33,16 @@ _ENV = ("it plays a text-game environment (ALFWorld, ScienceWorld, WebShop or Fr
 _AGENTSCOPE = ("an AgentScope agent: AgentScope is not installed; gsm8k_tool_agent is this project's tool-calling agent, "
                "and algorithm multi_step_grpo trains multi-turn episodes")
 _JUDGE = ("a judge model (explorer.auxiliary_models) scores each group's responses; auxiliary models are not built")
-_R3L = "R3L's RAFT baseline workflow (its own prompts and reward, Trinity's example code)"
+R3L = "R3L's RAFT baseline workflow (its own prompts and reward for its task, Trinity's example code); not built"
 # Trinity's workflows named by its example configs that no workflow here stands for: {name: why}.
 NOT_BUILT: dict[str, str] = {
     **dict.fromkeys(("alfworld_workflow", "alfworld_workflow_v2", "RAFT_alfworld_workflow",
                      "RAFT_reflect_alfworld_workflow", "sciworld_workflow", "webshop_workflow",
                      "frozen_lake_workflow"), _ENV),
-    **dict.fromkeys(("as_react_workflow", "agentscope_reactv2_math_workflow", "agentscope_reactv2_gsm8k_workflow"),
-                    _AGENTSCOPE),
+    **dict.fromkeys(("as_react_workflow", "agentscope_reactv2_math_workflow", "agentscope_reactv2_gsm8k_workflow",
+                     "agentscope_v1_react_search_workflow"), _AGENTSCOPE),
+    "agentopia_workflow": "its tasks come from an environment service (storage_type env_service, AppWorld), which is "
+                          "not built",
     **dict.fromkeys(("math_ruler_workflow", "medicine_ruler_workflow", "rubric_judge_workflow"), _JUDGE),
     "math_trainable_ruler_workflow": "the policy also judges its own group (trainable RULER) and learns from that; not built",
     "learn2ask_workflow": "a user-simulator model (explorer.auxiliary_models) rates each question; auxiliary models are "
@@ -51,8 +53,9 @@ NOT_BUILT: dict[str, str] = {
     "simple_mm_workflow": "it reads images (format.image_key): the engines and trainers here are text-only",
     "bots_math_boxed_workflow": "BOTS's workflow (Trinity's example plugin): math_boxed_workflow plus the pass rates its "
                                 "difficulty_based task selector reads, which is not built",
-    **dict.fromkeys(("RAFT_baseline_countdown_workflow", "RAFT_baseline_dapo_workflow"), _R3L),
 }
+# R3L's examples (examples/R3L/*) each name a RAFT baseline workflow of their own: RAFT_baseline_<task>_workflow.
+R3L_PREFIX = "raft_baseline_"
 CLASS_PATH = ("a Python class path: Trinity loads such a workflow from its plugin folders; only this project's "
               "registered workflows run (math_workflow, q20, gsm8k_tool_agent, hello_workflow)")
 
@@ -111,6 +114,10 @@ def _math_boxed(ts: dict[str, Any], path: str, inherited_reward: Any, notes: dic
         fmt["system_prompt"] = MATH_BOXED_PROMPT
         notes[f"{path}.format.system_prompt"] = f"{ALIAS}{MATH_BOXED}'s default prompt"
     return problems
+
+
+def is_r3l(name: object) -> bool:
+    return isinstance(name, str) and name.lower().startswith(R3L_PREFIX)
 
 
 def is_class_path(name: object) -> bool:
