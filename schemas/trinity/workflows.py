@@ -94,10 +94,11 @@ def map_workflows(data: dict[str, Any], notes: dict[str, str]) -> list[tuple[str
 
 def _math_boxed(ts: dict[str, Any], path: str, inherited_reward: Any, notes: dict[str, str]) -> list[tuple[str, str]]:
     args = ts.pop("workflow_args", None) or {}
+    args = args if isinstance(args, dict) else {}  # another type: Trinity's workflow reads none of it either
     problems = [(f"{path}.workflow_args.{key}", why) for key, why in NOT_BUILT_ARGS.items() if args.get(key)]
     if args:
-        notes[f"{path}.workflow_args"] = f"{ALIAS}dropped: {MATH_BOXED} reads only use_base, with_think and " \
-                                         "format_score_coef (the last only with with_think), all without effect here"
+        notes[f"{path}.workflow_args"] = (f"{ALIAS}dropped: {MATH_BOXED} reads only use_base, with_think and "
+                                          "format_score_coef (with with_think); unset or false, they change nothing")
     ts["default_workflow_type"] = "math_workflow"
     notes[f"{path}.default_workflow_type"] = (f"{ALIAS}{MATH_BOXED}: math_workflow scoring the \\boxed{{}} answer's accuracy "
                                               "only (Trinity's MathBoxedRewardFn; compared by math-verify)")
@@ -105,7 +106,7 @@ def _math_boxed(ts: dict[str, Any], path: str, inherited_reward: Any, notes: dic
     ts["default_reward_fn_type"] = "math_boxed_reward"
     if reward not in (None, "math_boxed_reward"):
         notes[f"{path}.default_reward_fn_type"] = f"{ALIAS}{reward!r} replaced: {MATH_BOXED} always rewards math_boxed_reward"
-    given = ts.get("reward_fn_args") or {}
+    given = ts.get("reward_fn_args") if isinstance(ts.get("reward_fn_args"), dict) else {}
     ts["reward_fn_args"] = dict(MATH_BOXED_REWARD_ARGS)
     notes[f"{path}.reward_fn_args"] = f"{ALIAS}{MATH_BOXED}: no format bonus, no accuracy outside \\boxed{{}}" + (
         f" ({', '.join(sorted(given))} dropped: {MATH_BOXED} reads no reward_fn_args)" if given else "")
@@ -117,6 +118,8 @@ def _math_boxed(ts: dict[str, Any], path: str, inherited_reward: Any, notes: dic
 
 
 def is_r3l(name: object) -> bool:
+    """One of R3L's RAFT_baseline_<task>_workflow, in any case (its examples write RAFT_baseline_..., its
+    code registers raft_baseline_...)."""
     return isinstance(name, str) and name.lower().startswith(R3L_PREFIX)
 
 
