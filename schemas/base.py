@@ -4,7 +4,8 @@ Conventions used across `schemas/`:
 - every model forbids unknown keys and every field carries a description (Prefect's run form shows it);
 - a value the schema fills in for the user (a preset, a derived size, a default taken from another
   section) is *derived*: it is written into the model without marking the field as user-set and is
-  listed in `ExperimentConfig.derived` with the reason. User-set values are never changed silently.
+  listed in `ExperimentConfig.derived` with the reason. User-set values are never changed silently: the
+  few a rule adjusts as Trinity does are listed in `derived` (reason ADJUSTED) and in `warnings`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 # The sections of an experiment (a stage replaces whole ones).
 SECTIONS = ("algorithm", "model", "cluster", "buffer", "explorer", "trainer", "synchronizer", "monitor")
-# Reasons in `derived` starting with these were set by stage chaining or a Trinity alias: they are the
-# user's own settings now, survive re-validation and are checked like any other setting.
+# Reasons in `derived` starting with these were set by stage chaining, a Trinity alias or a rule that
+# adjusts a user's value as Trinity does: they are the user's own settings now, survive re-validation and
+# are checked like any other setting.
 STAGE_CHAIN = "stage chaining: "
 ALIAS = "alias: "
-KEPT_REASONS = (STAGE_CHAIN, ALIAS)
+ADJUSTED = "adjusted: "
+KEPT_REASONS = (STAGE_CHAIN, ALIAS, ADJUSTED)
 
 
 def kept(why: object) -> bool:

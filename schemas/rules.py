@@ -4,8 +4,10 @@ Each rule reads the whole config and either
 - derives a value the user left unset (recorded in `config.derived` as path → reason),
 - refuses a contradiction (an error naming every field involved), or
 - records a warning (`config.warnings`) for a setting that has no effect.
-A value the user set is never changed, with one documented exception: `synchronizer.sync_method`
-in a mode without an explorer (nothing to synchronise) becomes `checkpoint`, shown in `derived`.
+A value the user set is never changed, with two documented exceptions, both shown in `derived`:
+`synchronizer.sync_method` in a mode without an explorer (nothing to synchronise) becomes `checkpoint`,
+and `explorer.eval_interval` that is not a multiple of `synchronizer.sync_interval` is rounded down to
+one, as Trinity does (also a warning).
 
 Only rules that belong to no backend live here. What a backend can and cannot run is its settings
 class's (schemas/trainer.py, schemas/explorer.py): this module asks the chosen trainer and engine for
@@ -21,7 +23,7 @@ from pydantic import ValidationError
 from algorithms.registry import is_off
 from schemas import support
 from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES, GROUP_ADVANTAGE_FNS
-from schemas.base import set_unmarked
+from schemas.base import ADJUSTED, set_unmarked
 from schemas.buffer import StorageConfig, TasksetConfig
 from schemas.generators import GENERATOR_ARGS, generator_name
 from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
@@ -251,9 +253,14 @@ def _synchronizer(r: Resolver) -> None:
                 f"{max_staleness} is below the staleness sync_offset + sync_interval - 1 = "
                 f"{s.sync_offset + s.sync_interval - 1} that synchronizer settings give every step: nothing would be trained")
     if c.buffer.explorer_input.eval_tasksets and c.explorer.eval_interval % s.sync_interval != 0:
-        r.error("explorer.eval_interval",
-                f"{c.explorer.eval_interval} is not a multiple of synchronizer.sync_interval ({s.sync_interval}); "
-                "evaluations happen right after a sync (Trinity would round it silently)")
+        # evaluations happen right after a sync: Trinity (IntervalConfigValidator) rounds down to a multiple of
+        # sync_interval, at least one, and warns; so do we, so that Trinity's own examples run as they do there
+        given = c.explorer.eval_interval
+        rounded = max(given // s.sync_interval, 1) * s.sync_interval
+        r.derive(c.explorer, "eval_interval", rounded, "explorer.eval_interval",
+                 f"{ADJUSTED}{given} rounded to a multiple of synchronizer.sync_interval ({s.sync_interval}), as Trinity does")
+        r.warn(f"explorer.eval_interval: {given} is not a multiple of synchronizer.sync_interval ({s.sync_interval}): "
+               f"evaluating every {rounded} steps instead (evaluations happen right after a sync; Trinity rounds the same way)")
 
 
 # ----------------------------------------------------------------------------- buffer

@@ -61,6 +61,8 @@ from schemas.base import KEPT_REASONS, SECTIONS
 from schemas.explorer import ENGINE_VARIANTS
 from schemas.resolver import TRAINING_MODES
 from schemas.trainer import TRAINER_VARIANTS, TrainerBase
+from schemas.trinity.workflows import CLASS_PATH, R3L, is_class_path, is_r3l
+from schemas.trinity.workflows import NOT_BUILT as TRINITY_WORKFLOWS_NOT_BUILT
 from schemas.wiring import Entry, Level, Rule, honoured, per_trainer, refused, resolved, validated, warned
 
 if TYPE_CHECKING:
@@ -100,6 +102,12 @@ def _refuse_trinity_reward_fns(entry: Entry) -> Entry:
     for name, reason in TRINITY_REFUSED_REWARD_FNS.items():
         entry = entry.refuse_if(lambda v, c, name=name: v == name, f"Trinity's {name!r}: {reason}")
     return entry
+
+
+def _refuse_trinity_workflows(entry: Entry) -> Entry:
+    for name, reason in TRINITY_WORKFLOWS_NOT_BUILT.items():
+        entry = entry.refuse_if(lambda v, c, name=name: str(v).lower() == name.lower(), f"Trinity's {name!r}: {reason}")
+    return entry.refuse_if(lambda v, c: is_r3l(v), R3L).refuse_if(lambda v, c: is_class_path(v), CLASS_PATH)
 
 
 def _args_of_math_workflow(value: Any, config: ExperimentConfig) -> bool:
@@ -238,9 +246,10 @@ SUPPORT: dict[str, Entry] = {
     "buffer.train_batch_size": honoured("tasks/train.py", "tasks/sft.py"),
     "buffer.total_epochs": honoured("tasks/explore.py", "flows/stage.py"),
     "buffer.total_steps": honoured("flows/stage.py"),
-    "buffer.explorer_input.default_workflow_type": honoured("tasks/rollouts.py"),
-    "buffer.explorer_input.default_eval_workflow_type": resolved(
-        "buffer.explorer_input.eval_tasksets[].default_workflow_type"),
+    # the defaults are derived into each task set (derived values are not checked): the same refusals
+    "buffer.explorer_input.default_workflow_type": _refuse_trinity_workflows(honoured("tasks/rollouts.py")),
+    "buffer.explorer_input.default_eval_workflow_type": _refuse_trinity_workflows(resolved(
+        "buffer.explorer_input.eval_tasksets[].default_workflow_type")),
     "buffer.explorer_input.default_reward_fn_type": resolved("buffer.explorer_input.taskset.default_reward_fn_type"),
     "buffer.trainer_input.sft_warmup_dataset": refused(
         "Trinity's old warm-up is not run; add a first stage instead (stage_name sft_warmup, mode train, "
@@ -413,7 +422,7 @@ for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_taskset
         f"{_ts}.generator_args": honoured("buffer/taskset.py", note="checked in schemas/rules.py, rows from "
                                           "buffer/generators.py"),
         f"{_ts}.repeat_times": honoured("buffer/taskset.py", "workflows/runner.py"),
-        f"{_ts}.default_workflow_type": honoured("buffer/taskset.py"),
+        f"{_ts}.default_workflow_type": _refuse_trinity_workflows(honoured("buffer/taskset.py")),
         f"{_ts}.default_reward_fn_type": _refuse_trinity_reward_fns(honoured(
             "buffer/taskset.py", note="math_workflow checks it")).refuse_if(
             _unknown_reward_fn, f"math_workflow scores with its own reward; known: {', '.join(MATH_REWARD_FNS)}"

@@ -63,7 +63,7 @@ def test_validate_with_set_overrides():
     [
         (["validate", "gsm8k", "--set", "algorithm.policy_loss_fn_args.clip_rang=0.1"], "algorithm.policy_loss_fn_args.clip_rang"),
         (["validate", "gsm8k", "--set", "algorithm.optimizer.lrr=1"], "algorithm.optimizer.lrr"),
-        (["validate", "gsm8k", "--set", "synchronizer.sync_interval=3"], "explorer.eval_interval"),
+        (["validate", "gsm8k", "--set", "algorithm.repeat_times=1"], "algorithm.repeat_times"),
         (["validate", "gsm8k", "--set", "algorithm.optimizer.lr"], "PATH=VALUE"),
         (["validate", "no-such-recipe"], "known recipes: gsm8k, arith, smoke"),
         (["validate", "missing.yaml"], "missing.yaml: no such file"),

@@ -173,6 +173,15 @@ def test_default_nccl_on_cpu_is_derived_but_an_explicit_one_is_kept():
     assert ExperimentConfig.model_validate(data).synchronizer.sync_method == "nccl"
 
 
+def test_eval_interval_off_the_sync_interval_is_rounded_down_with_a_warning():
+    """Trinity's rule (IntervalConfigValidator), kept on re-validation and re-adjusted by an override."""
+    c = load_recipe("gsm8k").with_overrides({"synchronizer.sync_interval": 3})  # eval_interval 20
+    assert c.explorer.eval_interval == 18 and c.derived["explorer.eval_interval"].startswith("adjusted: 20 rounded")
+    assert any(w.startswith("explorer.eval_interval: 20 is not a multiple") for w in c.warnings)
+    assert ExperimentConfig.model_validate(c.user_data()).explorer.eval_interval == 18
+    assert c.with_overrides({"synchronizer.sync_interval": 4}).explorer.eval_interval == 16
+
+
 def test_trinity_tinker_flag_is_one_backend_choice_and_warns_about_lora():
     data = load_recipe("gsm8k-tinker").user_data()
     trainer = data.pop("trainer")
@@ -240,6 +249,7 @@ def _both(*edits):
 
 TINKER = {"model__tinker": {"enable": True}, "synchronizer__sync_method": "checkpoint",
           "trainer": {"trainer_type": "tinker"}, "explorer__rollout_model": {"engine_type": "tinker"}}
+TINKER_OURS = {k: v for k, v in TINKER.items() if k != "model__tinker"}
 
 MALFORMED = [
     # wrong types
@@ -294,8 +304,9 @@ MALFORMED = [
                                  algorithm__entropy_loss_fn_args={"entropy_coef": 0.01}), "algorithm.entropy_loss_fn_args.entropy_coef"),
     ("tinker-with-kl-loss", _set(**TINKER, algorithm__kl_loss_fn="k3", algorithm__kl_loss_fn_args={"kl_coef": 0.1}),
      "algorithm.kl_loss_fn"),
-    ("tinker-with-memory-sync", _set(**{**TINKER, "synchronizer__sync_method": "memory"}), "synchronizer.sync_method"),
-    ("tinker-with-nccl-sync", _set(**{**TINKER, "synchronizer__sync_method": "nccl"}), "synchronizer.sync_method"),
+    # our spelling (Trinity's model.tinker flag maps these to checkpoint, as Trinity runs them)
+    ("tinker-with-memory-sync", _set(**{**TINKER_OURS, "synchronizer__sync_method": "memory"}), "synchronizer.sync_method"),
+    ("tinker-with-nccl-sync", _set(**{**TINKER_OURS, "synchronizer__sync_method": "nccl"}), "synchronizer.sync_method"),
     ("tinker-bench", _set(**TINKER, mode="bench"), "mode"),
     ("tinker-loss-fn-mismatch", _set(**{**TINKER, "trainer": {"trainer_type": "tinker", "loss_fn": "cispo"}}), "trainer.loss_fn"),
     ("tinker-trainer-with-vllm", _set(trainer={"trainer_type": "tinker"}, synchronizer__sync_method="checkpoint"), "explorer.rollout_model.engine_type"),
@@ -305,7 +316,6 @@ MALFORMED = [
     ("sync-interval-beyond-run", _set(synchronizer__sync_interval=50), "synchronizer.sync_interval"),
     ("sync-offset-beyond-run", _set(synchronizer__sync_offset=40), "synchronizer.sync_offset"),
     ("sync-offset-dynamic-style", _set(synchronizer__sync_offset=1, synchronizer__sync_style="explorer_driven"), "synchronizer.sync_offset"),
-    ("eval-interval-off-sync", _set(synchronizer__sync_interval=3), "explorer.eval_interval"),
     ("eval-taskset-without-workflow", _drop("buffer.explorer_input.eval_tasksets.0.default_workflow_type"), "buffer.explorer_input.eval_tasksets.0.default_workflow_type"),
     ("eval-taskset-without-path", _drop("buffer.explorer_input.eval_tasksets.0.path"), "buffer.explorer_input.eval_tasksets.0.path"),
     ("eval-max-tokens-too-long", _set(buffer__explorer_input__eval_tasksets__0__rollout_args__max_tokens=500), "buffer.explorer_input.eval_tasksets.0.rollout_args.max_tokens"),

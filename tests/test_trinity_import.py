@@ -13,6 +13,8 @@ from pydantic import ValidationError
 from deployments import load_recipe
 from schemas import ConfigRuleError, ExperimentConfig, TrinityImportError, import_trinity
 from schemas.trinity.importer import recipe_source, trinity_data
+from schemas.trinity.workflows import MATH_BOXED_PROMPT
+from workflows.math_workflow import gold_answer, math_reward, score_math
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trinity"
 QUICKSTART = FIXTURES / "quickstart.yaml"
@@ -205,21 +207,57 @@ def test_lora_with_explicit_nccl_is_refused(tmp_path):
         import_trinity(tmp_path / "c.yaml")
 
 
-def test_eval_interval_is_refused_not_rounded(tmp_path):
+def test_eval_interval_off_the_sync_interval_is_rounded_down_as_trinity_does(tmp_path):
+    """Trinity's IntervalConfigValidator: max(eval // sync, 1) * sync, with a warning; kept on re-validation."""
     text = QUICKSTART.read_text().replace("sync_interval: 1", "sync_interval: 4")
     (tmp_path / "c.yaml").write_text(text)
-    with pytest.raises(ValidationError, match="explorer.eval_interval: 50 is not a multiple of synchronizer.sync_interval"):
-        import_trinity(tmp_path / "c.yaml")
+    config, _ = import_trinity(tmp_path / "c.yaml")
+    assert config.explorer.eval_interval == 48
+    assert any(w.startswith("explorer.eval_interval: 50 is not a multiple") for w in config.warnings)
+    assert ExperimentConfig.model_validate(config.user_data()).explorer.eval_interval == 48
+    (tmp_path / "c.yaml").write_text(QUICKSTART.read_text().replace("sync_interval: 1", "sync_interval: 64"))
+    assert import_trinity(tmp_path / "c.yaml")[0].explorer.eval_interval == 64  # at least one sync_interval
 
 
 def test_unsupported_keys_are_listed_by_dotted_path(tmp_path):
     (tmp_path / "c.yaml").write_text(QUICKSTART.read_text() + (
         "data_processor: {experience_pipeline: {operators: [{name: reward_filter}]}}\n"
-        "log: {level: DEBUG}\n"
+        "service: {data_juicer: {auto_start: true}}\n"
         "stages:\n  - stage_name: rft\n    data_processor: {task_pipeline: {num_process: 2}}\n"
     ))
     _, unsupported = trinity_data(tmp_path / "c.yaml")
-    assert unsupported == ["data_processor", "log", "stages.0.data_processor"]
+    assert unsupported == ["data_processor", "service", "stages.0.data_processor"]
+
+
+def test_trinity_keys_without_effect_are_left_out_with_a_warning(tmp_path):
+    """Keys Trinity's current version ignores (or that change no result) do not stop an import."""
+    data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "math_boxed.yaml"))
+    data["buffer"].update(max_retry_times=3, max_retry_interval=1)
+    data["buffer"]["explorer_input"]["taskset"]["rollout_args"] = {"temperature": 1.0, "n": 8}
+    data["buffer"]["trainer_input"] = {"experience_buffer": {"name": "b", "storage_type": "queue",
+                                                             "replay_buffer": {"enable": False}}}
+    data["explorer"]["runner_num"] = 32
+    data["trainer"]["enable_preview"] = True
+    data["log"] = {"level": "INFO"}
+    (tmp_path / "c.yaml").write_text(OmegaConf.to_yaml(data))
+    config, unsupported = import_trinity(tmp_path / "c.yaml")
+    left_out = ["buffer.max_retry_times", "buffer.max_retry_interval", "buffer.explorer_input.taskset.rollout_args.n",
+                "buffer.trainer_input.experience_buffer.replay_buffer", "explorer.runner_num", "trainer.enable_preview", "log"]
+    assert unsupported == []
+    assert sorted(w.split(": left out: ")[0] for w in config.warnings if ": left out: " in w) == sorted(left_out)
+    assert all(config.derived[path].startswith("alias: dropped: ") for path in left_out)
+    assert config.explorer.runner_per_model == 8 and config.buffer.explorer_input.taskset.repeat_times == 8
+    data["buffer"]["trainer_input"]["experience_buffer"]["replay_buffer"] = {"enable": True}  # on: a feature we lack
+    (tmp_path / "c.yaml").write_text(OmegaConf.to_yaml(data))
+    assert import_trinity(tmp_path / "c.yaml")[1] == ["buffer.trainer_input.experience_buffer.replay_buffer"]
+
+
+def test_trainer_config_path_is_reported_with_why(tmp_path):
+    (tmp_path / "c.yaml").write_text(QUICKSTART.read_text().replace(
+        "trainer: {save_interval: 100}", "trainer: {save_interval: 100, trainer_config_path: examples/x/train_x.yaml}"))
+    _, unsupported = import_trinity(tmp_path / "c.yaml")
+    assert unsupported == ["trainer.trainer_config_path: a veRL YAML file of Trinity's repository; Trinity itself now "
+                           "refuses it (deprecated: give its settings as trainer.trainer_config)"]
 
 
 @pytest.mark.parametrize("section", ["{}", "null", "{experience_pipeline: {operators: []}, task_pipeline: {}}"])
@@ -270,6 +308,17 @@ def test_tinker_block_replaces_trinity_s_default_trainer_type_only(tmp_path, tra
     else:
         with pytest.raises(ConfigRuleError, match="trainer.trainer_type: 'torch' contradicts model.tinker.enable"):
             import_trinity(tmp_path / "c.yaml")
+
+
+@pytest.mark.parametrize("method", ["memory", "nccl", "online"])
+def test_tinker_block_moves_weights_by_checkpoint_whatever_trinity_s_sync_method(tmp_path, method):
+    # Trinity's Tinker example syncs by 'memory': its Tinker trainer passes a tinker:// sampler path either way
+    text = (FIXTURES / "tinker.yaml").read_text().replace("sync_method: checkpoint", f"sync_method: {method}")
+    (tmp_path / "c.yaml").write_text(text)
+    config, _ = import_trinity(tmp_path / "c.yaml")
+    assert config.synchronizer.sync_method == "checkpoint"
+    assert config.derived["synchronizer.sync_method"].startswith(f"alias: {method!r} with model.tinker.enable: true")
+    assert ExperimentConfig.model_validate(config.user_data()).synchronizer.sync_method == "checkpoint"
 
 
 def test_tinker_import_reports_vllm_settings_the_sampler_lacks(tmp_path):
@@ -362,6 +411,40 @@ def test_math_dapo_reward_arguments_are_checked_before_anything_runs(tmp_path, a
     with pytest.raises((ValidationError, ValueError), match=re.escape(message)) as info:
         import_trinity(path)
     assert f"buffer.explorer_input.taskset.reward_fn_args.{field}" in str(info.value)
+
+
+def test_math_boxed_workflow_is_math_workflow_rewarding_the_boxed_answer_only():
+    config, unsupported = import_trinity(FIXTURES / "math_boxed.yaml")
+    train, held_out = config.buffer.explorer_input.taskset, config.buffer.explorer_input.eval_tasksets[0]
+    assert unsupported == [] and config.buffer.explorer_input.default_workflow_type == "math_workflow"
+    for ts in (train, held_out):
+        assert (ts.default_workflow_type, ts.default_reward_fn_type) == ("math_workflow", "math_boxed_reward")
+        assert ts.reward_fn_args == {"require_boxed": True, "format_score": 0.0}
+    assert train.format.system_prompt == MATH_BOXED_PROMPT and held_out.format.system_prompt == "Show your work."
+    assert config.derived["buffer.explorer_input.taskset.default_workflow_type"].startswith("alias: math_boxed_workflow")
+    assert ExperimentConfig.model_validate(config.user_data()) == config  # a written recipe keeps the mapping
+    # what Trinity's MathBoxedRewardFn gives: 1 for the right boxed answer, 0 unboxed, no format bonus
+    gold = gold_answer("so $x = \\frac{1}{2}$, and the answer is $\\boxed{\\frac12}$.")
+    scores = [math_reward(score_math(text, gold, **train.reward_fn_args)) for text in ("\\boxed{1/2}", "1/2", "\\boxed{3}")]
+    assert scores == [1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(("args", "refused"), [({"use_base": True}, "use_base"), ({"with_think": True}, "with_think"),
+                                               ({"use_base": False, "format_score_coef": 0.2}, None)])
+def test_math_boxed_workflow_arguments_not_built_are_refused_by_name(tmp_path, args, refused):
+    data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "math_boxed.yaml"))
+    data["buffer"]["explorer_input"]["taskset"]["workflow_args"] = args
+    (tmp_path / "c.yaml").write_text(OmegaConf.to_yaml(data))
+    if refused is None:  # without effect in Trinity too: dropped, and said so
+        config, _ = import_trinity(tmp_path / "c.yaml")
+        assert config.buffer.explorer_input.taskset.workflow_args == {}
+        assert config.derived["buffer.explorer_input.taskset.workflow_args"].startswith("alias: dropped")
+        return
+    config, unsupported = import_trinity(tmp_path / "c.yaml")  # listed with why, and left out
+    assert [u.split(": ")[0] for u in unsupported] == [f"buffer.explorer_input.taskset.workflow_args.{refused}"]
+    assert "math_boxed_workflow's" in unsupported[0] and config.buffer.explorer_input.taskset.workflow_args == {}
+    with pytest.raises(ValidationError, match=f"buffer.explorer_input.taskset.workflow_args.{refused}: math_boxed"):
+        ExperimentConfig.model_validate(data)  # our own configs: an error
 
 
 @pytest.mark.parametrize("name", ["format_reward", "countdown_reward", "rm_gallery_reward",

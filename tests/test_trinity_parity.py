@@ -1,18 +1,21 @@
 """Every name Trinity-RFT's algorithm registries know (docs/trinity-parity.md) is known here: each
 `algorithm_type` validates on the smoke recipe or is refused naming `algorithm.algorithm_type` and a
 reason, and each function either has an implementation or a refusal with its reason. No name is
-"unknown". (Which of them train a step: tests/test_presets.py.)"""
+"unknown". (Which of them train a step: tests/test_presets.py.) Trinity's example configs import, or are
+refused naming each field and why; its workflows that are not built are refused by name."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from deployments import load_recipe
-from schemas import describe_errors, support
+from schemas import ConfigRuleError, ExperimentConfig, describe_errors, support
 from schemas.algorithm_registry import BUILT, FUNCTION_REGISTRIES
+from schemas.errors import error_items
 
 # Trinity-RFT's ALGORITHM_TYPE registry (trinity/algorithm/__init__.py), and `dapo`, our preset of its example.
 TRINITY_ALGORITHM_TYPES = [
@@ -78,3 +81,101 @@ def test_an_unknown_algorithm_type_is_a_named_error_not_a_traceback(tmp_path: Pa
         import_trinity(tmp_path / "c.yaml")
     assert any(line.startswith("algorithm.algorithm_type: unknown algorithm 'not_an_algorithm'")
                for line in describe_errors(exc.value)), describe_errors(exc.value)
+
+
+# ----------------------------------------------------------------------------- Trinity's example configs
+# tests/fixtures/trinity/examples/: Trinity-RFT's example configs, trimmed to the settings that decide the
+# outcome (docs/trinity-parity.md has the table of all of them). Each imports — listing only what Trinity
+# itself no longer reads or what is not built — or is refused naming each field and why.
+EXAMPLES = Path(__file__).parent / "fixtures" / "trinity" / "examples"
+IMPORTS = {  # example: the settings still listed as not imported (they need --allow-unsupported)
+    "grpo_gsm8k": [],
+    "tinker": [],
+    "cispo_gsm8k": ["trainer.trainer_config_path"],  # Trinity itself refuses it now
+    "sft_mot": ["trainer.trainer_config_path"],
+    "grpo_gsm8k_task_pipeline": ["data_processor"],  # a Data-Juicer task pipeline is not built
+}
+REFUSED = {  # example: {field: what the reason says}
+    "asymre_math": {"algorithm.policy_loss_fn": "'opmd' has no veRL policy loss"},
+    "topr_gsm8k": {"algorithm.policy_loss_fn": "'topr' has no veRL policy loss"},
+    "dapo_math": {"buffer.explorer_input.taskset.workflow_args.use_base": "base model",
+                  "model.max_model_len": "cannot be derived"},  # Trinity refuses this file's lengths too
+    "mix_chord": {"buffer.explorer_input.taskset.workflow_args.with_think": "<think>",
+                  "algorithm.algorithm_type": "expert SFT rows"},
+    "grpo_gsm8k_ruler": {"buffer.explorer_input.default_workflow_type": "judge model",
+                         "explorer.auxiliary_models": "not built"},
+    "grpo_frozen_lake": {"buffer.explorer_input.default_workflow_type": "environment"},
+    "agentscope_react": {"buffer.explorer_input.taskset.default_workflow_type": "AgentScope"},
+    "grpo_vlm": {"buffer.explorer_input.default_workflow_type": "images"},
+    "bots_random": {"buffer.explorer_input.default_workflow_type": "class path"},
+    "ppo_countdown_megatron": {"algorithm.algorithm_type": "critic",
+                               "buffer.explorer_input.default_reward_fn_type": "countdown"},
+    "dpo_humanlike": {"data": "before 0.2"},
+}
+
+
+def _import_example(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **edits: str) -> Any:
+    """Import an example as its user would: Trinity's /PATH/TO/ placeholders (model, data, checkpoints)
+    replaced by real paths, the TRINITY_* variables unset (their defaults apply)."""
+    from schemas.trinity.importer import import_trinity
+
+    for var in ("TRINITY_CHECKPOINT_ROOT_DIR", "TRINITY_MODEL_PATH", "TRINITY_TASKSET_PATH", "TRINITY_EVAL_TASKSET_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    text = (EXAMPLES / f"{name}.yaml").read_text().replace("/PATH/TO/", f"{tmp_path}/")
+    for old, new in edits.items():
+        text = text.replace(old, new)
+    (tmp_path / f"{name}.yaml").write_text(text)
+    return import_trinity(tmp_path / f"{name}.yaml")
+
+
+def test_every_vendored_example_has_an_expected_outcome() -> None:
+    assert sorted(IMPORTS.keys() | REFUSED.keys()) == sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", sorted(IMPORTS))
+def test_trinity_example_imports(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config, unsupported = _import_example(name, tmp_path, monkeypatch)
+    assert [u.split(": ")[0] for u in unsupported] == IMPORTS[name]
+    assert ExperimentConfig.model_validate(config.user_data()).user_data() == config.user_data()  # as a recipe
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_trinity_example_is_refused_naming_each_field(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises((ValidationError, ConfigRuleError)) as exc:
+        _import_example(name, tmp_path, monkeypatch)
+    problems = dict(exc.value.problems if isinstance(exc.value, ConfigRuleError) else error_items(exc.value))
+    for path, says in REFUSED[name].items():
+        assert path in problems and says in problems[path], (path, problems)
+    assert not any("unknown" in why for why in problems.values()), problems
+
+
+def test_trinity_example_settings_are_followed_as_trinity_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cispo, _ = _import_example("cispo_gsm8k", tmp_path, monkeypatch)
+    assert cispo.explorer.eval_interval == 48  # 50 rounded down to a multiple of sync_interval 4, as Trinity does
+    assert {"buffer.max_retry_times", "explorer.runner_num"} <= {w.split(": ")[0] for w in cispo.warnings}
+    tinker, _ = _import_example("tinker", tmp_path, monkeypatch)
+    assert (tinker.trainer.trainer_type, tinker.synchronizer.sync_method) == ("tinker", "checkpoint")
+    # asymre (the opmd loss) runs on the torch trainer; math_boxed_workflow becomes math_workflow scoring the boxed answer
+    asymre, unsupported = _import_example("asymre_math", tmp_path, monkeypatch,
+                                          **{"trainer: {save_interval": "trainer: {trainer_type: torch, save_interval"})
+    ts = asymre.buffer.explorer_input.taskset
+    assert (ts.default_workflow_type, ts.reward_fn_args) == ("math_workflow", {"require_boxed": True, "format_score": 0.0})
+    assert {u.split(": ")[0] for u in unsupported} >= {"explorer.rollout_model.max_prompt_tokens",
+                                                       "explorer.rollout_model.max_response_tokens"}
+
+
+@pytest.mark.parametrize(("workflow", "says"), [("alfworld_workflow", "environment"), ("as_react_workflow", "AgentScope"),
+                                                ("RAFT_baseline_webshop_workflow", "R3L"),
+                                                ("examples.my_plugin.MyWorkflow", "class path")])
+def test_a_trinity_workflow_not_built_is_refused_by_name_in_our_configs(workflow: str, says: str) -> None:
+    with pytest.raises(ValidationError) as exc:
+        load_recipe("gsm8k").with_overrides({"buffer.explorer_input.default_workflow_type": workflow})
+    problems = dict(error_items(exc.value))
+    assert says in problems["buffer.explorer_input.default_workflow_type"], problems
+
+
+def test_the_parity_page_names_every_trinity_workflow_refused() -> None:
+    from schemas.trinity.workflows import NOT_BUILT
+
+    text = DOC.read_text()
+    assert [name for name in NOT_BUILT if name not in text] == []

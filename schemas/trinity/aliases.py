@@ -3,9 +3,13 @@
 - `model.tinker: {enable: true, rank, seed, ...}` → `trainer: {trainer_type: tinker, rank, seed, ...}`
   and `explorer.rollout_model.engine_type: tinker`; with `enable: false` the block is dropped (noted).
   A `trainer_type: verl` beside it (Trinity's default, as its Tinker example writes it) is replaced too.
+  Its `synchronizer.sync_method` nccl or memory becomes checkpoint (Trinity's Tinker trainer passes a
+  tinker:// sampler path either way).
 - a `trainer` without `trainer_type` is Trinity's default, veRL.
 - veRL's `max_actor_ckpt_to_keep` (in Trinity's `trainer.trainer_config.trainer`, or written flat as
   `trainer.max_actor_ckpt_to_keep`) → `trainer.max_checkpoints_to_keep` (our pruning keeps the checkpoints).
+- Trinity's workflow names that ours cover with other settings (`math_boxed_workflow`): see
+  `schemas.trinity.workflows`.
 - `--set model.tinker.enable=true`, `--set model.tinker.rank=8` and the like are expanded the same way
   (`expand_override`).
 
@@ -23,6 +27,8 @@ from pydantic import Field, ValidationError
 from schemas.base import ALIAS, ConfigRuleError, Section
 from schemas.errors import error_items
 from schemas.trainer import DEFAULT_TRAINER_TYPE
+from schemas.trinity.names import SYNC_METHOD_ALIASES
+from schemas.trinity.workflows import map_workflows
 
 
 class TrinityTinkerConfig(Section):
@@ -37,9 +43,11 @@ class TrinityTinkerConfig(Section):
     train_unembed: bool = Field(True, description="An adapter on the unembedding.")
 
 
-def apply_aliases(data: dict[str, Any], note: bool = True) -> dict[str, Any]:
+def apply_aliases(data: dict[str, Any], note: bool = True, refused: list[tuple[str, str]] | None = None) -> dict[str, Any]:
     """A copy of raw config data with Trinity's backend flags mapped (see the module docstring);
-    `note`: record the mappings in `derived` (a stage has no `derived` of its own)."""
+    `note`: record the mappings in `derived` (a stage has no `derived` of its own). Settings of a mapped
+    workflow that are not built raise ConfigRuleError, or, given `refused`, are left out and added to it
+    as (path, why) (the importer lists them with the other refused settings)."""
     data = copy.deepcopy(data)
     notes: dict[str, str] = {}
     model = data.get("model")
@@ -50,6 +58,10 @@ def apply_aliases(data: dict[str, Any], note: bool = True) -> dict[str, Any]:
         trainer["trainer_type"] = DEFAULT_TRAINER_TYPE
     if isinstance(trainer, dict):
         _checkpoints_to_keep(trainer, notes)
+    if problems := map_workflows(data, notes):
+        if refused is None:
+            raise ConfigRuleError(problems)
+        refused += problems
     if notes and note:
         data["derived"] = {**(data.get("derived") or {}), **notes}
     return data
@@ -116,6 +128,19 @@ def _tinker(data: dict[str, Any], block: Any, notes: dict[str, str]) -> None:
         raise ConfigRuleError(problems)
     notes["trainer.trainer_type"] = f"{ALIAS}model.tinker.enable is true"
     notes["explorer.rollout_model.engine_type"] = f"{ALIAS}model.tinker.enable is true"
+    _tinker_sync_method(data, notes)
+
+
+def _tinker_sync_method(data: dict[str, Any], notes: dict[str, str]) -> None:
+    """Trinity's Tinker trainer hands the explorer a tinker:// sampler path whichever way it syncs: it turns
+    nccl into checkpoint, and 'memory' passes that path through the synchronizer. Ours moves the path
+    with sync_method checkpoint, so both become that."""
+    sync = data.get("synchronizer")
+    method = sync.get("sync_method") if isinstance(sync, dict) else None
+    if SYNC_METHOD_ALIASES.get(method, method) in ("nccl", "memory"):
+        sync["sync_method"] = "checkpoint"
+        notes["synchronizer.sync_method"] = (f"{ALIAS}{method!r} with model.tinker.enable: true: Tinker weights move as "
+                                             "tinker:// sampler paths (Trinity passes the same path for nccl and memory)")
 
 
 def expand_override(path: str, value: Any) -> dict[str, Any]:

@@ -9,6 +9,10 @@
   variant: a setting the chosen backend does not have is reported like an unknown key.
 - A `data_processor` section that sets nothing (`data_processor: {}`) is left out; one that sets
   anything is reported like any key we do not support.
+- Trinity keys without effect in Trinity's current version, or without effect on results (NO_EFFECT:
+  buffer retries, the deprecated explorer.runner_num, rollout_args.n, log, W&B previews, veRL batching
+  settings beside Tinker, a replay buffer that is off) are left out with a warning and an ALIAS note in
+  `derived`.
 - Every key we do not support is returned by its dotted path (never dropped silently), and so is every
   key that maps onto a field the runtime refuses (schemas/support.py), with the reason; the caller
   decides whether that is fatal (`rft import-trinity` fails unless `--allow-unsupported`). Keys that map
@@ -31,7 +35,7 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
 from schemas import support
-from schemas.base import ConfigRuleError
+from schemas.base import ALIAS, ConfigRuleError
 from schemas.errors import error_items
 from schemas.experiment import ExperimentConfig
 from schemas.overrides import delete_path
@@ -48,6 +52,36 @@ KEY_RENAMES: dict[str, dict[str, str]] = {
 EMPTY_SECTIONS = ("data_processor",)
 # Values of Trinity we cannot honour; the key is reported and our default used instead.
 UNSUPPORTED_VALUES: dict[str, set[str]] = {"monitor.monitor_type": {"swanlab"}}
+# Trinity keys that have no effect in Trinity's current version, nor would here: left out with a warning
+# (and a note in `derived`), not an error, per section model: {model class name: {trinity key: why}}.
+_RETRIES = ("Trinity's retries of reading an SQL buffer (no longer a buffer setting there); buffers here are the "
+            "experiment's own SQLite files")
+_STORAGE_NO_EFFECT = {"max_retry_times": _RETRIES, "max_retry_interval": _RETRIES}
+NO_EFFECT: dict[str, dict[str, str]] = {
+    "BufferConfig": _STORAGE_NO_EFFECT,
+    "TasksetConfig": _STORAGE_NO_EFFECT,
+    "StorageConfig": _STORAGE_NO_EFFECT,
+    "ExplorerConfig": {"runner_num": "deprecated in Trinity, which warns and runs explorer.runner_per_model "
+                                     "runners per engine (default 8), as here"},
+    "GenerationConfig": {"n": "Trinity overwrites it with the task set's repeat_times (algorithm.repeat_times in "
+                              "training, 1 in evaluation); to sample each eval problem k times, set that task set's "
+                              "repeat_times"},
+    "ExperimentConfig": {"log": "Trinity's logger settings (level, group_by_node); runs here log to their Prefect run"},
+    "TrainerBase": {"enable_preview": "Trinity's table of sample rollouts in W&B, which changes no result (not built)"},
+    "TinkerTrainerConfig": dict.fromkeys(("use_dynamic_bsz", "max_token_len_per_gpu", "ulysses_sequence_parallel_size"),
+                                         "a veRL batching setting, which Trinity's Tinker trainer ignores too"),
+}
+# Trinity blocks without effect while their `enable` is false ({model class name: {trinity key: why}}).
+NO_EFFECT_WHEN_OFF: dict[str, dict[str, str]] = {"StorageConfig": {"replay_buffer": "Trinity's replay buffer, off"}}
+# Trinity's layout before 0.2 (still in some of its example folders), which Trinity itself no longer reads.
+PRE_0_2_LAYOUT = ("Trinity's layout before 0.2 (data, buffer.train_dataset, explorer.engine_num, trainer.algorithm_type), "
+                  "which Trinity itself no longer reads: write it in the current layout (buffer.explorer_input.taskset, "
+                  "explorer.rollout_model, algorithm.algorithm_type)")
+# Why some Trinity keys we do not have are not imported (said with the key; they still need --allow-unsupported).
+UNSUPPORTED_WHY = {
+    "trainer.trainer_config_path": "a veRL YAML file of Trinity's repository; Trinity itself now refuses it "
+                                   "(deprecated: give its settings as trainer.trainer_config)",
+}
 
 
 class TrinityImportError(ValueError):
@@ -63,13 +97,12 @@ def import_trinity(path: str | Path) -> tuple[ExperimentConfig, list[str]]:
     Raises `TrinityImportError` for unreadable files, pydantic's ValidationError for invalid settings, and
     ConfigRuleError listing the refused keys too when the rest does not validate.
     """
-    data, unsupported = trinity_data(path)
+    data, unsupported, ignored, refused = _trinity_data(path)
     with support.collecting() as findings:
         try:
             ExperimentConfig.model_validate(copy.deepcopy(data))
         except (ValidationError, ConfigRuleError):
             pass  # validated again below, without what is refused
-    refused: list[tuple[str, str]] = []
     for finding in _deduplicated(f for f in findings if f.level == "refuse"):
         if finding.key.endswith("]"):
             continue  # a refused choice (a preset, a function): validation below names it
@@ -77,11 +110,16 @@ def import_trinity(path: str | Path) -> tuple[ExperimentConfig, list[str]]:
         _drop(data, finding.path)
     unsupported += [f"{path}: {why}" for path, why in refused]
     try:
-        return ExperimentConfig.model_validate(data), unsupported
+        config = ExperimentConfig.model_validate(data)
     except ValidationError as exc:
         if not refused:
             raise
-        raise ConfigRuleError([*refused, *error_items(exc)]) from None
+        errors = error_items(exc)
+        if any(p.endswith("workflow_type") for p, _ in refused):  # the task sets left without one say so too
+            errors = [(p, why) for p, why in errors if not why.startswith("no workflow: ")]
+        raise ConfigRuleError([*refused, *errors]) from None
+    config.warnings += [f"{path}: left out: {why}" for path, why in ignored.items()]
+    return config, unsupported
 
 
 def _deduplicated(findings: Any) -> list[support.Finding]:
@@ -119,21 +157,43 @@ def _in_data(data: dict[str, Any], path: str) -> str:
 
 def trinity_data(path: str | Path) -> tuple[dict[str, Any], list[str]]:
     """The file's settings mapped onto our schema's keys (not yet validated), and unsupported paths."""
+    data, unsupported, _, _ = _trinity_data(path)
+    return data, unsupported
+
+
+def _trinity_data(path: str | Path) -> tuple[dict[str, Any], list[str], dict[str, str], list[tuple[str, str]]]:
+    """`trinity_data`; the keys left out because they have no effect ({path: why}, noted in `derived`); and
+    the settings of a mapped workflow that are not built [(path, why)], left out."""
     path = Path(path)
     raw = _load_resolved(path)
     if not isinstance(raw, dict):
         raise TrinityImportError(f"{path}: expected a mapping of settings at the top level")
+    if isinstance(raw.get("data"), dict):
+        raise ConfigRuleError([("data", PRE_0_2_LAYOUT)])
     unsupported: list[str] = []
-    raw = apply_aliases(_move_loss_agg_mode(_drop_empty_sections(raw)))
+    refused: list[tuple[str, str]] = []
+    raw = apply_aliases(_move_loss_agg_mode(_drop_empty_sections(raw)), refused=refused)
     if isinstance(raw.get("stages"), list):
-        raw["stages"] = [apply_aliases(_move_loss_agg_mode(_drop_empty_sections(stage)), note=False)
-                         if isinstance(stage, dict) else stage for stage in raw["stages"]]
-    data = _filter(raw, ExperimentConfig, "", unsupported)
+        for i, stage in enumerate(raw["stages"]):
+            if isinstance(stage, dict):
+                found: list[tuple[str, str]] = []
+                raw["stages"][i] = apply_aliases(_move_loss_agg_mode(_drop_empty_sections(stage)), note=False, refused=found)
+                refused += [(f"stages.{i}.{p}", why) for p, why in found]
+    ignored: dict[str, str] = {}
+    data = _filter(raw, ExperimentConfig, "", unsupported, ignored)
     for key, value in TRINITY_IDENTITY_DEFAULTS.items():
         data.setdefault(key, value)
     if not data.get("checkpoint_root_dir"):
         data.pop("checkpoint_root_dir", None)  # Trinity's "" means "./" + default; ours is ./checkpoints
-    return data, unsupported
+    if ignored:
+        data["derived"] = {**(data.get("derived") or {}), **{p: f"{ALIAS}dropped: {why}" for p, why in ignored.items()}}
+    return data, [_with_why(p) for p in unsupported], ignored, refused
+
+
+def _with_why(path: str) -> str:
+    """An unsupported key's path, with why where UNSUPPORTED_WHY says (a stage's key too)."""
+    key = path.split(".", 2)[2] if path.startswith("stages.") else path
+    return f"{path}: {UNSUPPORTED_WHY[key]}" if key in UNSUPPORTED_WHY else path
 
 
 def _drop_empty_sections(section_holder: dict[str, Any]) -> dict[str, Any]:
@@ -247,8 +307,10 @@ def _model_of(annotation: Any) -> tuple[str, Any]:
     return "value", None
 
 
-def _filter(data: dict[str, Any], model: type[BaseModel], prefix: str, unsupported: list[str]) -> dict[str, Any]:
-    """Keep the keys `model` knows (recursively); record the others' paths in `unsupported`."""
+def _filter(data: dict[str, Any], model: type[BaseModel], prefix: str, unsupported: list[str],
+            ignored: dict[str, str]) -> dict[str, Any]:
+    """Keep the keys `model` knows (recursively); record the others' paths in `unsupported`, or in `ignored`
+    with why for those of NO_EFFECT."""
     renames = dict(KEY_RENAMES.get(model.__name__, {}))
     if model.__name__ == "ExplorerInput":
         renames["tasksets"] = "tasksets"  # alias kept for the schema to normalise
@@ -261,6 +323,9 @@ def _filter(data: dict[str, Any], model: type[BaseModel], prefix: str, unsupport
             field_ann: Any = list[item_ann]  # type: ignore[valid-type]
         elif target in model.model_fields:
             field_ann = model.model_fields[target].annotation
+        elif why := _no_effect(model, target, value):
+            ignored[path] = why
+            continue
         else:
             unsupported.append(path)
             continue
@@ -271,17 +336,28 @@ def _filter(data: dict[str, Any], model: type[BaseModel], prefix: str, unsupport
         if kind == "variants" and isinstance(value, dict):
             kind, inner = "model", _chosen_variant(inner, value)
         if kind == "model" and isinstance(value, dict):
-            value = _filter(value, inner, f"{path}.", unsupported)
+            value = _filter(value, inner, f"{path}.", unsupported, ignored)
         elif kind == "list" and isinstance(value, list):
             inner_kind, inner_model = _model_of(inner)
             if inner_kind in ("model", "variants"):
                 value = [
                     _filter(item, _chosen_variant(inner_model, item) if inner_kind == "variants" else inner_model,
-                            f"{path}.{i}.", unsupported) if isinstance(item, dict) else item
+                            f"{path}.{i}.", unsupported, ignored) if isinstance(item, dict) else item
                     for i, item in enumerate(value)
                 ]
         out[target] = value
     return out
+
+
+def _no_effect(model: type[BaseModel], key: str, value: Any) -> str | None:
+    """Why Trinity's `key` of a `model` section has no effect (NO_EFFECT, NO_EFFECT_WHEN_OFF), else None."""
+    for cls in model.__mro__:
+        if why := NO_EFFECT.get(cls.__name__, {}).get(key):
+            return why
+        off = NO_EFFECT_WHEN_OFF.get(cls.__name__, {}).get(key)
+        if off and not (value.get("enable") if isinstance(value, dict) else value):
+            return off
+    return None
 
 
 def _chosen_variant(variants: tuple[type[BaseModel], ...], value: dict[str, Any]) -> type[BaseModel]:
