@@ -38,6 +38,7 @@ LATEST_STATE_DICT = "latest_state_dict_iteration.txt"
 TRAINER_META = "trainer_meta.json"
 SUMMARY = "summary.json"
 EVAL_AT_START = "eval_at_start.json"
+GATE = "gate.json"  # the promotion gate's decision (flows/gate.py), beside the last stage's summary
 USAGE = "usage.json"  # what each step used (tracking/usage.py): a resume counts on from its checkpoint
 BUFFER_DB = Path("buffer") / "experiences.db"
 # A converted model (actor/huggingface/) is one model.safetensors up to this size, above it shards + an index.

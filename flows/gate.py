@@ -12,6 +12,8 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 import tracking
+from checkpointing import layout
+from checkpointing.records import write_json_atomic
 from schemas import ExperimentConfig
 
 FAILS_RUN = {"keep": False, "fail": True}  # monitor.gate.on_loss -> a lost gate fails the run
@@ -41,6 +43,7 @@ def gate(config: ExperimentConfig, summary: dict[str, Any], model_name: str) -> 
                                       float(measured[metric]), heldout_fingerprint(config, taskset))
     assert decision is not None  # validation refuses a gate without a registry
     create_markdown_artifact(decision_markdown(decision), key="promotion-gate", description="Promotion gate")
+    write_json_atomic(layout.experiment_dir(config) / layout.GATE, decision)  # for up.sh and rft watch
     get_run_logger().info("promotion gate: version %s %s: %s", decision["version"],
                           "promoted" if decision["promoted"] else "not promoted", decision["reason"])
     if not decision["promoted"] and FAILS_RUN[settings.on_loss]:

@@ -101,6 +101,11 @@ for i, (stage, stage_summary) in enumerate(summaries):
         print(f"\n{(stage + ': ') if stage else ''}{name}: {int(metrics['tasks'])} held-out tasks (strict: right and in the "
               "asked form; lenient: right anywhere; format: in the asked form)")
         print(comparison_text(stage_summary.get("eval_at_start", {}).get(name), metrics, "after training", before_label(i)))
+gate_file = run_dir / stage_dirs[-1] / "gate.json"  # the promotion gate's decision (monitor.gate)
+if gate_file.exists():
+    g = json.loads(gate_file.read_text())
+    print(f"\npromotion gate ({g['metric']}): "
+          + (f"version {g['version']} takes '{g['alias']}'" if g["promoted"] else f"'{g['alias']}' stays") + f". {g['reason']}")
 print()
 print(f"Evaluate any model the same way: .venv/bin/rft eval {summary['final_model']} --recipe {sys.argv[1]}")
 print(f"To use the Prefect CLI against this server: export PREFECT_API_URL={os.environ['PREFECT_API_URL']}")

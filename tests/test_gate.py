@@ -3,6 +3,7 @@ same held-out set by the margin. On a real MLflow registry (SQLite), and through
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,6 @@ def test_two_nightly_runs_the_worse_second_keeps_the_champion(tmp_path: Path) ->
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'checkpoints' / 'mlflow.db'}")
     assert client.get_model_version_by_alias("rft-hello", "champion").version == first["version"]
     assert "did not take 'champion'" in client.get_model_version("rft-hello", second["version"]).description
+    # each night's decision also lies in its experiment folder, where up.sh reads it
+    written = sorted((tmp_path / "checkpoints" / "rft").glob("hello-*/gate.json"), key=lambda p: p.stat().st_mtime)
+    assert [json.loads(p.read_text())["promoted"] for p in written] == [True, False]
