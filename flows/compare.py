@@ -67,10 +67,13 @@ def compare(config: ExperimentConfig, variants: list[dict[str, Any]]) -> dict[st
 
 
 def noise_band(a: float, b: float, n: int) -> float:
-    """1.96 standard errors of the difference of two rates each measured on n held-out samples."""
+    """1.96 standard errors of the difference of two rates each measured on n held-out samples, Agresti and
+    Caffo's way (one success and one failure added to each): two rates of 0 (or 1) on a small eval still
+    leave a band, where the plain formula would claim none."""
     if n <= 0:
         return math.nan
-    return 1.96 * math.sqrt((a * (1 - a) + b * (1 - b)) / n)
+    a, b = (a * n + 1) / (n + 2), (b * n + 1) / (n + 2)
+    return 1.96 * math.sqrt((a * (1 - a) + b * (1 - b)) / (n + 2))
 
 
 def verdict_markdown(name: str, rows: list[dict[str, Any]], parent: str | None) -> str:

@@ -19,7 +19,8 @@ ROWS = [
 def test_the_verdict_names_the_winner_the_gain_and_the_noise_band() -> None:
     text = verdict_markdown("cmp", ROWS, "parent-id")
     band = noise_band(0.20, 0.10, 400)
-    assert round(band, 4) == 0.049  # 1.96 * sqrt((0.16 + 0.09) / 400)
+    assert round(band, 4) == 0.0491  # 1.96 * sqrt((81/402 * 321/402 + 41/402 * 361/402) / 402)
+    assert noise_band(0.0, 0.0, 4) > 0.4  # 0 of 4 against 0 of 4 tells little, and the band says so
     assert f"| gsm8k-eval/strict | trainer.trainer_type=verl | +0.1000 | trainer.trainer_type=torch | ±{band:.4f} | yes |" in text
     close = [ROWS[0], {**ROWS[1], "gsm8k-eval/strict": 0.12}]
     assert "| no |" in verdict_markdown("cmp", close, None)  # 2 points on 400 tasks: within the noise
