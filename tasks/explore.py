@@ -15,7 +15,6 @@ from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
 from tasks.failures import transient_only
 from tasks.rollouts import run_workflows
-from tasks.setup import revive_engines
 from tasks.usage import SideUsage
 from workflows.multi_turn import episode_stats
 from workflows.runner import RunnerResult
@@ -97,7 +96,6 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
             return {"explore/reward_mean": stats["mean"], "explore/reward_std": stats["std"],
                     "explore/experiences": float(stats["count"]), "explore/resumed": 1.0}
         batches_before = store.taskset_batches_before(step)
-        revive_engines(config)  # measured on engines that answer (a retry after an engine crash)
         usage = SideUsage(config, "explore")
         result, filled = sample(config, step, batches_before)
         used = usage.metrics("explore")

@@ -162,6 +162,7 @@ def test_dead_engine_is_revived_with_the_current_weights(local: tuple[Experiment
     while first.alive(timeout_s=5) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not first.alive(timeout_s=5)
+    assert policy.cpu_seconds("explore") == 0.0  # a dead engine counts 0 instead of failing the explore task
 
     @flow
     def scenario() -> tuple[list[str], list[str]]:  # revive_engines logs and counts restarts in a run
@@ -171,5 +172,6 @@ def test_dead_engine_is_revived_with_the_current_weights(local: tuple[Experiment
     assert revived == [first.name] and again == []
     engine = EngineClient(first.name)
     assert engine.alive() and engine.model_version() == version  # the version served before the crash
+    assert policy.cpu_seconds("explore") > 0.0  # counted again from the revived engine's start
     [[after]] = engine.generate([prompt], greedy)
     assert after.response_token_ids == served.response_token_ids  # the same weights: the same greedy answer

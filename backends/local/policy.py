@@ -180,6 +180,18 @@ class LocalPolicy(Policy):
     def engines(self) -> list[EngineClient]:
         return [EngineClient(name) for name in self.engine_names]
 
+    def cpu_seconds(self, side: str) -> float:
+        if side != "explore":
+            return super().cpu_seconds(side)
+        return sum(self._engine_cpu_seconds(name) for name in self.engine_names)
+
+    @staticmethod
+    def _engine_cpu_seconds(name: str) -> float:
+        try:
+            return EngineClient(name).cpu_seconds()
+        except (LookupError, RayError):  # a dead engine counts 0: the rollouts revive it (tasks/rollouts.py)
+            return 0.0
+
     def gpus(self, side: str) -> int:
         plan = self.plan()
         return plan.engine_gpus * len(self.engine_names) if side == "explore" else plan.trainer_gpus
