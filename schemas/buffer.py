@@ -35,6 +35,11 @@ class FormatConfig(Section):
     response_key: str = Field("response", description="Column holding the reference answer / response.")
     system_prompt_key: str | None = Field(None, description="Column holding a per-row system prompt.")
     system_prompt: str | None = Field(None, description="System prompt for every row (after system_prompt_key).")
+    base_model_prompt: bool = Field(
+        False, description="Prompt a base model: send 'System:' + system prompt + '\\nUser:\\n' + prompt + "
+        "'\\nAssistant:\\n' as plain text, without the chat template (no system prompt: from 'User:'); "
+        "math_workflow only (Trinity's math_boxed_workflow use_base)."
+    )
     messages_key: str = Field("message", description="Column holding a message list (prompt_type messages).")
     tools_key: str = Field("tools", description="Column holding tool definitions.")
     reply_prefix: str | None = Field(None, description="Text the assistant reply is forced to start with.")

@@ -117,6 +117,14 @@ def _args_of_math_workflow(value: Any, config: ExperimentConfig) -> bool:
                for ts in (ei.taskset, *ei.eval_tasksets) if ts is not None)
 
 
+def _base_prompt_outside_math_workflow(value: Any, config: ExperimentConfig) -> bool:
+    """A task set asks for a plain-text prompt but a workflow other than math_workflow may run it."""
+    ei = config.buffer.explorer_input
+    return bool(value) and any(ts.format.base_model_prompt and (ts.default_workflow_type != "math_workflow"
+                                                                or ts.format.workflow_key)
+                               for ts in (ei.taskset, *ei.eval_tasksets) if ts is not None)
+
+
 def _trinity_math_reward(value: Any, config: ExperimentConfig) -> bool:
     return value == "math_reward"
 
@@ -401,6 +409,9 @@ for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_taskset
         f"{_ts}.format.response_key": honoured("workflows/math_workflow.py", "workflows/tool_agent.py"),
         f"{_ts}.format.system_prompt_key": honoured("workflows/math_workflow.py"),
         f"{_ts}.format.system_prompt": honoured("workflows/math_workflow.py"),
+        f"{_ts}.format.base_model_prompt": honoured("workflows/math_workflow.py").refuse_if(
+            _base_prompt_outside_math_workflow, "only math_workflow writes a plain-text prompt; the other workflows "
+            "chat through the chat template"),
         f"{_ts}.format.messages_key": refused(ONLY_SFT_DATA),
         f"{_ts}.format.tools_key": refused(NO_TOOLS),
         f"{_ts}.format.reply_prefix": refused(NO_REPLY_PREFIX),
@@ -459,6 +470,8 @@ SUPPORT |= {
     f"{_EB}.format.system_prompt": honoured("tasks/sft.py"),
     f"{_EB}.format.messages_key": honoured("tasks/sft.py"),
     f"{_EB}.format.chat_template": honoured("tasks/sft.py"),
+    f"{_EB}.format.base_model_prompt": refused("SFT rows are rendered with the chat template (format.chat_template); "
+                                               "a plain-text prompt is math_workflow's, for rollouts"),
     f"{_EB}.format.tools_key": refused(NO_TOOLS),
     f"{_EB}.format.reply_prefix": refused(NO_REPLY_PREFIX),
     f"{_EB}.format.workflow_key": refused(NOT_TASKS),

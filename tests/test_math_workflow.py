@@ -182,6 +182,26 @@ def test_system_prompt_from_a_row_column_or_none_at_all(tmp_path):
     assert engine.calls[1][0][0] == RENDERER.render([{"role": "user", "content": "2+2?"}])
 
 
+def test_base_model_prompt_is_trinity_s_plain_text_without_the_chat_template(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"question": "1+1?", "answer": "#### 2", "sys": ""}\n'
+                    '{"question": [{"role": "user", "content": "2+2?"}], "answer": "#### 4", "sys": ""}\n')
+    boxed, unboxed = load_taskset(taskset_config(path=str(rows), format={"system_prompt": "Box it.",
+                                                                          "base_model_prompt": True}))
+    engine = ScriptedEngine(lambda text, i: "\\boxed{2}")
+    (exp,) = run_math(boxed, engine)
+    sent = "System:Box it.\nUser:\n1+1?\nAssistant:\n"  # MathBoxedWorkflow.format_prompt's layout
+    assert engine.calls[0][0] == [RENDERER.tokenizer(sent)["input_ids"]]  # as Trinity's generate tokenizes it
+    assert RENDERER.tokenizer.decode(exp.prompt_token_ids) == sent and "<|im_start|>" not in sent
+    assert exp.prompt_text == sent and exp.reward == pytest.approx(1.1)
+    with pytest.raises(ValueError, match="base_model_prompt writes the prompt_key column 'question' as plain text"):
+        run_math(unboxed, engine)  # a chat in the column: no plain-text layout for it
+    (none,) = load_taskset(taskset_config(path=str(rows), split="train[:1]",
+                                          format={"system_prompt_key": "sys", "base_model_prompt": True}))
+    run_math(none, engine)  # "" = no system prompt: from "User:", as Trinity writes it
+    assert RENDERER.tokenizer.decode(engine.calls[-1][0][0]) == "User:\n1+1?\nAssistant:\n"
+
+
 def test_group_of_repeat_times_samples(tasks):
     answers = ["\\boxed{72}", "\\boxed{71}", "72", "no idea"]
     engine = ScriptedEngine(lambda chat, i: answers[i])

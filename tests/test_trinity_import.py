@@ -429,7 +429,7 @@ def test_math_boxed_workflow_is_math_workflow_rewarding_the_boxed_answer_only():
     assert scores == [1.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize(("args", "refused"), [({"use_base": True}, "use_base"), ({"with_think": True}, "with_think"),
+@pytest.mark.parametrize(("args", "refused"), [({"with_think": True}, "with_think"),
                                                ({"use_base": False, "format_score_coef": 0.2}, None)])
 def test_math_boxed_workflow_arguments_not_built_are_refused_by_name(tmp_path, args, refused):
     data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "math_boxed.yaml"))
@@ -445,6 +445,40 @@ def test_math_boxed_workflow_arguments_not_built_are_refused_by_name(tmp_path, a
     assert "math_boxed_workflow's" in unsupported[0] and config.buffer.explorer_input.taskset.workflow_args == {}
     with pytest.raises(ValidationError, match=f"buffer.explorer_input.taskset.workflow_args.{refused}: math_boxed"):
         ExperimentConfig.model_validate(data)  # our own configs: an error
+
+
+def test_math_boxed_workflow_use_base_is_the_plain_text_prompt_of_a_base_model(tmp_path):
+    data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "math_boxed.yaml"))
+    data["buffer"]["explorer_input"]["taskset"]["workflow_args"] = {"use_base": True}
+    (tmp_path / "c.yaml").write_text(OmegaConf.to_yaml(data))
+    config, unsupported = import_trinity(tmp_path / "c.yaml")
+    train, held_out = config.buffer.explorer_input.taskset, config.buffer.explorer_input.eval_tasksets[0]
+    assert unsupported == [] and train.format.base_model_prompt and not held_out.format.base_model_prompt
+    assert config.derived["buffer.explorer_input.taskset.format.base_model_prompt"] == (
+        "alias: buffer.explorer_input.taskset.workflow_args.use_base: math_boxed_workflow's plain-text prompt for a "
+        "base model, without the chat template")
+    assert ExperimentConfig.model_validate(config.user_data()) == config  # a written recipe keeps it
+    with pytest.raises(ValidationError, match="format.base_model_prompt: only math_workflow writes a plain-text prompt"):
+        config.with_overrides({"buffer.explorer_input.taskset.default_workflow_type": "q20"})
+
+
+@pytest.mark.parametrize(("rollout", "model", "refused"), [
+    ({"max_prompt_tokens": 512, "max_response_tokens": 1024}, {"max_prompt_tokens": 512, "max_response_tokens": 1024}, []),
+    ({"max_prompt_tokens": 512}, {"max_prompt_tokens": 256, "max_response_tokens": 1024}, ["max_prompt_tokens"]),
+    ({"max_response_tokens": 1024}, {"max_model_len": 2048}, ["max_response_tokens"]),
+])
+def test_rollout_model_lengths_are_model_s_or_refused_naming_the_fix(tmp_path, rollout, model, refused):
+    """Trinity's older examples set the lengths under explorer.rollout_model (the engine's own, filled from model.*)."""
+    data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "math_boxed.yaml"))
+    data["model"] = {"model_path": data["model"]["model_path"], **model}
+    data.setdefault("explorer", {}).setdefault("rollout_model", {}).update(rollout)
+    (tmp_path / "c.yaml").write_text(OmegaConf.to_yaml(data))
+    config, unsupported = import_trinity(tmp_path / "c.yaml")
+    assert [u.split(": ")[0] for u in unsupported] == [f"explorer.rollout_model.{key}" for key in refused]
+    for key in rollout.keys() - set(refused):
+        assert config.derived[f"explorer.rollout_model.{key}"].startswith(f"alias: dropped: the same as model.{key}")
+    for item in unsupported:
+        assert "the engines and the trainer here share model's lengths: set model." in item
 
 
 @pytest.mark.parametrize("name", ["format_reward", "countdown_reward", "rm_gallery_reward",

@@ -98,8 +98,10 @@ IMPORTS = {  # example: the settings still listed as not imported (they need --a
 REFUSED = {  # example: {field: what the reason says}
     "asymre_math": {"algorithm.policy_loss_fn": "'opmd' has no veRL policy loss"},
     "topr_gsm8k": {"algorithm.policy_loss_fn": "'topr' has no veRL policy loss"},
-    "dapo_math": {"buffer.explorer_input.taskset.workflow_args.use_base": "base model",
-                  "model.max_model_len": "cannot be derived"},  # Trinity refuses this file's lengths too
+    # Trinity refuses this file's lengths too; with them under model.* it trains: tests/test_trinity_dapo.py
+    "dapo_math": {"explorer.rollout_model.max_prompt_tokens": "set model.max_prompt_tokens: 1024 instead",
+                  "explorer.rollout_model.max_response_tokens": "set model.max_response_tokens: 20480 instead",
+                  "model.max_model_len": "cannot be derived"},
     "mix_chord": {"buffer.explorer_input.taskset.workflow_args.with_think": "<think>",
                   "algorithm.algorithm_type": "expert SFT rows"},
     "grpo_gsm8k_ruler": {"buffer.explorer_input.default_workflow_type": "judge model",

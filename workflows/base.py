@@ -103,10 +103,11 @@ class Workflow(ABC):
                 setattr(settings, name, value)
         return settings
 
-    def sample(self, messages: Messages) -> list[Sample]:
-        """`repeat_times` responses to one chat (rendered to token ids with the chat template).
-        Raises PromptTooLongError when the prompt exceeds `max_prompt_tokens`."""
-        prompt = self.renderer.render(messages)
+    def sample(self, messages: Messages | str) -> list[Sample]:
+        """`repeat_times` responses to one chat (rendered to token ids with the chat template), or to one
+        plain-text prompt (a base model's: tokenized as it is). Raises PromptTooLongError when the prompt
+        exceeds `max_prompt_tokens`."""
+        prompt = self.renderer.encode_plain(messages) if isinstance(messages, str) else self.renderer.render(messages)
         if self.max_prompt_tokens is not None and len(prompt) > self.max_prompt_tokens:
             raise PromptTooLongError(
                 f"task {self.task.task_id}: prompt of {len(prompt)} tokens exceeds model.max_prompt_tokens "

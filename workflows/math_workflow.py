@@ -13,7 +13,10 @@ averages (tasks/evaluate.py), whatever the reward rewards:
 `accuracy` is `strict` when require_boxed is set, else `lenient`.
 
 Prompt: a system message (the row's format.system_prompt_key column, else format.system_prompt, else
-DEFAULT_SYSTEM_PROMPT below; "" for none) and the format.prompt_key column as the user message.
+DEFAULT_SYSTEM_PROMPT below; "" for none) and the format.prompt_key column as the user message. With
+format.base_model_prompt, the same two as plain text without the chat template, in the layout of Trinity's
+math_boxed_workflow with use_base: "System:" + system prompt + "\nUser:\n" + prompt + "\nAssistant:\n"
+("User:\n" + prompt + "\nAssistant:\n" without a system prompt).
 
 reward_fn_args of the taskset:
   format_score (float, default 0.1)    the bonus for a \\boxed{} answer
@@ -166,6 +169,18 @@ class MathWorkflow(Workflow):
             chat = [{"role": "user", "content": str(prompt)}]
         return [{"role": "system", "content": system}, *chat] if system else chat
 
+    def prompt(self) -> Messages | str:
+        """What is sent: the chat of `messages()`, or with format.base_model_prompt the plain text (module docstring)."""
+        fmt = self.task.format
+        if not fmt.base_model_prompt:
+            return self.messages()
+        problem = self.task.raw[fmt.prompt_key]
+        if isinstance(problem, list):
+            raise ValueError(f"task {self.task.task_id}: format.base_model_prompt writes the prompt_key column "
+                             f"'{fmt.prompt_key}' as plain text, but it holds a list of chat messages")
+        system = self.system_prompt()
+        return (f"System:{system}\n" if system else "") + f"User:\n{problem}\nAssistant:\n"
+
     def run(self) -> list[Experience]:
         if self.task.reward_fn_type not in (None, *REWARD_FNS):
             raise ValueError(f"task {self.task.task_id}: math_workflow scores with its own reward; reward_fn_type "
@@ -184,9 +199,9 @@ class MathWorkflow(Workflow):
         require_boxed = kind == "math_dapo_reward" or bool(args.get("require_boxed", False))
         overlong = dapo_overlong_args(args, self.sampling_settings().max_tokens) if kind == "math_dapo_reward" else None
 
-        messages = self.messages()
+        prompt = self.prompt()
         experiences = []
-        for index, sample in enumerate(self.sample(messages)):
+        for index, sample in enumerate(self.sample(prompt)):
             breakdown = score_math(
                 sample.text, gold, format_score=format_score, require_boxed=require_boxed
             )
@@ -198,7 +213,7 @@ class MathWorkflow(Workflow):
                     index,
                     reward=math_reward(breakdown),
                     breakdown=breakdown,
-                    prompt_text=messages[-1]["content"],
+                    prompt_text=prompt if isinstance(prompt, str) else prompt[-1]["content"],
                     info={"gold": gold},
                 )
             )

@@ -1,4 +1,5 @@
-"""Chat messages ↔ token ids: the one place the chat template is applied.
+"""Chat messages ↔ token ids: the one place the chat template is applied (and plain-text prompts,
+which skip it, are tokenized).
 
 Engines take token ids; workflows render their chats here once, and the ids are what experiences
 keep, so a multi-turn trajectory continues from its exact tokens.
@@ -72,6 +73,12 @@ class ChatRenderer:
         """The text of `ids` with special tokens written out (as the template writes them)."""
         with _LOCK:
             return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def encode_plain(self, text: str) -> TokenIds:
+        """Token ids of a plain-text prompt (a base model's, no chat template), with the special tokens the
+        tokenizer adds itself (a BOS where it has one), as vLLM and Trinity tokenize a text prompt."""
+        with _LOCK:
+            return self.tokenizer.encode(text)
 
     def encode(self, text: str) -> TokenIds:
         with _LOCK:

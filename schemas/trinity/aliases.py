@@ -10,6 +10,11 @@
   `trainer.max_actor_ckpt_to_keep`) → `trainer.max_checkpoints_to_keep` (our pruning keeps the checkpoints).
 - Trinity's workflow names that ours cover with other settings (`math_boxed_workflow`): see
   `schemas.trinity.workflows`.
+- `explorer.rollout_model.max_prompt_tokens` / `max_response_tokens` / `max_model_len` (the rollout engine's
+  own lengths, which Trinity fills from `model.*` when unset; its older examples, dapo_math among them, set
+  them there only): equal to `model.*`, they change nothing and are dropped (noted); otherwise they are
+  refused naming the fix, since the engines and the trainer here share `model.*`'s lengths. Trinity does
+  not run such a file either: without `model.*` lengths it stops ("Unable to determine `max_model_len`").
 - `--set model.tinker.enable=true`, `--set model.tinker.rank=8` and the like are expanded the same way
   (`expand_override`).
 
@@ -58,13 +63,43 @@ def apply_aliases(data: dict[str, Any], note: bool = True, refused: list[tuple[s
         trainer["trainer_type"] = DEFAULT_TRAINER_TYPE
     if isinstance(trainer, dict):
         _checkpoints_to_keep(trainer, notes)
-    if problems := map_workflows(data, notes):
+    if problems := map_workflows(data, notes) + _rollout_lengths(data, notes):
         if refused is None:
             raise ConfigRuleError(problems)
         refused += problems
     if notes and note:
         data["derived"] = {**(data.get("derived") or {}), **notes}
     return data
+
+
+# Trinity's length settings of the rollout engine (its InferenceModelConfig), each filled from model.<key> when unset.
+ROLLOUT_LENGTHS = ("max_model_len", "max_prompt_tokens", "max_response_tokens")
+SHARED_LENGTHS = "the engines and the trainer here share model's lengths"
+
+
+def _rollout_lengths(data: dict[str, Any], notes: dict[str, str]) -> list[tuple[str, str]]:
+    """Take Trinity's rollout-engine lengths out of `data` (module docstring); return the refused ones as (path, why)."""
+    explorer = data.get("explorer")
+    rollout = explorer.get("rollout_model") if isinstance(explorer, dict) else None
+    if not isinstance(rollout, dict):
+        return []
+    model = data.get("model")
+    problems = []
+    for key in ROLLOUT_LENGTHS:
+        if key not in rollout:
+            continue
+        value, path = rollout.pop(key), f"explorer.rollout_model.{key}"
+        given = model.get(key) if isinstance(model, dict) else getattr(model, key, None)
+        if value is None or value == given:  # None: Trinity's default, model's own
+            notes[path] = f"{ALIAS}dropped: the same as model.{key}, which the engines read here"
+        elif given is None:
+            problems.append((path, f"{value}: the rollout engine's own length, which Trinity fills from model.{key}; "
+                                   f"{SHARED_LENGTHS}: set model.{key}: {value} instead (Trinity needs model's lengths "
+                                   "too: without them it stops with 'Unable to determine `max_model_len`')"))
+        else:
+            problems.append((path, f"{value} differs from model.{key} ({given}); {SHARED_LENGTHS}: set model.{key} to "
+                                   "the one you want"))
+    return problems
 
 
 def _checkpoints_to_keep(trainer: dict[str, Any], notes: dict[str, str]) -> None:

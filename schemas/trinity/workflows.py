@@ -7,9 +7,10 @@ format bonus. It reads no reward_fn_args and no default_reward_fn_type. That is 
 with `reward_fn_args: {require_boxed: true, format_score: 0.0}`, reward `math_boxed_reward` and Trinity's
 prompt as `format.system_prompt` when the file sets none; the answers are compared by math-verify here
 (Trinity: the Hendrycks MATH string normalisation), which accepts equal answers in other forms too.
-Of its workflow_args, `use_base: true` (a plain-text prompt for a base model, no chat template) and
-`with_think: true` (a <think> prompt, −format_score_coef without the tags) are not built and are refused
-by name; the others have no effect there (nor here) and are dropped.
+Of its workflow_args, `use_base: true` (a plain-text prompt for a base model, no chat template: "System:"
++ system prompt + "\nUser:\n" + problem + "\nAssistant:\n") is our `format.base_model_prompt: true`, the
+same text; `with_think: true` (a <think> prompt, −format_score_coef without the tags) is not built and is
+refused by name; the others have no effect there (nor here) and are dropped.
 
 Each mapping is noted in `derived` under an ALIAS reason, per task set.
 
@@ -60,8 +61,6 @@ CLASS_PATH = ("a Python class path: Trinity loads such a workflow from its plugi
               "registered workflows run (math_workflow, q20, gsm8k_tool_agent, hello_workflow)")
 
 NOT_BUILT_ARGS = {
-    "use_base": "math_boxed_workflow's use_base prompts a base model with plain 'System:/User:/Assistant:' text, "
-                "without the chat template; math_workflow always sends a chat",
     "with_think": "math_boxed_workflow's with_think asks for <think>...</think> and subtracts format_score_coef when "
                   "the tags are missing; math_workflow has no such penalty",
 }
@@ -97,8 +96,13 @@ def _math_boxed(ts: dict[str, Any], path: str, inherited_reward: Any, notes: dic
     args = args if isinstance(args, dict) else {}  # another type: Trinity's workflow reads none of it either
     problems = [(f"{path}.workflow_args.{key}", why) for key, why in NOT_BUILT_ARGS.items() if args.get(key)]
     if args:
-        notes[f"{path}.workflow_args"] = (f"{ALIAS}dropped: {MATH_BOXED} reads only use_base, with_think and "
-                                          "format_score_coef (with with_think); unset or false, they change nothing")
+        notes[f"{path}.workflow_args"] = (f"{ALIAS}dropped: {MATH_BOXED} reads only use_base (mapped), with_think "
+                                          "and format_score_coef (with with_think); unset or false, they change nothing")
+    fmt = ts.setdefault("format", {})
+    if args.get("use_base") and isinstance(fmt, dict):
+        fmt["base_model_prompt"] = True
+        notes[f"{path}.format.base_model_prompt"] = (f"{ALIAS}{path}.workflow_args.use_base: {MATH_BOXED}'s plain-text "
+                                                     "prompt for a base model, without the chat template")
     ts["default_workflow_type"] = "math_workflow"
     notes[f"{path}.default_workflow_type"] = (f"{ALIAS}{MATH_BOXED}: math_workflow scoring the \\boxed{{}} answer's accuracy "
                                               "only (Trinity's MathBoxedRewardFn; compared by math-verify)")
@@ -110,7 +114,6 @@ def _math_boxed(ts: dict[str, Any], path: str, inherited_reward: Any, notes: dic
     ts["reward_fn_args"] = dict(MATH_BOXED_REWARD_ARGS)
     notes[f"{path}.reward_fn_args"] = f"{ALIAS}{MATH_BOXED}: no format bonus, no accuracy outside \\boxed{{}}" + (
         f" ({', '.join(sorted(given))} dropped: {MATH_BOXED} reads no reward_fn_args)" if given else "")
-    fmt = ts.setdefault("format", {})
     if isinstance(fmt, dict) and fmt.get("system_prompt") is None:
         fmt["system_prompt"] = MATH_BOXED_PROMPT
         notes[f"{path}.format.system_prompt"] = f"{ALIAS}{MATH_BOXED}'s default prompt"
