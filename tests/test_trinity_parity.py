@@ -22,8 +22,11 @@ TRINITY_ALGORITHM_TYPES = [
     "sft", "ppo", "grpo", "reinforceplusplus", "rloo", "opmd", "asymre", "dpo", "topr", "cispo", "gspo", "sapo",
     "mix", "mix_chord", "raft", "sppo", "rec", "multi_step_grpo", "on_policy_distill", "jsd", "dapo",
 ]
-REFUSED_TYPES = {"ppo": "critic", "dpo": "preference", "on_policy_distill": "teacher", "jsd": "teacher",
-                 "mix": "expert", "mix_chord": "expert"}
+REFUSED_TYPES = {"ppo": "critic", "on_policy_distill": "teacher", "jsd": "teacher", "mix": "expert",
+                 "mix_chord": "expert"}
+# Presets that learn from a dataset only, in mode train (the smoke recipe is mode both): their dataset.
+DATASET_ONLY = {"dpo": {"mode": "train", "buffer.train_batch_size": 2,
+                        "buffer.trainer_input.experience_buffer": {"path": "pairs.jsonl", "format": {"prompt_type": "plaintext"}}}}
 # The function registries: Trinity's names (and those issue 26 lists from later releases).
 TRINITY_FUNCTIONS = {
     "advantage_fn": ["ppo", "grpo", "grpo_verl", "step_wise_grpo", "reinforceplusplus", "reinforce", "remax", "rloo",
@@ -40,7 +43,8 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "trinity-parity.md"
 @pytest.mark.parametrize("algorithm_type", TRINITY_ALGORITHM_TYPES)
 def test_trinity_algorithm_type_validates_or_is_refused_with_its_reason(algorithm_type: str) -> None:
     try:
-        config = load_recipe("smoke").with_overrides({"algorithm": {"algorithm_type": algorithm_type}})
+        config = load_recipe("smoke").with_overrides({"algorithm": {"algorithm_type": algorithm_type},
+                                                      **DATASET_ONLY.get(algorithm_type, {})})
     except ValidationError as exc:
         lines = [line for line in describe_errors(exc) if line.startswith("algorithm.algorithm_type:")]
         assert algorithm_type in REFUSED_TYPES, lines or describe_errors(exc)
