@@ -115,6 +115,8 @@ REFUSED = {  # example: {field: what the reason says}
     "ppo_countdown_megatron": {"algorithm.algorithm_type": "critic",
                                "buffer.explorer_input.default_reward_fn_type": "countdown"},
     "dpo_humanlike": {"data": "before 0.2"},
+    # DPO on Trinity's default trainer: veRL runs no preference loss (with trainer_type torch it imports, below)
+    "dpo_plaintext": {"algorithm.policy_loss_fn": "not preference pairs"},
 }
 
 
@@ -166,6 +168,16 @@ def test_trinity_example_settings_are_followed_as_trinity_does(tmp_path: Path, m
     assert (ts.default_workflow_type, ts.reward_fn_args) == ("math_workflow", {"require_boxed": True, "format_score": 0.0})
     assert {u.split(": ")[0] for u in unsupported} >= {"explorer.rollout_model.max_prompt_tokens",
                                                        "explorer.rollout_model.max_response_tokens"}
+    # DPO on the torch trainer: imports whole, Trinity's pair columns and loss defaults, its KL term as written
+    dpo, unsupported = _import_example("dpo_plaintext", tmp_path, monkeypatch,
+                                       **{"trainer: {save_interval": "trainer: {trainer_type: torch, save_interval"})
+    assert unsupported == [] and not dpo.warnings
+    fmt = dpo.buffer.trainer_input.experience_buffer.format
+    assert (dpo.mode, fmt.prompt_type, fmt.prompt_key, fmt.chosen_key, fmt.rejected_key) == (
+        "train", "plaintext", "prompt", "chosen", "rejected")
+    assert dpo.algorithm.policy_loss_fn_args == {"beta": 0.1, "label_smoothing": 0.0}
+    assert (dpo.algorithm.kl_loss_fn, dpo.algorithm.kl_loss_fn_args["kl_coef"]) == ("k1", 0.1)
+    assert ExperimentConfig.model_validate(dpo.user_data()).user_data() == dpo.user_data()  # as a recipe
 
 
 @pytest.mark.parametrize(("workflow", "says"), [("alfworld_workflow", "environment"), ("as_react_workflow", "AgentScope"),
