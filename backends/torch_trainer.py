@@ -415,7 +415,10 @@ def _pick_device(setting: str) -> torch.device:
 
 
 def _rollout_temperature(config: ExperimentConfig) -> float:
-    """The trainer scores tokens under the distribution they were sampled from."""
+    """The trainer scores tokens under the distribution they were sampled from; preference pairs were not
+    sampled: the model's own distribution (temperature 1), for the policy and the reference alike."""
+    if algorithms.is_preference_loss(config.algorithm.policy_loss_fn):
+        return 1.0
     taskset = config.buffer.explorer_input.taskset
     temperature = taskset.rollout_args.temperature if taskset is not None else 1.0
     return temperature if temperature > 0 else 1.0

@@ -252,6 +252,14 @@ def test_preflight_reads_the_pair_columns(tmp_path: Path) -> None:
     assert any("experience_buffer: 4 tasks" in line and "keys prompt, chosen, rejected" in line for line in lines), lines
 
 
+def test_pairs_are_scored_at_temperature_one_whatever_a_taskset_samples_at() -> None:
+    from backends.torch_trainer import _rollout_temperature
+
+    hot = {"buffer.explorer_input.taskset.rollout_args.temperature": 0.7}
+    assert _rollout_temperature(dpo_config(**hot)) == 1.0  # not sampled: the model's own distribution
+    assert _rollout_temperature(load_recipe("smoke").with_overrides(hot)) == 0.7
+
+
 # ----------------------------------------------------------------------------- steps on the real model
 def test_dpo_steps_raise_the_chosen_responses_over_the_rejected_ones(tmp_path: Path) -> None:
     """Three torch-trainer steps on the same two pairs: at the first the policy is its reference (margin 0);
