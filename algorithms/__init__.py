@@ -18,6 +18,7 @@ from algorithms.kl import KL_LOSS_FNS, register_kl_loss_fn
 from algorithms.kl_penalty import KLController, apply_kl_penalty, kl_controller
 from algorithms.loss import compute_loss, needs_entropy, needs_reference_model
 from algorithms.policy_loss import POLICY_LOSS_FNS, register_policy_loss_fn
+from algorithms.policy_loss.base import is_preference_loss
 from algorithms.registry import Registry, is_off
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "compute_advantages",
     "compute_loss",
     "is_off",
+    "is_preference_loss",
     "kl_controller",
     "needs_entropy",
     "needs_reference_model",

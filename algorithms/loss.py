@@ -9,6 +9,7 @@ from algorithms.entropy import ENTROPY_LOSS_FNS
 from algorithms.inputs import LossInputs
 from algorithms.kl import KL_LOSS_FNS
 from algorithms.policy_loss import POLICY_LOSS_FNS
+from algorithms.policy_loss.base import is_preference_loss
 from algorithms.registry import is_off
 
 if TYPE_CHECKING:
@@ -39,10 +40,11 @@ def _entropy_term(algorithm) -> tuple[str, float] | None:
 
 def needs_reference_model(algorithm) -> bool:
     """True when a KL term (kl_loss_fn) or a KL reward penalty (kl_penalty_fn) with a non-zero kl_coef is
-    on (a zero coefficient would waste a forward pass)."""
+    on (a zero coefficient would waste a forward pass), or the policy loss compares with the reference (dpo)."""
     from algorithms.kl_penalty import kl_controller
 
-    return _kl_term(algorithm) is not None or kl_controller(algorithm) is not None
+    return (_kl_term(algorithm) is not None or kl_controller(algorithm) is not None
+            or is_preference_loss(getattr(algorithm, "policy_loss_fn", None)))
 
 
 def needs_entropy(algorithm) -> bool:

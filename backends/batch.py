@@ -78,9 +78,17 @@ def _one_prompt(experiences: list[Experience]) -> bool:
     return all(e.prompt_token_ids == experiences[0].prompt_token_ids for e in experiences)
 
 
-def micro_batches(experiences: list[Experience], size: int) -> list[list[Experience]]:
+def micro_batches(experiences: list[Experience], size: int, pairs: bool = False) -> list[list[Experience]]:
     """Split a batch into micro-batches, the samples of one prompt together and by response length,
-    so that micro-batches share their prompt where they can and little compute goes to padding."""
+    so that micro-batches share their prompt where they can and little compute goes to padding.
+
+    `pairs`: the batch is (chosen, rejected) pairs of rows, which a preference loss compares: each pair stays
+    together and in order, `size // 2` pairs (at least one) a micro-batch; a pair shares its prompt."""
+    if pairs:
+        if len(experiences) % 2:
+            raise ValueError(f"a batch of preference pairs has an even number of rows; got {len(experiences)}")
+        per = max(size // 2, 1) * 2
+        return [experiences[i : i + per] for i in range(0, len(experiences), per)]
     def key(e: Experience) -> tuple[int, list[int], int]:
         return len(e.prompt_token_ids), e.prompt_token_ids, len(e.response_token_ids)
 

@@ -58,9 +58,10 @@ class Schedule:
     def of(cls, config: ExperimentConfig) -> Schedule:
         sync, algorithm = config.synchronizer, config.algorithm
         sides = SIDES.get(config.mode, BOTH)
-        if config.mode == "train" and algorithm.algorithm_type == "sft" and config.buffer.explorer_input.eval_tasksets:
-            sides = BOTH  # the SFT stage evaluates on engines of its own
-        exchanges = config.mode in ("both", "explore", "train") and ALGORITHM_PRESETS[algorithm.algorithm_type].needs_rollout
+        from_dataset = not ALGORITHM_PRESETS[algorithm.algorithm_type].needs_rollout  # sft, dpo
+        if config.mode == "train" and from_dataset and config.buffer.explorer_input.eval_tasksets:
+            sides = BOTH  # the SFT (DPO) stage evaluates on engines of its own
+        exchanges = config.mode in ("both", "explore", "train") and not from_dataset
         return cls(style=sync.sync_style, interval=sync.sync_interval, offset=sync.sync_offset, sides=sides,
                    exchanges=exchanges, max_staleness=(algorithm.sample_strategy_args or {}).get("max_staleness"),
                    method=sync.sync_method, timeout_s=float(sync.sync_timeout))

@@ -120,7 +120,8 @@ class TorchTrainer(TrainerBackend):
             "global_num_seqs": sum(1 for e in batch if any(e.response_mask)),
         }
         trained = [e for e in batch if not self._adds_nothing(e)]
-        for chunk in micro_batches(trained, self.config.trainer.micro_batch_size):
+        pairs = algorithms.is_preference_loss(self.algorithm.policy_loss_fn)  # dpo: the rows are (chosen, rejected)
+        for chunk in micro_batches(trained, self.config.trainer.micro_batch_size, pairs=pairs):
             micro = collate(chunk, self.pad_token_id)
             loss, metrics = self._micro_step(micro, totals)
             loss.backward()
@@ -161,7 +162,7 @@ class TorchTrainer(TrainerBackend):
     def reference_logprobs(self, batch: list[Experience]) -> list[list[float]]:
         """Logprob of each response token under the reference model (the KL terms' anchor)."""
         if self.reference is None:
-            raise RuntimeError("the torch trainer has no reference model: no KL term or KL penalty is on")
+            raise RuntimeError("the torch trainer has no reference model: no KL term, KL penalty or preference loss is on")
         return self._logprobs_of(self.reference, batch)
 
     def _logprobs_of(self, model: torch.nn.Module, batch: list[Experience]) -> list[list[float]]:
@@ -326,7 +327,8 @@ class TorchTrainer(TrainerBackend):
         return torch.cat([first, body.logits], dim=1)
 
     def _make_reference(self, model_dir: Path, dtype: str) -> torch.nn.Module | None:
-        """The KL terms' reference: model.ref_model_path, else the model this stage starts from."""
+        """The reference of the KL terms and of a preference loss (dpo): model.ref_model_path, else the model
+        this stage starts from."""
         if not algorithms.needs_reference_model(self.algorithm):
             return None
         ref_path = self.config.model.ref_model_path
@@ -413,7 +415,10 @@ def _pick_device(setting: str) -> torch.device:
 
 
 def _rollout_temperature(config: ExperimentConfig) -> float:
-    """The trainer scores tokens under the distribution they were sampled from."""
+    """The trainer scores tokens under the distribution they were sampled from; preference pairs were not
+    sampled: the model's own distribution (temperature 1), for the policy and the reference alike."""
+    if algorithms.is_preference_loss(config.algorithm.policy_loss_fn):
+        return 1.0
     taskset = config.buffer.explorer_input.taskset
     temperature = taskset.rollout_args.temperature if taskset is not None else 1.0
     return temperature if temperature > 0 else 1.0

@@ -2,7 +2,7 @@
 
     both     explore, train and sync, in turns or overlapped (flows/rl.py)
     explore  the explorer side alone (flows/explorer.py); a `train` run of the experiment trains
-    train    the trainer side alone (flows/trainer.py), or supervised steps with algorithm sft
+    train    the trainer side alone (flows/trainer.py), or steps on a dataset with algorithm sft or dpo
     bench    evaluate the experiment's saved checkpoints (flows/bench.py)
     serve    the latest weights on the engines' OpenAI endpoints until cancelled (flows/serve.py)
 """
@@ -28,13 +28,14 @@ from flows.sft_warmup import sft_warmup
 from flows.stage import TRACKING_ROLE
 from flows.trainer import train_stage
 from schemas import ExperimentConfig
+from schemas.algorithm_registry import ALGORITHM_PRESETS
 from schemas.resolver import TRAINING_MODES
 from tasks.failures import report_config_errors_briefly
 from tasks.setup import check_requirements, check_secrets, connect, release
 
 StageFlow = Callable[[ExperimentConfig, str], dict[str, Any]]
 # The flow of each mode (a stage's model name: what a trained model is registered as). A `train` stage
-# of algorithm sft learns from a dataset: the SFT flow (see `flow_for`).
+# of an algorithm that learns from a dataset (sft, dpo) runs the SFT flow (see `flow_for`).
 MODE_FLOWS: dict[str, StageFlow] = {
     "both": rl,
     "train": train_stage,
@@ -118,7 +119,8 @@ def run_stage(stage: ExperimentConfig, model_name: str) -> dict[str, Any]:
 
 
 def flow_for(stage: ExperimentConfig) -> StageFlow:
-    key = "sft" if stage.mode == "train" and stage.algorithm.algorithm_type == "sft" else stage.mode
+    from_dataset = stage.mode == "train" and not ALGORITHM_PRESETS[stage.algorithm.algorithm_type].needs_rollout
+    key = "sft" if from_dataset else stage.mode
     if key not in MODE_FLOWS:
         raise NotImplementedError(f"mode {stage.mode!r} has no flow (validation should have refused it)")
     return MODE_FLOWS[key]

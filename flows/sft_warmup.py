@@ -1,4 +1,5 @@
-"""SFT warm-up stage: supervised steps on (prompt, response) rows before RL (Trinity's sft_warmup).
+"""SFT warm-up stage: supervised steps on (prompt, response) rows before RL (Trinity's sft_warmup); and the
+stage of every algorithm that learns from a dataset: DPO steps on preference pairs run the same way.
 
 With eval tasksets (`buffer.explorer_input.eval_tasksets` of the stage) it evaluates the model before its
 first step and after its last, as an RL stage does: the run's "before training" is then the base model,
@@ -14,24 +15,27 @@ from typing import Any
 from prefect import flow
 
 import tracking
+from algorithms import is_preference_loss
 from buffer.taskset import load_taskset
 from checkpointing.layout import experiment_dir
 from flows.stage import checkpoint_if_due, evaluate_and_log, evaluate_baseline, finished_summary, stage_session
 from flows.sync import sync
 from schemas import ExperimentConfig
+from tasks.dpo import dpo_step
 from tasks.sft import sft_dataset, sft_step
 from tracking.usage import Ledger
 
 
 @flow(name="sft_warmup", log_prints=False)
 def sft_warmup(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
-    """Train with the sft loss on `buffer.trainer_input.experience_buffer` for `buffer.total_steps`
-    steps (or `total_epochs` over it); the final model is where the next stage starts."""
+    """Train with the stage's loss (sft; dpo on preference pairs) on `buffer.trainer_input.experience_buffer`
+    for `buffer.total_steps` steps (or `total_epochs` over it); the final model is where the next stage starts."""
     total_steps = config.buffer.total_steps or math.ceil(
         len(load_taskset(sft_dataset(config))) * config.buffer.total_epochs / config.buffer.train_batch_size  # type: ignore[arg-type]
     )
     if summary := finished_summary(config, total_steps):
         return summary
+    step_task = dpo_step if is_preference_loss(config.algorithm.policy_loss_fn) else sft_step  # a row: a pair, or one
     with stage_session(config, total_steps, model_name) as stage:  # engines too when it evaluates (the schedule)
         evaluates = stage.schedule.explores
         if evaluates and not stage.done and config.explorer.eval_on_startup:
@@ -39,7 +43,7 @@ def sft_warmup(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
         ledger = Ledger(experiment_dir(config), stage.done)
         for step in range(stage.done + 1, total_steps + 1):
             started = time.perf_counter()
-            metrics = sft_step(config, step, stage.model_dir)
+            metrics = step_task(config, step, stage.model_dir)
             metrics |= ledger.add(step, metrics, time.perf_counter() - started)
             stop = ledger.stop_reason(config.budget, step, total_steps)
             tracking.log_metrics(config, stage.run_id, metrics, step)

@@ -1,4 +1,4 @@
-"""The data: every taskset, eval set and SFT dataset exists and parses with the keys its workflow reads."""
+"""The data: every taskset, eval set and SFT (DPO) dataset exists and parses with the keys its workflow reads."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from algorithms import is_preference_loss
 from backends.errors import ConfigError
 from buffer.taskset import TasksetError, load_taskset, resolve_local_path
 from preflight.errors import PreflightError
 from preflight.services import HF_HUB, hub_unreachable
 from schemas import ExperimentConfig, TasksetConfig
+from schemas.algorithm_registry import ALGORITHM_PRESETS
 
 
 def check_tasksets(config: ExperimentConfig) -> list[str]:
@@ -27,13 +29,12 @@ def check_tasksets(config: ExperimentConfig) -> list[str]:
             workflow = (taskset.default_workflow_type or explorer_input.default_eval_workflow_type
                         or explorer_input.default_workflow_type)
             todo.append((f"buffer.explorer_input.eval_tasksets.{i}", taskset, _workflow_keys(taskset, workflow)))
-    if config.algorithm.algorithm_type == "sft":
+    if not ALGORITHM_PRESETS[config.algorithm.algorithm_type].needs_rollout:  # a dataset's rows: SFT rows or pairs
         trainer_input = config.buffer.trainer_input
         name = "experience_buffer" if trainer_input.experience_buffer else "sft_warmup_dataset"
         dataset = trainer_input.experience_buffer or trainer_input.sft_warmup_dataset
         if dataset is not None and dataset.storage_type == "file":
-            fmt = dataset.format
-            keys = [fmt.messages_key] if fmt.prompt_type == "messages" else [fmt.prompt_key, fmt.response_key]
+            keys = dataset.format.row_keys(pairs=is_preference_loss(config.algorithm.policy_loss_fn))
             todo.append((f"buffer.trainer_input.{name}", dataset, keys))
     lines, problems = [], []
     for field, taskset, keys in todo:

@@ -105,11 +105,12 @@ class AlgorithmConfig(Section):
     )
     policy_loss_fn: str | None = Field(
         None, description="Policy loss: ppo (PPO-clip), gspo, cispo, sapo, sppo, rec, topr, opmd, sft, sft_is, sft_phi, "
-        "importance_sampling; refused: dpo, mix, mix_chord, clipb, clipv, m2po (docs/trinity-parity.md); None: preset."
+        "importance_sampling, dpo (preference pairs, docs/dpo.md); refused: mix, mix_chord, clipb, clipv, m2po "
+        "(docs/trinity-parity.md); None: preset."
     )
     policy_loss_fn_args: dict[str, Any] | None = Field(
         None, description="Arguments of policy_loss_fn (e.g. ppo: clip_range, clip_range_low, clip_range_high, "
-        "clip_ratio_c, loss_agg_mode); missing ones take the function's defaults."
+        "clip_ratio_c, loss_agg_mode; dpo: beta, label_smoothing); missing ones take the function's defaults."
     )
     advantage_fn: str | None = Field(
         None, description="Advantage estimator: grpo, rloo, reinforceplusplus, opmd, asymre, reinforce, rec, "

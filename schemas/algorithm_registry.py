@@ -23,13 +23,6 @@ from algorithms.registry import Args, NoArgs, Registry
 # ----------------------------------------------------------------------------- functions Trinity names, not built
 # Their arguments are checked like the others' (so an imported Trinity config reads the same), and
 # schemas/support.py refuses each, with the reason.
-class DPOLossArgs(Args):
-    """Direct preference optimisation loss."""
-
-    beta: float = Field(0.1, gt=0, description="Inverse temperature β of the implicit reward.")
-    label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="Conservative-DPO label smoothing.")
-
-
 class GAEAdvantageArgs(Args):
     """PPO's generalised advantage estimation (needs a critic)."""
 
@@ -50,11 +43,10 @@ class JSDAdvantageArgs(OnPolicyDistillAdvantageArgs):
 
 
 NOT_BUILT: dict[str, dict[str, type[Args]]] = {
-    # mix / mix_chord need expert SFT rows in the RL batch (the mix sample strategy); dpo, preference pairs.
+    # mix / mix_chord need expert SFT rows in the RL batch (the mix sample strategy).
     # clipb, clipv and m2po are names of Trinity-RFT releases after the sources read for docs/trinity-parity.md;
     # the arguments of these refused functions are not modelled (a refused function's arguments do not matter).
-    "policy_loss_fn": {"dpo": DPOLossArgs, "mix": NoArgs, "mix_chord": NoArgs, "clipb": NoArgs,
-                       "clipv": NoArgs, "m2po": NoArgs},
+    "policy_loss_fn": {"mix": NoArgs, "mix_chord": NoArgs, "clipb": NoArgs, "clipv": NoArgs, "m2po": NoArgs},
     "advantage_fn": {"ppo": GAEAdvantageArgs, "remax": NoArgs, "on_policy_distill": OnPolicyDistillAdvantageArgs,
                      "jsd": JSDAdvantageArgs, "gigpo": NoArgs},
     "entropy_loss_fn": {"mix": NoArgs},
@@ -201,8 +193,10 @@ ALGORITHM_PRESETS: dict[str, AlgorithmPreset] = {
         _preset(repeat_times=2, advantage_fn="grpo", kl_loss_fn="none"), filter_groups=True,
         args={"policy_loss_fn_args": {"clip_range_low": 0.2, "clip_range_high": 0.28, "loss_agg_mode": "token-mean"}},
     ),
+    # DPO on preference pairs of a dataset (mode train); Trinity's defaults, its KL term (k2) included.
     "dpo": AlgorithmPreset(
-        _preset(repeat_times=2, policy_loss_fn="dpo", advantage_fn="none"), needs_rollout=False
+        _preset(sample_strategy="default", policy_loss_fn="dpo", advantage_fn="none", repeat_times=1),
+        needs_rollout=False,
     ),
     "on_policy_distill": AlgorithmPreset(
         _preset(repeat_times=1, advantage_fn="on_policy_distill", policy_loss_fn="importance_sampling",

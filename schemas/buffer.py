@@ -45,9 +45,20 @@ class FormatConfig(Section):
     reply_prefix: str | None = Field(None, description="Text the assistant reply is forced to start with.")
     workflow_key: str = Field("", description="Column naming a per-row workflow; '' : none.")
     reward_fn_key: str = Field("", description="Column naming a per-row reward function; '' : none.")
-    chosen_key: str = Field("chosen", description="Column of the preferred response (DPO).")
-    rejected_key: str = Field("rejected", description="Column of the rejected response (DPO).")
+    chosen_key: str = Field(
+        "chosen", description="Column of the preferred response (DPO): its text (plaintext) or its assistant messages "
+        "(messages)."
+    )
+    rejected_key: str = Field("rejected", description="Column of the rejected response (DPO), as chosen_key.")
     chat_template: str | None = Field(None, description="Chat template for SFT/DPO rows; None: model's.")
+
+    def row_keys(self, pairs: bool = False) -> list[str]:
+        """The columns every row of a dataset the trainer reads must have: an SFT row (`pairs` False) or a
+        preference pair (DPO: the prompt, then the chosen and the rejected response, as Trinity reads them)."""
+        if pairs:
+            prompt = self.messages_key if self.prompt_type == "messages" else self.prompt_key
+            return [prompt, self.chosen_key, self.rejected_key]
+        return [self.messages_key] if self.prompt_type == "messages" else [self.prompt_key, self.response_key]
 
 
 class GenerationConfig(Section):

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from algorithms import is_preference_loss
 from algorithms.registry import is_off
 from schemas import support
 from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES, GROUP_ADVANTAGE_FNS
 from schemas.base import ADJUSTED, set_unmarked
-from schemas.buffer import StorageConfig, TasksetConfig
+from schemas.buffer import FormatConfig, StorageConfig, TasksetConfig
 from schemas.generators import GENERATOR_ARGS, generator_name
 from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
 from schemas.rewards import RewardArgsError, dapo_overlong_args
@@ -157,6 +158,10 @@ def _algorithm(r: Resolver) -> None:
     if alg.algorithm_type == "dpo" and r.config.mode != "train":
         r.error("mode", f"algorithm.algorithm_type 'dpo' learns from a preference dataset; mode must be 'train' "
                         f"(got {r.config.mode!r})")
+    elif is_preference_loss(alg.policy_loss_fn) and (preset.needs_rollout or r.config.mode != "train"):
+        r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} learns from preference pairs of a dataset, not "
+                f"from rollouts: use it with mode 'train' and algorithm_type 'dpo' (got mode {r.config.mode!r}, "
+                f"algorithm_type {alg.algorithm_type!r})")
 
 
 # ----------------------------------------------------------------------------- model
@@ -420,9 +425,27 @@ def _trainer_input(r: Resolver) -> None:
         r.derive(eb, "name", "experience_buffer", f"{path}.name", "default name")
     if eb is not None and generator_name(eb.path):  # SFT rows made by a generator
         _generator_args(r, eb, path)
+    if eb is not None and c.mode == "train" and is_preference_loss(c.algorithm.policy_loss_fn):
+        _pair_columns(r, eb.format, f"{path}.format")
     if ti.sft_warmup_steps and ti.sft_warmup_dataset is None:
         r.error("buffer.trainer_input.sft_warmup_dataset",
                 f"required when buffer.trainer_input.sft_warmup_steps is {ti.sft_warmup_steps}")
+
+
+def _pair_columns(r: Resolver, fmt: FormatConfig, path: str) -> None:
+    """A preference pair's columns (Trinity's names): the prompt, the chosen and the rejected response, each its own."""
+    prompt_field = "messages_key" if fmt.prompt_type == "messages" else "prompt_key"
+    for field in ("chosen_key", "rejected_key"):
+        value = getattr(fmt, field)
+        if not value:
+            r.error(f"{path}.{field}", "required by a preference loss: the column of the "
+                    f"{field.removesuffix('_key')} response")
+        elif value == getattr(fmt, prompt_field):
+            r.error(f"{path}.{field}", f"{value!r} is also format.{prompt_field}: the prompt and each response need "
+                    "columns of their own")
+    if fmt.chosen_key and fmt.chosen_key == fmt.rejected_key:
+        r.error(f"{path}.rejected_key", f"{fmt.rejected_key!r} is also format.chosen_key: the chosen and the rejected "
+                "responses need columns of their own")
 
 
 # ----------------------------------------------------------------------------- explorer, monitor

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
+from algorithms import is_preference_loss
 from schemas.algorithm_registry import ALGORITHM_PRESETS, BUILT, FUNCTION_REGISTRIES, KL_FNS
 from schemas.base import KEPT_REASONS, SECTIONS
 from schemas.explorer import ENGINE_VARIANTS
@@ -131,11 +132,14 @@ def _trinity_math_reward(value: Any, config: ExperimentConfig) -> bool:
 
 # ----------------------------------------------------------------------------- reasons used more than once
 NOT_TASKS = "a trainer input is not rolled out as tasks: the setting has no effect"
-ONLY_SFT_DATA = "only SFT data (mode train with algorithm sft) is read through this format"
+ONLY_SFT_DATA = "only a dataset's rows (mode train with algorithm sft or dpo) are read through this format"
 NO_TOOLS = ("no workflow reads tools from the data: gsm8k_tool_agent's calculator is in its code "
             "(workflows/tool_agent.py)")
 NO_REPLY_PREFIX = "no workflow forces the start of the reply"
-NO_DPO = "dpo is not built (no preference data is read)"
+# Preference pairs (chosen, rejected) are the rows of a DPO stage's dataset, not tasks.
+PAIRS_NOT_TASKS = ("preference pairs are read from the trainer's dataset (buffer.trainer_input.experience_buffer, "
+                   "algorithm_type dpo); a task set is rolled out, its answers are sampled")
+ONLY_PREFERENCE = "only a preference loss (algorithm_type dpo, policy_loss_fn dpo) reads it"
 # Trinity adapts the coefficient of the reward's KL penalty only (its kl_loss_fn keeps kl_coef fixed).
 ADAPTIVE_LOSS_KL = ("an adaptive coefficient applies to kl_penalty_fn (KL in the reward), as in Trinity; kl_loss_fn "
                     "takes a fixed kl_coef")
@@ -153,8 +157,8 @@ NEEDS_EXPERT_DATA = ("mixes expert SFT rows (buffer.trainer_input.auxiliary_buff
 
 NO_BUDGET_CHECK = ("only a stage that trains (mode 'both' or 'train') keeps the usage ledger and stops at a budget; "
                    "an 'explore' run stops when its trainer does, 'bench' and 'serve' run to the end")
-SFT_SAMPLES_NO_TOKENS = ("an SFT stage samples no tokens: budget.max_tokens (tokens sampled) never stops it; "
-                         "budget.max_wall_minutes does")
+SFT_SAMPLES_NO_TOKENS = ("a stage that learns from a dataset (sft, dpo) samples no tokens: budget.max_tokens "
+                         "(tokens sampled) never stops it; budget.max_wall_minutes does")
 NO_GPUS_COUNTED = ("the run holds no GPUs (cluster.gpu_per_node 0, or a service such as Tinker trains and samples): "
                    "its GPU seconds stay 0 and budget.max_gpu_hours never stops it; budget.max_wall_minutes or "
                    "budget.max_tokens does")
@@ -168,8 +172,14 @@ def _holds_no_gpus(c: ExperimentConfig) -> bool:
     return c.cluster.gpu_per_node == 0 or not c.explorer.rollout_model.HOLDS_GPUS
 
 
-def _is_sft(c: ExperimentConfig) -> bool:
-    return c.mode == "train" and c.algorithm.algorithm_type == "sft"
+def _learns_from_dataset(c: ExperimentConfig) -> bool:
+    """A stage that learns from a dataset (sft, dpo), not from rollouts."""
+    preset = ALGORITHM_PRESETS.get(c.algorithm.algorithm_type)
+    return c.mode == "train" and preset is not None and not preset.needs_rollout
+
+
+def _not_preference(value: Any, config: ExperimentConfig) -> bool:
+    return not is_preference_loss(config.algorithm.policy_loss_fn)
 
 
 SUPPORT: dict[str, Entry] = {
@@ -207,7 +217,6 @@ SUPPORT: dict[str, Entry] = {
     "algorithm.filter_groups.max_num_gen_batches": honoured("tasks/explore.py"),
     # presets: each either trains in tests/test_presets.py or is refused
     "algorithm.algorithm_type[ppo]": refused(NO_CRITIC_PRESET),
-    "algorithm.algorithm_type[dpo]": refused("'dpo' (its loss and preference data) is not built; use sft"),
     "algorithm.algorithm_type[on_policy_distill]": refused(f"'on_policy_distill' {NEEDS_TEACHER}"),
     "algorithm.algorithm_type[jsd]": refused(f"'jsd' {NEEDS_TEACHER}"),
     "algorithm.algorithm_type[mix]": refused(f"'mix' {NEEDS_EXPERT_DATA}"),
@@ -305,7 +314,7 @@ SUPPORT: dict[str, Entry] = {
     # --------------------------------------------------------------------- budget
     "budget.max_tokens": honoured("tracking/usage.py", "flows/rl.py", "flows/trainer.py").warn_if(
         lambda v, c: v is not None and not _keeps_ledger(c), NO_BUDGET_CHECK).warn_if(
-        lambda v, c: v is not None and _is_sft(c), SFT_SAMPLES_NO_TOKENS),
+        lambda v, c: v is not None and _learns_from_dataset(c), SFT_SAMPLES_NO_TOKENS),
     "budget.max_wall_minutes": honoured("tracking/usage.py", "flows/rl.py", "flows/trainer.py", "flows/sft_warmup.py").warn_if(
         lambda v, c: v is not None and not _keeps_ledger(c), NO_BUDGET_CHECK),
     "budget.max_gpu_hours": honoured("tracking/usage.py", "flows/rl.py", "flows/trainer.py", "flows/sft_warmup.py").warn_if(
@@ -325,7 +334,7 @@ for _tag, _engine in ENGINE_VARIANTS.items():
 # Presets that train: tests/test_presets.py runs a step of each.
 for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft"):
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
-for _preset in ("asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo"):  # Trinity's, added for issue 26
+for _preset in ("asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo"):  # Trinity's, added for issue 26
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
 
 # Functions of the algorithm registries. Each function algorithms/ implements is honoured in its own module,
@@ -339,7 +348,6 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
         "staleness_control": honoured("tasks/train.py", note="Trinity's name: default with max_staleness"),
     },
     "policy_loss_fn": {
-        "dpo": refused(NO_DPO),
         "mix": refused(f"the mix loss {NEEDS_EXPERT_DATA}"),
         "mix_chord": refused(f"the mix_chord loss {NEEDS_EXPERT_DATA}"),
         **{name: refused(f"Trinity-RFT's {name!r} loss is newer than the Trinity sources this project follows "
@@ -417,8 +425,8 @@ for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_taskset
         f"{_ts}.format.reply_prefix": refused(NO_REPLY_PREFIX),
         f"{_ts}.format.workflow_key": honoured("buffer/taskset.py"),
         f"{_ts}.format.reward_fn_key": honoured("buffer/taskset.py"),
-        f"{_ts}.format.chosen_key": refused(NO_DPO),
-        f"{_ts}.format.rejected_key": refused(NO_DPO),
+        f"{_ts}.format.chosen_key": refused(PAIRS_NOT_TASKS),
+        f"{_ts}.format.rejected_key": refused(PAIRS_NOT_TASKS),
         f"{_ts}.format.chat_template": refused("rollouts use model.custom_chat_template; set that instead"),
         f"{_ts}.rollout_args.temperature": honoured("workflows/base.py"),
         f"{_ts}.rollout_args.top_p": honoured("workflows/base.py"),
@@ -461,23 +469,25 @@ SUPPORT |= {
     f"{_EB}.path": honoured("tasks/sft.py").warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
     f"{_EB}.subset_name": honoured("buffer/taskset.py").warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
     f"{_EB}.split": honoured("buffer/taskset.py").warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
-    f"{_EB}.format.prompt_type": honoured("tasks/sft.py"),
-    f"{_EB}.format.prompt_type[chatpair]": refused("SFT rows are 'messages' or 'plaintext' (a prompt and a "
-                                                   "response column), as in Trinity"),
-    f"{_EB}.format.prompt_key": honoured("tasks/sft.py"),
-    f"{_EB}.format.response_key": honoured("tasks/sft.py"),
-    f"{_EB}.format.system_prompt_key": honoured("tasks/sft.py"),
-    f"{_EB}.format.system_prompt": honoured("tasks/sft.py"),
-    f"{_EB}.format.messages_key": honoured("tasks/sft.py"),
-    f"{_EB}.format.chat_template": honoured("tasks/sft.py"),
-    f"{_EB}.format.base_model_prompt": refused("SFT rows are rendered with the chat template (format.chat_template); "
+    f"{_EB}.format.prompt_type": honoured("tasks/sft.py", "tasks/dpo.py"),
+    f"{_EB}.format.prompt_type[chatpair]": refused("SFT and DPO rows are 'messages' or 'plaintext' (a prompt column "
+                                                   "and the response columns), as in Trinity"),
+    f"{_EB}.format.prompt_key": honoured("tasks/sft.py", "tasks/dpo.py"),
+    f"{_EB}.format.response_key": honoured("tasks/sft.py").warn_if(
+        lambda v, c: is_preference_loss(c.algorithm.policy_loss_fn),
+        "not read: a preference pair's responses are the columns format.chosen_key and format.rejected_key"),
+    f"{_EB}.format.system_prompt_key": honoured("tasks/sft.py", "tasks/dpo.py"),
+    f"{_EB}.format.system_prompt": honoured("tasks/sft.py", "tasks/dpo.py"),
+    f"{_EB}.format.messages_key": honoured("tasks/sft.py", "tasks/dpo.py"),
+    f"{_EB}.format.chat_template": honoured("tasks/sft.py", "tasks/dpo.py"),
+    f"{_EB}.format.base_model_prompt": refused("SFT and DPO rows are rendered with the chat template (format.chat_template); "
                                                "a plain-text prompt is math_workflow's, for rollouts"),
     f"{_EB}.format.tools_key": refused(NO_TOOLS),
     f"{_EB}.format.reply_prefix": refused(NO_REPLY_PREFIX),
     f"{_EB}.format.workflow_key": refused(NOT_TASKS),
     f"{_EB}.format.reward_fn_key": refused(NOT_TASKS),
-    f"{_EB}.format.chosen_key": refused(NO_DPO),
-    f"{_EB}.format.rejected_key": refused(NO_DPO),
+    f"{_EB}.format.chosen_key": honoured("tasks/dpo.py").warn_if(_not_preference, ONLY_PREFERENCE),
+    f"{_EB}.format.rejected_key": honoured("tasks/dpo.py").warn_if(_not_preference, ONLY_PREFERENCE),
     f"{_EB}.rollout_args": refused(NOT_TASKS),
     f"{_EB}.workflow_args": refused(NOT_TASKS),
     f"{_EB}.reward_fn_args": refused(NOT_TASKS),

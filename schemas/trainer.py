@@ -24,7 +24,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field
 
-from algorithms import POLICY_LOSS_FNS
+from algorithms import POLICY_LOSS_FNS, is_preference_loss
 from algorithms.kl import VERL_ESTIMATORS
 from algorithms.registry import is_off
 from schemas.algorithm_registry import ALGORITHM_PRESETS
@@ -216,7 +216,9 @@ class VerlTrainerConfig(TrainerBase):
             return
         alg = c.algorithm
         if alg.policy_loss_fn not in self.POLICY_LOSSES:
-            r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} has no veRL policy loss; with trainer_type "
+            pairs = " (veRL's losses score each response alone, not preference pairs)" if is_preference_loss(
+                alg.policy_loss_fn) else ""
+            r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} has no veRL policy loss{pairs}; with trainer_type "
                     f"'verl' use one of {', '.join(self.POLICY_LOSSES)} (or trainer_type 'torch')")
         kl_args = alg.kl_loss_fn_args or {}
         if not is_off(alg.kl_loss_fn) and float(kl_args.get("kl_coef", 0.0)) != 0.0 and alg.kl_loss_fn not in self.KL_LOSSES:
@@ -270,6 +272,11 @@ class TinkerTrainerConfig(TrainerBase):
             "which has it)"),
     }
 
+    @classmethod
+    def policy_losses(cls) -> Collection[str]:
+        """Every policy loss but the preference losses (dpo), which score against the reference model."""
+        return [name for name in POLICY_LOSS_FNS if not is_preference_loss(name)]
+
     trainer_type: Literal["tinker"] = Field("tinker", description="The Tinker service.")
     base_model: str | None = Field(None, description="The service's name of the base model; None: model.model_path.")
     rank: int = Field(32, ge=1, description="LoRA rank.")
@@ -316,6 +323,9 @@ class TinkerTrainerConfig(TrainerBase):
         elif alg.advantage_fn == "on_policy_distill":
             r.error("algorithm.advantage_fn", "'on_policy_distill' needs a teacher's logprobs, which the Tinker trainer "
                                               "does not compute")
+        elif is_preference_loss(alg.policy_loss_fn):
+            r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} needs the reference model's logprobs of each "
+                    f"response: {NO_TINKER_REFERENCE}; use trainer_type 'torch'")
         elif alg.policy_loss_fn not in self.policy_losses():
             r.error("algorithm.policy_loss_fn",
                     f"{alg.policy_loss_fn!r} has no implementation the Tinker trainer can run (built-in or "

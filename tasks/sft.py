@@ -1,9 +1,13 @@
-"""SFT: supervised steps on (prompt, response) rows, the warm-up stage before RL."""
+"""SFT: supervised steps on (prompt, response) rows, the warm-up stage before RL; and what every stage that
+learns from a dataset shares (tasks/dpo.py reads preference pairs with it): its dataset, a row's prompt as
+a chat, a rendered turn, a step on the next rows."""
 
 from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -12,16 +16,36 @@ from backends.policy import policy_for
 from buffer.experience import Experience
 from buffer.taskset import TasksetError, load_taskset
 from schemas import ExperimentConfig, StorageConfig
+from schemas.buffer import FormatConfig
 from tasks.usage import SideUsage
-from workflows.render import renderer_for
+from workflows.render import ChatRenderer, renderer_for
 
 
 def sft_dataset(config: ExperimentConfig) -> StorageConfig:
     trainer_input = config.buffer.trainer_input
     dataset = trainer_input.experience_buffer or trainer_input.sft_warmup_dataset
     if dataset is None:
-        raise ValueError("buffer.trainer_input.experience_buffer: an SFT stage needs a dataset to train on")
+        raise ValueError("buffer.trainer_input.experience_buffer: a stage that learns from a dataset (sft, dpo) needs one")
     return dataset
+
+
+def prompt_messages(row: dict[str, Any], fmt: FormatConfig) -> list[dict[str, Any]]:
+    """A plaintext row's prompt as a chat (Trinity's layout): the system prompt (the row's format.system_prompt_key
+    column, else format.system_prompt), then the prompt_key column as the user's turn."""
+    system = row.get(fmt.system_prompt_key) if fmt.system_prompt_key else fmt.system_prompt
+    return ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": str(row[fmt.prompt_key])}]
+
+
+def rendered_turn(
+    renderer: ChatRenderer, prompt: list[dict[str, Any]], reply: list[dict[str, Any]], max_prompt: int, max_response: int
+) -> tuple[list[int], list[int]]:
+    """(prompt ids, reply ids) of a chat and its reply turn(s) through the chat template: the prompt with the
+    generation prompt (its last `max_prompt` tokens), the reply what the template adds after it (its first
+    `max_response` tokens)."""
+    text = renderer.text(prompt, add_generation_prompt=True)
+    full = renderer.text(prompt + reply, add_generation_prompt=False)
+    return renderer.encode(text)[-max_prompt:], renderer.encode(full[len(text):])[:max_response]
 
 
 @functools.lru_cache(maxsize=4)
@@ -31,30 +55,22 @@ def _examples(
     dataset = StorageConfig.model_validate_json(dataset_json)
     fmt = dataset.format
     renderer = renderer_for(model_dir, fmt.chat_template or model_template)  # the data's own, else the model's
-    keys = [fmt.messages_key] if fmt.prompt_type == "messages" else [fmt.prompt_key, fmt.response_key]
     examples = []
-    for item in load_taskset(dataset, required_keys=keys):  # type: ignore[arg-type]
+    for item in load_taskset(dataset, required_keys=fmt.row_keys()):  # type: ignore[arg-type]
         row = item.raw
         if fmt.prompt_type == "messages":
             messages = list(row[fmt.messages_key])
             if not messages or messages[-1].get("role") != "assistant":
                 raise TasksetError(f"{item.task_id}: the last message of '{fmt.messages_key}' must be the assistant's")
         elif fmt.prompt_type == "plaintext":  # Trinity's name: a prompt and a response column, as one chat turn
-            system = row.get(fmt.system_prompt_key) if fmt.system_prompt_key else fmt.system_prompt
-            messages = ([{"role": "system", "content": system}] if system else []) + [
-                {"role": "user", "content": str(row[fmt.prompt_key])},
-                {"role": "assistant", "content": str(row[fmt.response_key])},
-            ]
+            messages = prompt_messages(row, fmt) + [{"role": "assistant", "content": str(row[fmt.response_key])}]
         else:  # validation refuses it (schemas/support.py)
             raise ValueError(f"format.prompt_type {fmt.prompt_type!r} is not read for SFT data; use messages or plaintext")
-        prompt = renderer.text(messages[:-1], add_generation_prompt=True)
-        full = renderer.text(messages, add_generation_prompt=False)
-        prompt_ids = renderer.encode(prompt)
-        response_ids = renderer.encode(full[len(prompt):])[:max_response]
+        prompt_ids, response_ids = rendered_turn(renderer, messages[:-1], messages[-1:], max_prompt, max_response)
         examples.append(
             Experience(
                 eid=item.task_id, task_id=item.task_id, group_id=item.task_id,
-                prompt_token_ids=prompt_ids[-max_prompt:], response_token_ids=response_ids,
+                prompt_token_ids=prompt_ids, response_token_ids=response_ids,
                 logprobs=[0.0] * len(response_ids), reward=0.0, advantage=0.0,
             )
         )
@@ -71,9 +87,17 @@ def sft_step(config: ExperimentConfig, step: int, model_dir: str) -> dict[str, f
         sft_dataset(config).model_dump_json(), model_dir,
         config.model.max_prompt_tokens or 1024, config.model.max_response_tokens or 1024, config.model.custom_chat_template,
     )
+    return train_on_rows(config, step, [(e,) for e in examples], started)
+
+
+def train_on_rows(
+    config: ExperimentConfig, step: int, rows: Sequence[tuple[Experience, ...]], started: float
+) -> dict[str, float]:
+    """One optimizer step on the next `train_batch_size` rows of a dataset, read round and round (the position
+    follows from the step); a row is one experience (SFT) or several trained together (a DPO pair)."""
     size = config.buffer.train_batch_size
-    batch = [examples[((step - 1) * size + i) % len(examples)] for i in range(size)]
+    batch = [e for i in range(size) for e in rows[((step - 1) * size + i) % len(rows)]]
     usage = SideUsage(config, "train")
     metrics = policy_for(config).trainer.train_step(batch)
-    get_run_logger().info("sft step %d: loss %.4f", step, metrics.get("loss", float("nan")))
+    get_run_logger().info("%s step %d: loss %.4f", config.algorithm.algorithm_type, step, metrics.get("loss", float("nan")))
     return {**{f"train/{k}": v for k, v in metrics.items()}, **usage.metrics("train"), "time/train_s": time.perf_counter() - started}

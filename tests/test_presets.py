@@ -30,22 +30,28 @@ from tasks.explore import fill_advantages
 # The presets with a runtime (each trains one step below), and those validation refuses.
 # Trinity-RFT's presets added for issue 26 (docs/trinity-parity.md) are the second line of TRAINED.
 TRAINED = ["grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft",
-           "asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo"]
-REFUSED = ["ppo", "dpo", "on_policy_distill", "jsd", "mix", "mix_chord"]
+           "asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo"]
+REFUSED = ["ppo", "on_policy_distill", "jsd", "mix", "mix_chord"]
 
 
 def preset_config(preset: str, tmp: Path | None = None) -> ExperimentConfig:
     """The smoke recipe with only `algorithm_type` set in its algorithm section (the preset decides the
-    rest); sft learns from a dataset, in mode train."""
+    rest); sft and dpo learn from a dataset, in mode train."""
     overrides: dict = {"algorithm": {"algorithm_type": preset}}
-    if preset == "sft":
+    if preset in ("sft", "dpo"):
         overrides |= {"mode": "train", "buffer.train_batch_size": 4, "buffer.trainer_input.experience_buffer": {
-            "path": str((tmp or Path(".")) / "sft.jsonl"), "format": {"prompt_type": "plaintext"}}}
+            "path": str((tmp or Path(".")) / f"{preset}.jsonl"), "format": {"prompt_type": "plaintext"}}}
     return load_recipe("smoke").with_overrides(overrides)
 
 
 def scored_batch(config: ExperimentConfig) -> list[Experience]:
-    """Two tasks × repeat_times responses with rewards that differ within each group."""
+    """Two tasks × repeat_times responses with rewards that differ within each group (dpo: a chosen and a rejected
+    response to each of two prompts, the rows of two preference pairs)."""
+    if config.algorithm.algorithm_type == "dpo":
+        return [Experience(eid=f"t{task}/{side}", task_id=f"t{task}", group_id=f"t{task}",
+                           prompt_token_ids=[1, 9690, 198, 2683, 314, 216, 33 + task], response_token_ids=response,
+                           logprobs=[0.0] * len(response), reward=0.0)
+                for task in range(2) for side, response in (("chosen", [504, 314, 216, 34 + task, 2]), ("rejected", [505, 2]))]
     group = config.algorithm.repeat_times
     out = []
     for task in range(2):
@@ -82,7 +88,7 @@ def test_preset_trains_a_step(preset: str, trainer: TorchTrainer, tmp_path: Path
     assert math.isfinite(metrics["loss"]) and metrics["grad_norm"] > 0, metrics
     expected = {"opmd": "opmd_loss", "sft": "sft_loss", "raft": "sft_loss", "gspo": "pg_clipfrac", "cispo": "pg_clipfrac",
                 "asymre": "opmd_loss", "topr": "avg_alpha", "sapo": "avg_soft_gate", "sppo": "pg_clipfrac",
-                "rec": "pg_clipfrac"}
+                "rec": "pg_clipfrac", "dpo": "reward_accuracy"}
     assert expected.get(preset, "pg_loss") in metrics
     if config.algorithm.advantage_fn not in ("none",):
         assert any(e.advantage != 0.0 for e in batch)

@@ -22,8 +22,11 @@ TRINITY_ALGORITHM_TYPES = [
     "sft", "ppo", "grpo", "reinforceplusplus", "rloo", "opmd", "asymre", "dpo", "topr", "cispo", "gspo", "sapo",
     "mix", "mix_chord", "raft", "sppo", "rec", "multi_step_grpo", "on_policy_distill", "jsd", "dapo",
 ]
-REFUSED_TYPES = {"ppo": "critic", "dpo": "preference", "on_policy_distill": "teacher", "jsd": "teacher",
-                 "mix": "expert", "mix_chord": "expert"}
+REFUSED_TYPES = {"ppo": "critic", "on_policy_distill": "teacher", "jsd": "teacher", "mix": "expert",
+                 "mix_chord": "expert"}
+# Presets that learn from a dataset only, in mode train (the smoke recipe is mode both): their dataset.
+DATASET_ONLY = {"dpo": {"mode": "train", "buffer.train_batch_size": 2,
+                        "buffer.trainer_input.experience_buffer": {"path": "pairs.jsonl", "format": {"prompt_type": "plaintext"}}}}
 # The function registries: Trinity's names (and those issue 26 lists from later releases).
 TRINITY_FUNCTIONS = {
     "advantage_fn": ["ppo", "grpo", "grpo_verl", "step_wise_grpo", "reinforceplusplus", "reinforce", "remax", "rloo",
@@ -40,7 +43,8 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "trinity-parity.md"
 @pytest.mark.parametrize("algorithm_type", TRINITY_ALGORITHM_TYPES)
 def test_trinity_algorithm_type_validates_or_is_refused_with_its_reason(algorithm_type: str) -> None:
     try:
-        config = load_recipe("smoke").with_overrides({"algorithm": {"algorithm_type": algorithm_type}})
+        config = load_recipe("smoke").with_overrides({"algorithm": {"algorithm_type": algorithm_type},
+                                                      **DATASET_ONLY.get(algorithm_type, {})})
     except ValidationError as exc:
         lines = [line for line in describe_errors(exc) if line.startswith("algorithm.algorithm_type:")]
         assert algorithm_type in REFUSED_TYPES, lines or describe_errors(exc)
@@ -113,6 +117,8 @@ REFUSED = {  # example: {field: what the reason says}
     "ppo_countdown_megatron": {"algorithm.algorithm_type": "critic",
                                "buffer.explorer_input.default_reward_fn_type": "countdown"},
     "dpo_humanlike": {"data": "before 0.2"},
+    # DPO on Trinity's default trainer: veRL runs no preference loss (with trainer_type torch it imports, below)
+    "dpo_plaintext": {"algorithm.policy_loss_fn": "not preference pairs"},
 }
 
 
@@ -164,6 +170,16 @@ def test_trinity_example_settings_are_followed_as_trinity_does(tmp_path: Path, m
     assert (ts.default_workflow_type, ts.reward_fn_args) == ("math_workflow", {"require_boxed": True, "format_score": 0.0})
     assert {u.split(": ")[0] for u in unsupported} >= {"explorer.rollout_model.max_prompt_tokens",
                                                        "explorer.rollout_model.max_response_tokens"}
+    # DPO on the torch trainer: imports whole, Trinity's pair columns and loss defaults, its KL term as written
+    dpo, unsupported = _import_example("dpo_plaintext", tmp_path, monkeypatch,
+                                       **{"trainer: {save_interval": "trainer: {trainer_type: torch, save_interval"})
+    assert unsupported == [] and not dpo.warnings
+    fmt = dpo.buffer.trainer_input.experience_buffer.format
+    assert (dpo.mode, fmt.prompt_type, fmt.prompt_key, fmt.chosen_key, fmt.rejected_key) == (
+        "train", "plaintext", "prompt", "chosen", "rejected")
+    assert dpo.algorithm.policy_loss_fn_args == {"beta": 0.1, "label_smoothing": 0.0}
+    assert (dpo.algorithm.kl_loss_fn, dpo.algorithm.kl_loss_fn_args["kl_coef"]) == ("k1", 0.1)
+    assert ExperimentConfig.model_validate(dpo.user_data()).user_data() == dpo.user_data()  # as a recipe
 
 
 @pytest.mark.parametrize(("workflow", "says"), [("alfworld_workflow", "environment"), ("as_react_workflow", "AgentScope"),

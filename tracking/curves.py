@@ -15,13 +15,17 @@ from tracking.spool import TrackingClient
 TRAIN_CURVES = (("explore/reward_mean", "train reward", "tab:blue"), ("explore/strict", "train strict", "tab:green"),
                 ("explore/format", "train format", "tab:orange"))
 SFT_CURVES = (("train/loss", "SFT loss (response tokens)", "tab:red"),)  # a warm-up stage has no rewards
+DPO_CURVES = (("train/dpo_loss", "DPO loss", "tab:red"),  # preference pairs: the implicit reward's accuracy and margin
+              ("train/reward_accuracy", "reward accuracy (chosen over rejected)", "tab:green"),
+              ("train/reward_margin", "reward margin", "tab:blue"))
+DATASET_CURVES = {"sft": (SFT_CURVES, "SFT rows: loss"), "dpo": (DPO_CURVES, "preference pairs")}
 EVAL_CURVES = (("strict", "tab:green"), ("lenient", "tab:purple"), ("format", "tab:orange"))
 TASKSET_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
 
 
 def train_curves(config: ExperimentConfig) -> tuple[tuple[str, str, str], ...]:
     """(metric, label, colour) of the training side's curves."""
-    return SFT_CURVES if config.algorithm.algorithm_type == "sft" else TRAIN_CURVES
+    return DATASET_CURVES.get(config.algorithm.algorithm_type, (TRAIN_CURVES, ""))[0]
 
 
 def rows(client: TrackingClient, config: ExperimentConfig, run_id: str) -> list[dict[str, Any]]:
@@ -58,7 +62,7 @@ def draw(client: TrackingClient, config: ExperimentConfig, run_id: str, file_nam
         if key == "explore/reward_mean":
             train_ax.plot(steps, values, color=color, alpha=0.3, marker=".", label=f"{label} (each step)")
         train_ax.plot(steps, smooth, color=color, label=f"{label}" + (f" (mean of {window} steps)" if window > 1 else ""))
-    train_ax.set_ylabel("SFT rows: loss" if config.algorithm.algorithm_type == "sft" else "training samples")
+    train_ax.set_ylabel(DATASET_CURVES.get(config.algorithm.algorithm_type, ((), "training samples"))[1])
     train_ax.set_title(f"{config.project}/{config.name}")
     train_ax.grid(alpha=0.3)
     if train_ax.get_lines():

@@ -26,6 +26,20 @@ class AggregatedArgs(Args):
     loss_agg_mode: LossAggMode = Field("token-mean", description="How token losses are aggregated.")
 
 
+class PreferenceArgs(Args):
+    """A loss over preference pairs: each pair is two rows of the batch, the chosen response then the rejected
+    one to the same prompt, scored against the reference model. What the runtime does differently for such a
+    loss follows from this class (`is_preference_loss`): the stage reads pairs from its dataset (tasks/dpo.py),
+    the trainer keeps each pair in one micro-batch and loads the reference, a trainer without a reference
+    refuses it."""
+
+
+def is_preference_loss(name: str | None) -> bool:
+    """True when policy loss `name` learns from (chosen, rejected) pairs (its arguments are PreferenceArgs)."""
+    args = POLICY_LOSS_FNS.args.get(name or "")
+    return args is not None and issubclass(args, PreferenceArgs)
+
+
 def strip_prefix(metrics: dict[str, float]) -> dict[str, float]:
     """veRL names its metrics ``actor/pg_clipfrac`` etc.; we report the bare names."""
     return {key.removeprefix("actor/"): float(value) for key, value in metrics.items()}

@@ -1,0 +1,88 @@
+"""DPO: steps on preference pairs — a prompt, the chosen and the rejected response — read from the stage's
+dataset as Trinity-RFT reads them (its `dpo` formatter):
+
+    plaintext   {prompt_key: "...", chosen_key: "...", rejected_key: "..."} (with the system prompt as for SFT)
+    messages    {messages_key: [the prompt's messages], chosen_key: [assistant message(s)], rejected_key: [...]}
+
+Each pair is rendered with the chat template like an SFT row, twice (prompt + chosen, prompt + rejected), and
+trained as two rows, chosen first; the loss compares them against the reference (algorithms/policy_loss/dpo.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from buffer.experience import Experience
+from buffer.taskset import TasksetError, load_taskset
+from schemas import ExperimentConfig, StorageConfig
+from schemas.buffer import FormatConfig
+from tasks.sft import prompt_messages, rendered_turn, sft_dataset, train_on_rows
+from workflows.render import renderer_for
+
+Messages = list[dict[str, Any]]
+
+
+def pair_messages(row: dict[str, Any], fmt: FormatConfig, where: str) -> tuple[Messages, Messages, Messages]:
+    """(prompt, chosen, rejected) messages of one preference row; `where` names the row in errors."""
+    if fmt.prompt_type == "plaintext":
+        prompt = prompt_messages(row, fmt)
+    elif fmt.prompt_type == "messages":
+        prompt = list(row[fmt.messages_key] or [])
+    else:  # validation refuses it (schemas/support.py)
+        raise ValueError(f"format.prompt_type {fmt.prompt_type!r} is not read for DPO data; use plaintext or messages")
+    if not prompt:
+        raise TasksetError(f"{where}: the prompt ('{fmt.messages_key}') has no message")
+    return prompt, _reply(row, fmt.chosen_key, where), _reply(row, fmt.rejected_key, where)
+
+
+def _reply(row: dict[str, Any], key: str, where: str) -> Messages:
+    """A response column: its text (one assistant turn), or its assistant message(s)."""
+    value = row[key]
+    if isinstance(value, str):
+        return [{"role": "assistant", "content": value}]
+    messages = list(value or [])
+    if not messages or not all(isinstance(m, dict) for m in messages) or messages[-1].get("role") != "assistant":
+        raise TasksetError(f"{where}: '{key}' must be a text or messages ending with the assistant's")
+    return messages
+
+
+@functools.lru_cache(maxsize=4)
+def preference_pairs(
+    dataset_json: str, model_dir: str, max_prompt: int, max_response: int, model_template: str | None = None
+) -> tuple[tuple[Experience, Experience], ...]:
+    """Every row of the dataset as (chosen, rejected) experiences through the chat template (the data's own,
+    else the model's), prompts cut to their last `max_prompt` tokens, responses to their first `max_response`."""
+    dataset = StorageConfig.model_validate_json(dataset_json)
+    fmt = dataset.format
+    renderer = renderer_for(model_dir, fmt.chat_template or model_template)
+    pairs = []
+    for item in load_taskset(dataset, required_keys=fmt.row_keys(pairs=True)):  # type: ignore[arg-type]
+        prompt, chosen, rejected = pair_messages(item.raw, fmt, item.task_id)
+        pair = []
+        for side, reply in (("chosen", chosen), ("rejected", rejected)):
+            prompt_ids, response_ids = rendered_turn(renderer, prompt, reply, max_prompt, max_response)
+            pair.append(Experience(
+                eid=f"{item.task_id}/{side}", task_id=item.task_id, group_id=item.task_id,
+                prompt_token_ids=prompt_ids, response_token_ids=response_ids,
+                logprobs=[0.0] * len(response_ids), reward=0.0, advantage=0.0, info={"side": side},
+            ))
+        pairs.append((pair[0], pair[1]))
+    if not pairs:
+        raise TasksetError(f"{dataset.path}: no rows")
+    return tuple(pairs)
+
+
+@task(name="dpo-step", cache_policy=NO_CACHE)
+def dpo_step(config: ExperimentConfig, step: int, model_dir: str) -> dict[str, float]:
+    """One optimizer step on the next `train_batch_size` pairs (2 × train_batch_size rows)."""
+    started = time.perf_counter()
+    pairs = preference_pairs(
+        sft_dataset(config).model_dump_json(), model_dir,
+        config.model.max_prompt_tokens or 1024, config.model.max_response_tokens or 1024, config.model.custom_chat_template,
+    )
+    return train_on_rows(config, step, pairs, started)
