@@ -55,6 +55,8 @@ class Critic:
         model_config.classifier_dropout = 0.0
         self.model = AutoModelForTokenClassification.from_pretrained(source, config=model_config, dtype=dtype).to(device)
         self.model.config.use_cache = False
+        if config.trainer.gradient_checkpointing:  # as the policy: recompute activations in backward
+            self.model.gradient_checkpointing_enable()
         opt = config.algorithm.optimizer
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=settings.optim.lr, betas=tuple(opt.betas), eps=opt.eps,
