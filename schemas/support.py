@@ -315,9 +315,9 @@ for _tag, _engine in ENGINE_VARIANTS.items():
     SUPPORT |= {f"explorer.rollout_model[{_tag}].{_field}": _entry for _field, _entry in _engine.SETTINGS.items()}
 
 # Presets that train: tests/test_presets.py runs a step of each.
-for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft", "ppo"):
+for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft"):
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
-for _preset in ("asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo"):  # Trinity's, added for issue 26
+for _preset in ("asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "ppo"):  # Trinity's, added for issue 26
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
 
 # Functions of the algorithm registries. Each function algorithms/ implements is honoured in its own module,
