@@ -3,7 +3,8 @@
 Registries (a new piece is one module: its function, registered with the model of its arguments):
 ``ADVANTAGE_FNS`` (algorithms/advantage/), ``POLICY_LOSS_FNS`` (algorithms/policy_loss/),
 ``KL_LOSS_FNS`` (algorithms/kl.py; also the estimators of the reward's KL penalty, algorithms/kl_penalty.py),
-``ENTROPY_LOSS_FNS`` (algorithms/entropy.py). The schema derives
+``ENTROPY_LOSS_FNS`` (algorithms/entropy.py); the critic's GAE (algorithms/advantage/gae.py) and value loss
+(algorithms/value_loss.py). The schema derives
 its function registries (names, arguments, defaults) from these: see docs/adding-a-loss.md.
 
 The bottom layer of the project: it imports nothing of it, and neither torch nor veRL at import time
@@ -11,6 +12,7 @@ The bottom layer of the project: it imports nothing of it, and neither torch nor
 """
 
 from algorithms.advantage import ADVANTAGE_FNS, compute_advantages, register_advantage_fn
+from algorithms.advantage.gae import gae, needs_critic
 from algorithms.aggregation import LOSS_AGG_MODES
 from algorithms.entropy import ENTROPY_LOSS_FNS, register_entropy_loss_fn
 from algorithms.inputs import LossInputs
@@ -20,6 +22,7 @@ from algorithms.loss import compute_loss, needs_entropy, needs_reference_model
 from algorithms.policy_loss import POLICY_LOSS_FNS, register_policy_loss_fn
 from algorithms.policy_loss.base import is_preference_loss
 from algorithms.registry import Registry, is_off
+from algorithms.value_loss import explained_variance, value_loss
 
 __all__ = [
     "ADVANTAGE_FNS",
@@ -33,13 +36,17 @@ __all__ = [
     "apply_kl_penalty",
     "compute_advantages",
     "compute_loss",
+    "explained_variance",
+    "gae",
     "is_off",
     "is_preference_loss",
     "kl_controller",
+    "needs_critic",
     "needs_entropy",
     "needs_reference_model",
     "register_advantage_fn",
     "register_entropy_loss_fn",
     "register_kl_loss_fn",
     "register_policy_loss_fn",
+    "value_loss",
 ]

@@ -29,6 +29,7 @@ class TrainBatch:
     prompt_width: int
     response_width: int
     shared_prompt: torch.Tensor | None = None  # [P]: the one prompt of every row, when they share it
+    rewards: torch.Tensor | None = None  # [B]: each experience's reward (a critic's GAE places it per token)
 
     @property
     def num_tokens(self) -> int:
@@ -71,6 +72,7 @@ def collate(experiences: list[Experience], pad_token_id: int) -> TrainBatch:
         prompt_width=prompt_width,
         response_width=response_width,
         shared_prompt=input_ids[0, :prompt_width] if _one_prompt(experiences) else None,
+        rewards=torch.tensor([float(e.reward) for e in experiences], dtype=torch.float32),
     )
 
 

@@ -21,6 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, get_
 
 import algorithms
 from backends.batch import TrainBatch, collate, micro_batches
+from backends.critic import Critic, critic_dir
 from backends.reward_kl import STATE_KEY, RewardKL
 from backends.trainer import TrainerBackend, TrainerDevices
 from backends.weights import WeightsHandle
@@ -97,6 +98,10 @@ class TorchTrainer(TrainerBackend):
             params, lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps, weight_decay=opt.weight_decay, fused=True
         )
         self.scheduler = lr_scheduler(self.optimizer, opt, total_steps)
+        # advantage_fn 'ppo': GAE over a value model's values, trained beside the policy
+        self.critic = (Critic(config, model_dir, self.device, _DTYPES[settings.dtype],
+                              lambda optimizer: lr_scheduler(optimizer, opt, total_steps))
+                       if algorithms.needs_critic(self.algorithm) else None)
 
     # -- TrainerBackend -------------------------------------------------------------------------
 
@@ -121,8 +126,14 @@ class TorchTrainer(TrainerBackend):
         }
         trained = [e for e in batch if not self._adds_nothing(e)]
         pairs = algorithms.is_preference_loss(self.algorithm.policy_loss_fn)  # dpo: the rows are (chosen, rejected)
-        for chunk in micro_batches(trained, self.config.trainer.micro_batch_size, pairs=pairs):
-            micro = collate(chunk, self.pad_token_id)
+        chunks = micro_batches(trained, self.config.trainer.micro_batch_size, pairs=pairs)
+        micros = [collate([_with_advantage(e) for e in c] if self.critic else c, self.pad_token_id) for c in chunks]
+        critic_metrics: dict[str, float] = {}
+        if self.critic is not None and micros:  # before the policy: the old values make the advantages (veRL's order)
+            token_advantages, critic_metrics = self.critic.step(micros, totals)
+            for micro, advantages in zip(micros, token_advantages, strict=True):
+                micro.advantages = advantages
+        for chunk, micro in zip(chunks, micros, strict=True):
             loss, metrics = self._micro_step(micro, totals)
             loss.backward()
             for key, value in metrics.items():
@@ -147,6 +158,7 @@ class TorchTrainer(TrainerBackend):
         return {
             **sums,
             **kl_metrics,
+            **critic_metrics,
             "grad_norm": float(grad_norm),
             "lr": float(lr),
             "train_tokens": float(tokens),
@@ -215,6 +227,8 @@ class TorchTrainer(TrainerBackend):
         }
         if self.reward_kl is not None:  # the KL penalty's (adaptive) coefficient
             state[STATE_KEY] = self.reward_kl.state_dict()
+        if self.critic is not None:
+            self.critic.save(critic_dir(path))
         (path / "trainer_state.json").write_text(json.dumps(state, indent=2))
 
     def load_checkpoint(self, path: Path) -> None:
@@ -234,6 +248,8 @@ class TorchTrainer(TrainerBackend):
         self._step = saved["global_step"]
         if self.reward_kl is not None:
             self.reward_kl.load_state_dict(saved.get(STATE_KEY))
+        if self.critic is not None:
+            self.critic.load(critic_dir(path))
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -241,6 +257,7 @@ class TorchTrainer(TrainerBackend):
         """An experience whose every loss term is zero: advantage 0, and no KL or entropy term."""
         return (
             self.config.trainer.skip_zero_advantage
+            and self.critic is None  # GAE gives every token its own advantage
             and exp.advantage == 0.0
             and self.algorithm.policy_loss_fn in ZERO_ADVANTAGE_LOSSES
             and self.reference is None

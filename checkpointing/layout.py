@@ -5,6 +5,7 @@
                                         optim_state.pt; or veRL's model_world_size_W_rank_R.pt shards)
         global_step_N/actor/huggingface/  config, tokenizer, chat template, generation config and,
                                         once converted, model.safetensors
+        global_step_N/critic/           the critic of advantage_fn 'ppo' (backends/critic.py)
         global_step_N/trainer_meta.json the train step and the buffer's read position at that step
         trainer_meta.json               the same, of the latest checkpoint
         latest_checkpointed_iteration.txt  latest_state_dict_iteration.txt

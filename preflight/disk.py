@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import algorithms
 from backends.errors import ConfigError
 from buffer.taskset import TasksetError, compute_total_steps, load_taskset
 from checkpointing.models import OFFLINE_GGUF_MODELS, model_cache_dir
@@ -64,6 +65,8 @@ def _checkpoint_bytes(config: ExperimentConfig) -> tuple[int, str]:
         saved = min(saved, keep + 1)  # the older ones are deleted once the next one is whole
     lora = bool(config.model.lora_configs)
     per = weights // 20 if lora else weights * 3  # weights and Adam's two moments (or a LoRA adapter's)
+    if algorithms.needs_critic(config.algorithm):  # global_step_N/critic: a whole model and its Adam moments
+        per += weights * 3
     need = int((saved * per + weights) * 1.1)  # + the converted final model, + 10 %
     kept = "" if keep is None else f", trainer.max_checkpoints_to_keep={keep}"
     return need, (f"{saved} checkpoint(s) of ~{per / 1e9:.1f} GB (trainer.save_interval={config.trainer.save_interval}, "

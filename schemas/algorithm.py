@@ -114,7 +114,8 @@ class AlgorithmConfig(Section):
     )
     advantage_fn: str | None = Field(
         None, description="Advantage estimator: grpo, rloo, reinforceplusplus, opmd, asymre, reinforce, rec, "
-        "step_wise_grpo, none (and Trinity's grpo_verl, opmd_verl, asymre_verl); refused: ppo (GAE), remax, "
+        "step_wise_grpo, none (and Trinity's grpo_verl, opmd_verl, asymre_verl), ppo (GAE over a critic's values, on "
+        "the torch trainer: docs/ppo.md); refused: remax, "
         "on_policy_distill, jsd, gigpo (docs/trinity-parity.md); None: preset."
     )
     advantage_fn_args: dict[str, Any] | None = Field(

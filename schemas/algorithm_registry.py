@@ -19,15 +19,9 @@ from pydantic import Field
 from algorithms import ADVANTAGE_FNS, ENTROPY_LOSS_FNS, KL_LOSS_FNS, POLICY_LOSS_FNS
 from algorithms.registry import Args, NoArgs, Registry
 
-
 # ----------------------------------------------------------------------------- functions Trinity names, not built
 # Their arguments are checked like the others' (so an imported Trinity config reads the same), and
 # schemas/support.py refuses each, with the reason.
-class GAEAdvantageArgs(Args):
-    """PPO's generalised advantage estimation (needs a critic)."""
-
-    gamma: float = Field(1.0, ge=0, le=1, description="Discount factor.")
-    lam: float = Field(1.0, ge=0, le=1, description="GAE λ.")
 
 
 class OnPolicyDistillAdvantageArgs(Args):
@@ -47,7 +41,7 @@ NOT_BUILT: dict[str, dict[str, type[Args]]] = {
     # clipb, clipv and m2po are names of Trinity-RFT releases after the sources read for docs/trinity-parity.md;
     # the arguments of these refused functions are not modelled (a refused function's arguments do not matter).
     "policy_loss_fn": {"mix": NoArgs, "mix_chord": NoArgs, "clipb": NoArgs, "clipv": NoArgs, "m2po": NoArgs},
-    "advantage_fn": {"ppo": GAEAdvantageArgs, "remax": NoArgs, "on_policy_distill": OnPolicyDistillAdvantageArgs,
+    "advantage_fn": {"remax": NoArgs, "on_policy_distill": OnPolicyDistillAdvantageArgs,
                      "jsd": JSDAdvantageArgs, "gigpo": NoArgs},
     "entropy_loss_fn": {"mix": NoArgs},
 }
@@ -162,6 +156,7 @@ ALGORITHM_PRESETS: dict[str, AlgorithmPreset] = {
         _preset(sample_strategy="default", policy_loss_fn="sft", advantage_fn="none", kl_loss_fn="none",
                 entropy_loss_fn="none", repeat_times=1),
     ),
+    # GAE over a critic's values (algorithms/advantage/gae.py): trainers that hold a critic (TrainerBase.NO_CRITIC)
     "ppo": AlgorithmPreset(_preset(repeat_times=1), compute_advantage_in_trainer=True, use_critic=True),
     "grpo": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="grpo")),
     "gspo": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="grpo", policy_loss_fn="gspo", kl_loss_fn="none")),

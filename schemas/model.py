@@ -35,7 +35,9 @@ class ModelConfig(Section):
         "id or local folder. None (the default): the model this stage starts from, i.e. model_path; in a staged run "
         "(e.g. SFT warm-up then GRPO) that is the previous stage's output, the warm-up's model, not the original base.",
     )
-    critic_model_path: str | None = Field(None, description="Critic model (ppo); None: model_path.")
+    critic_model_path: str | None = Field(
+        None, description="The critic's starting model (advantage_fn 'ppo', GAE: docs/ppo.md); None: model_path."
+    )
     custom_chat_template: str | None = Field(None, description="Jinja chat template replacing the tokenizer's.")
     temperature: float = Field(1.0, ge=0, description="Default sampling temperature of tasksets' rollout_args.")
     top_p: float = Field(1.0, gt=0, le=1, description="Default top-p of tasksets' rollout_args.")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from algorithms import is_preference_loss
+from algorithms.advantage.gae import needs_critic
 from algorithms.registry import is_off
 from schemas import support
 from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES, GROUP_ADVANTAGE_FNS
@@ -43,6 +44,7 @@ def apply_rules(config: ExperimentConfig) -> None:
     if not r.errors:  # later rules need the resolved algorithm
         _model(r)
         r.config.trainer.check(r)  # the chosen trainer backend's own rules (schemas/trainer.py)
+        _critic(r)
         _synchronizer(r)
         _buffer(r)
         _explorer(r)
@@ -66,6 +68,21 @@ def _addresses(r: Resolver) -> None:
     url = fields["trainer.base_url"]
     if url and (problem := tinker_url_problem(url)):
         r.error("trainer.base_url", problem)
+
+
+def _critic(r: Resolver) -> None:
+    """advantage_fn 'ppo' (GAE) needs a critic on the trainer: a backend that cannot hold one says why
+    (`NO_CRITIC` of its settings class)."""
+    c = r.config
+    reason = type(c.trainer).NO_CRITIC
+    if reason is None or c.mode not in TRAINING_MODES or not needs_critic(c.algorithm):
+        return
+    alg = c.algorithm
+    preset = ALGORITHM_PRESETS[alg.algorithm_type]
+    field = "algorithm.algorithm_type" if preset.use_critic and "algorithm.advantage_fn" in c.derived else "algorithm.advantage_fn"
+    name = alg.algorithm_type if field == "algorithm.algorithm_type" else alg.advantage_fn
+    r.error(field, f"'{name}' needs a critic (GAE over its values), which trainer_type {c.trainer.trainer_type!r} "
+                   f"cannot train: {reason}")
 
 
 # ----------------------------------------------------------------------------- mode
@@ -143,6 +160,9 @@ def _algorithm(r: Resolver) -> None:
         r.error("algorithm.kl_penalty_fn", f"with advantage_fn {alg.advantage_fn!r} the KL penalty re-computes group "
                 "advantages on the trainer, which needs whole groups in a batch; sample_strategy 'priority' with "
                 "priority_fn 'largest_advantage' splits them (use priority_fn 'newest' or sample_strategy 'default')")
+    if needs_critic(alg) and not is_off(alg.kl_penalty_fn) and alg.kl_penalty_fn_args.get("kl_coef", 0.0):
+        r.error("algorithm.kl_penalty_fn", f"{alg.kl_penalty_fn!r}: a KL penalty in the reward is not built with "
+                "advantage_fn 'ppo' (GAE would take it per token); use kl_loss_fn (KL in the loss) instead")
     if alg.repeat_times is None:  # no preset value (cannot happen for built-ins); keep the type promise
         r.derive(alg, "repeat_times", 1, "algorithm.repeat_times", "no preset group size")
     if alg.filter_groups.enable is None:
@@ -197,7 +217,7 @@ def _model(r: Resolver) -> None:
     if m.min_response_tokens > m.max_response_tokens:
         r.error("model.min_response_tokens",
                 f"{m.min_response_tokens} exceeds model.max_response_tokens ({m.max_response_tokens})")
-    if m.critic_model_path is None and ALGORITHM_PRESETS[r.config.algorithm.algorithm_type].use_critic:
+    if m.critic_model_path is None and needs_critic(r.config.algorithm):
         r.derive(m, "critic_model_path", m.model_path, "model.critic_model_path", "model_path (the critic starts from the policy)")
     if m.lora_configs is not None and len(m.lora_configs) > 1:
         r.error("model.lora_configs", f"at most one LoRA adapter is supported (got {len(m.lora_configs)})")

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from algorithms import is_preference_loss
+from algorithms.advantage.gae import needs_critic
 from schemas.algorithm_registry import ALGORITHM_PRESETS, BUILT, FUNCTION_REGISTRIES, KL_FNS
 from schemas.base import KEPT_REASONS, SECTIONS
 from schemas.explorer import ENGINE_VARIANTS
@@ -147,9 +148,8 @@ NO_AUXILIARY = ("auxiliary models are not built: no engine starts for them and n
                 "(q20's answerer is its rule-based oracle over data/q20/entities.json)")
 RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite buffer "
              "(buffer/experiences.db in the experiment folder)")
-NO_CRITIC = "there is no critic (algorithm ppo with GAE is not built)"
-NO_CRITIC_PRESET = ("'ppo' needs a critic and GAE, which are not built; use grpo, rloo, reinforceplusplus, gspo, cispo "
-                    "or opmd")
+NO_CRITIC = ("no critic is trained: only advantage_fn 'ppo' (GAE, the ppo preset) uses one; the setting has no "
+             "effect")
 NEEDS_TEACHER = ("needs a teacher model's logprobs of each sampled token (explorer.auxiliary_models), which are not "
                  "built; use sft on the teacher's answers, or grpo")
 NEEDS_EXPERT_DATA = ("mixes expert SFT rows (buffer.trainer_input.auxiliary_buffers) into each RL batch through the "
@@ -216,7 +216,6 @@ SUPPORT: dict[str, Entry] = {
     "algorithm.filter_groups.metric": honoured("tasks/explore.py", "buffer/dynamic_sampling.py"),
     "algorithm.filter_groups.max_num_gen_batches": honoured("tasks/explore.py"),
     # presets: each either trains in tests/test_presets.py or is refused
-    "algorithm.algorithm_type[ppo]": refused(NO_CRITIC_PRESET),
     "algorithm.algorithm_type[on_policy_distill]": refused(f"'on_policy_distill' {NEEDS_TEACHER}"),
     "algorithm.algorithm_type[jsd]": refused(f"'jsd' {NEEDS_TEACHER}"),
     "algorithm.algorithm_type[mix]": refused(f"'mix' {NEEDS_EXPERT_DATA}"),
@@ -231,7 +230,8 @@ SUPPORT: dict[str, Entry] = {
     "model.model_path": honoured("tasks/setup.py", "tasks/rollouts.py"),
     "model.ref_model_path": honoured("backends/torch_trainer.py", "backends/verl/trainer.py",
                                      note="trainer checks: schemas/trainer.py (Tinker refuses it, veRL with LoRA too)"),
-    "model.critic_model_path": refused(NO_CRITIC),
+    "model.critic_model_path": honoured("backends/critic.py").warn_if(lambda v, c: not needs_critic(c.algorithm),
+                                                                      NO_CRITIC),
     "model.custom_chat_template": honoured("tasks/rollouts.py", "tasks/sft.py"),
     "model.temperature": resolved("buffer.explorer_input.taskset.rollout_args.temperature"),
     "model.top_p": resolved("buffer.explorer_input.taskset.rollout_args.top_p"),
@@ -334,7 +334,7 @@ for _tag, _engine in ENGINE_VARIANTS.items():
 # Presets that train: tests/test_presets.py runs a step of each.
 for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft"):
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
-for _preset in ("asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo"):  # Trinity's, added for issue 26
+for _preset in ("asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo"):  # Trinity's, added for issue 26
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
 
 # Functions of the algorithm registries. Each function algorithms/ implements is honoured in its own module,
@@ -354,7 +354,6 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
                          "(docs/trinity-parity.md); use ppo, cispo or gspo") for name in ("clipb", "clipv", "m2po")},
     },
     "advantage_fn": {
-        "ppo": refused("GAE needs a critic, which is not built"),
         "remax": refused("remax's baseline is a greedy rollout of each task, which the explorer does not sample; use "
                          "rloo or grpo"),
         "on_policy_distill": refused(f"on-policy distillation {NEEDS_TEACHER}"),

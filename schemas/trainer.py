@@ -25,10 +25,10 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from pydantic import Field
 
 from algorithms import POLICY_LOSS_FNS, is_preference_loss
+from algorithms.advantage.gae import needs_critic
 from algorithms.kl import VERL_ESTIMATORS
 from algorithms.registry import is_off
-from schemas.algorithm_registry import ALGORITHM_PRESETS
-from schemas.base import ALIAS, Variant, set_unmarked
+from schemas.base import ALIAS, Section, Variant, set_unmarked
 from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
 from schemas.wiring import Entry, honoured, refused, warned
 
@@ -61,6 +61,9 @@ class TrainerBase(Variant):
     MODULES: ClassVar[tuple[str, ...]] = ()
     SETTINGS: ClassVar[dict[str, Entry]] = {}
     ALGORITHM_SETTINGS: ClassVar[dict[str, Entry]] = {}
+    # Why it cannot train a critic (advantage_fn 'ppo', GAE; schemas/rules.py refuses it naming the field);
+    # None: it trains one (its settings: the variant's `critic` section).
+    NO_CRITIC: ClassVar[str | None] = None
 
     save_interval: int = Field(0, ge=0, description="Checkpoint every this many train steps (0: only at the end).")
     max_checkpoints_to_keep: int | None = Field(
@@ -89,6 +92,25 @@ class TrainerBase(Variant):
         return {}
 
 
+class CriticOptimConfig(Section):
+    """The critic's optimizer: AdamW with the policy's betas, eps and weight decay and schedule (veRL's
+    `critic.optim`; only its learning rate differs by default)."""
+
+    lr: float = Field(1e-5, gt=0, description="Peak learning rate of the critic (veRL's and Trinity's critic.optim.lr).")
+
+
+class CriticConfig(Section):
+    """The value model of PPO with GAE (advantage_fn 'ppo'): model.critic_model_path (by default the policy's
+    model) with a scalar head, trained beside the policy on the same batches (Trinity's
+    trainer.trainer_config.critic, veRL's critic section: the same names)."""
+
+    optim: CriticOptimConfig = Field(default_factory=CriticOptimConfig, description="The critic's optimizer.")
+    cliprange_value: float = Field(
+        0.5, gt=0, description="Clip range of the value loss: new values are clipped to old ± this (veRL's default)."
+    )
+    grad_clip: float = Field(1.0, gt=0, description="Max global gradient norm of the critic.")
+
+
 class TorchTrainerConfig(TrainerBase):
     """The native torch trainer: a transformers model (optionally LoRA via peft), CPU or one GPU."""
 
@@ -102,6 +124,13 @@ class TorchTrainerConfig(TrainerBase):
         "num_threads": honoured("backends/torch_trainer.py"),
         "skip_zero_advantage": honoured("backends/torch_trainer.py"),
         "share_prompt": honoured("backends/torch_trainer.py"),
+        "critic": honoured("backends/critic.py").warn_if(
+            lambda v, c: not needs_critic(c.algorithm),
+            "has no effect: only advantage_fn 'ppo' (GAE, the ppo preset) trains a critic"),
+        "critic.optim": honoured("backends/critic.py"),
+        "critic.optim.lr": honoured("backends/critic.py"),
+        "critic.cliprange_value": honoured("backends/critic.py"),
+        "critic.grad_clip": honoured("backends/critic.py"),
     }
 
     trainer_type: Literal["torch"] = Field("torch", description="The native torch trainer.")
@@ -120,6 +149,9 @@ class TorchTrainerConfig(TrainerBase):
         "let every response attend to it: the same loss and gradient with fewer tokens. Off with "
         "gradient_checkpointing.",
     )
+    critic: CriticConfig = Field(
+        default_factory=CriticConfig, description="The critic of advantage_fn 'ppo' (GAE): learning rate, value clip."
+    )
 
 
 class VerlTrainerConfig(TrainerBase):
@@ -129,6 +161,8 @@ class VerlTrainerConfig(TrainerBase):
     # "sft" (its sft loss, read the way ppo_loss reads the batch: backends/verl/losses.py).
     POLICY_LOSSES: ClassVar[Mapping[str, str]] = {"ppo": "vanilla", "gspo": "gspo", "cispo": "cispo", "sft": "sft"}
     KL_LOSSES: ClassVar[Collection[str]] = VERL_ESTIMATORS  # veRL's own kl_penalty computes the term
+    NO_CRITIC: ClassVar[str | None] = ("the veRL trainer here runs veRL's actor (and reference) workers only: its "
+                                       "critic worker is not wired; use trainer_type 'torch'")
     MODULES: ClassVar[tuple[str, ...]] = ("backends/verl/", "algorithms/verl_compat.py")
     SETTINGS: ClassVar[dict[str, Entry]] = {
         "grad_clip": honoured("backends/verl/config.py"),
@@ -250,6 +284,9 @@ class TinkerTrainerConfig(TrainerBase):
     WEIGHTS: ClassVar[str] = "tinker"
     WEIGHTS_NOTE: ClassVar[str] = "stay on the Tinker server and move as tinker:// paths"
     SYNC_METHODS: ClassVar[tuple[str, ...]] = ("checkpoint",)
+    NO_CRITIC: ClassVar[str | None] = ("Tinker trains one LoRA policy and returns only the sampled tokens' logprobs: "
+                                       "no value model; use grpo, dr-grpo (grpo with norm_adv_by_std_in_grpo false), "
+                                       "rloo, reinforceplusplus, opmd, cispo, gspo or sft")
     MODULES: ClassVar[tuple[str, ...]] = ("backends/tinker/", "algorithms/")
     SETTINGS: ClassVar[dict[str, Entry]] = {
         "base_model": honoured("backends/tinker/trainer.py", "backends/tinker/policy.py"),
@@ -314,12 +351,8 @@ class TinkerTrainerConfig(TrainerBase):
                     f"{rollout.engine_type!r} cannot sample what trainer_type 'tinker' trains; use 'tinker' "
                     "(or set model.tinker.enable: true)")
         alg = c.algorithm
-        preset = ALGORITHM_PRESETS[alg.algorithm_type]
-        if preset.use_critic or alg.advantage_fn == "ppo":
-            field = "algorithm.algorithm_type" if preset.use_critic else "algorithm.advantage_fn"
-            r.error(field, "a critic (GAE advantages, algorithm_type 'ppo') cannot be trained on Tinker, which trains "
-                           "one LoRA policy; use grpo, dr-grpo (grpo with norm_adv_by_std_in_grpo false), rloo, "
-                           "reinforceplusplus, opmd, cispo, gspo or sft")
+        if needs_critic(alg):
+            pass  # refused by schemas/rules.py with NO_CRITIC
         elif alg.advantage_fn == "on_policy_distill":
             r.error("algorithm.advantage_fn", "'on_policy_distill' needs a teacher's logprobs, which the Tinker trainer "
                                               "does not compute")

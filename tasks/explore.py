@@ -73,8 +73,9 @@ def sample(config: ExperimentConfig, step: int, batches_before: int) -> tuple[Ru
 
 
 def fill_advantages(config: ExperimentConfig, experiences: list[Experience]) -> None:
-    """Outcome advantages per group, computed where whole groups are at hand (as Trinity does)."""
-    if not experiences:
+    """Outcome advantages per group, computed where whole groups are at hand (as Trinity does). GAE
+    (advantage_fn 'ppo') needs the critic's values: the trainer computes those, and these stay None."""
+    if not experiences or algorithms.needs_critic(config.algorithm):
         return
     rewards = torch.tensor([e.reward for e in experiences], dtype=torch.float32)
     mask = torch.ones((len(experiences), 1), dtype=torch.float32)

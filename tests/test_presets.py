@@ -18,6 +18,7 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
+import algorithms
 from backends.torch_trainer import TorchTrainer
 from buffer.experience import Experience
 from checkpointing.models import resolve_model_path
@@ -30,8 +31,8 @@ from tasks.explore import fill_advantages
 # The presets with a runtime (each trains one step below), and those validation refuses.
 # Trinity-RFT's presets added for issue 26 (docs/trinity-parity.md) are the second line of TRAINED.
 TRAINED = ["grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft",
-           "asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo"]
-REFUSED = ["ppo", "on_policy_distill", "jsd", "mix", "mix_chord"]
+           "asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo"]
+REFUSED = ["on_policy_distill", "jsd", "mix", "mix_chord"]
 
 
 def preset_config(preset: str, tmp: Path | None = None) -> ExperimentConfig:
@@ -83,6 +84,9 @@ def test_preset_trains_a_step(preset: str, trainer: TorchTrainer, tmp_path: Path
     config = preset_config(preset, tmp_path)
     batch = scored_batch(config)
     fill_advantages(config, batch)
+    if algorithms.needs_critic(config.algorithm):  # GAE: the advantages come from a critic the trainer holds
+        assert all(e.advantage is None for e in batch)
+        trainer = TorchTrainer(config, resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct"), total_steps=20)
     trainer.config, trainer.algorithm = config, config.algorithm
     metrics = trainer.train_step(batch)
     assert math.isfinite(metrics["loss"]) and metrics["grad_norm"] > 0, metrics
@@ -90,7 +94,9 @@ def test_preset_trains_a_step(preset: str, trainer: TorchTrainer, tmp_path: Path
                 "asymre": "opmd_loss", "topr": "avg_alpha", "sapo": "avg_soft_gate", "sppo": "pg_clipfrac",
                 "rec": "pg_clipfrac", "dpo": "reward_accuracy"}
     assert expected.get(preset, "pg_loss") in metrics
-    if config.algorithm.advantage_fn not in ("none",):
+    if algorithms.needs_critic(config.algorithm):
+        assert metrics["critic/value_loss"] > 0 and math.isfinite(metrics["critic/vf_explained_var"]), metrics
+    elif config.algorithm.advantage_fn not in ("none",):
         assert any(e.advantage != 0.0 for e in batch)
 
 
@@ -102,9 +108,9 @@ def test_preset_without_a_runtime_is_refused_naming_algorithm_type(preset: str) 
 
 
 def test_rft_validate_refuses_a_preset_without_a_runtime():
-    result = CliRunner().invoke(app, ["validate", "smoke", "--set", "algorithm.algorithm_type=ppo"])
+    result = CliRunner().invoke(app, ["validate", "smoke", "--set", "algorithm.algorithm_type=jsd"])
     assert result.exit_code == 1
-    assert "algorithm.algorithm_type: 'ppo' needs a critic and GAE, which are not built" in " ".join(result.output.split())
+    assert "algorithm.algorithm_type: 'jsd' needs a teacher model's logprobs" in " ".join(result.output.split())
 
 
 # ----------------------------------------------------------------------------- a whole run (slow)

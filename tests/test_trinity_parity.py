@@ -22,8 +22,7 @@ TRINITY_ALGORITHM_TYPES = [
     "sft", "ppo", "grpo", "reinforceplusplus", "rloo", "opmd", "asymre", "dpo", "topr", "cispo", "gspo", "sapo",
     "mix", "mix_chord", "raft", "sppo", "rec", "multi_step_grpo", "on_policy_distill", "jsd", "dapo",
 ]
-REFUSED_TYPES = {"ppo": "critic", "on_policy_distill": "teacher", "jsd": "teacher", "mix": "expert",
-                 "mix_chord": "expert"}
+REFUSED_TYPES = {"on_policy_distill": "teacher", "jsd": "teacher", "mix": "expert", "mix_chord": "expert"}
 # Presets that learn from a dataset only, in mode train (the smoke recipe is mode both): their dataset.
 DATASET_ONLY = {"dpo": {"mode": "train", "buffer.train_batch_size": 2,
                         "buffer.trainer_input.experience_buffer": {"path": "pairs.jsonl", "format": {"prompt_type": "plaintext"}}}}
@@ -116,6 +115,8 @@ REFUSED = {  # example: {field: what the reason says}
     "bots_random": {"buffer.explorer_input.default_workflow_type": "class path"},
     "ppo_countdown_megatron": {"algorithm.algorithm_type": "critic",
                                "buffer.explorer_input.default_reward_fn_type": "countdown"},
+    "ppo_countdown": {"algorithm.algorithm_type": "trainer_type 'verl' cannot train",  # Trinity's default trainer
+                      "buffer.explorer_input.default_reward_fn_type": "countdown"},
     "dpo_humanlike": {"data": "before 0.2"},
     # DPO on Trinity's default trainer: veRL runs no preference loss (with trainer_type torch it imports, below)
     "dpo_plaintext": {"algorithm.policy_loss_fn": "not preference pairs"},
@@ -180,6 +181,22 @@ def test_trinity_example_settings_are_followed_as_trinity_does(tmp_path: Path, m
     assert dpo.algorithm.policy_loss_fn_args == {"beta": 0.1, "label_smoothing": 0.0}
     assert (dpo.algorithm.kl_loss_fn, dpo.algorithm.kl_loss_fn_args["kl_coef"]) == ("k1", 0.1)
     assert ExperimentConfig.model_validate(dpo.user_data()).user_data() == dpo.user_data()  # as a recipe
+
+
+def test_trinity_ppo_imports_on_the_torch_trainer_with_its_critic_settings(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ppo example as its user would run it here: on the torch trainer (which trains a critic), scored by a
+    math reward (no countdown workflow). Its critic settings, in veRL's tree, land in trainer.critic."""
+    config, unsupported = _import_example("ppo_countdown", tmp_path, monkeypatch, **{
+        "trainer:\n  save_interval": "trainer:\n  trainer_type: torch\n  save_interval",
+        "countdown_reward": "math_boxed_reward"})
+    assert unsupported == []
+    alg = config.algorithm
+    assert (alg.advantage_fn, alg.advantage_fn_args) == ("ppo", {"gamma": 1.0, "lam": 1.0})
+    assert config.model.critic_model_path == config.model.model_path
+    assert (config.trainer.critic.optim.lr, config.trainer.critic.cliprange_value) == (1e-5, 0.5)
+    assert {"trainer.critic.optim.lr", "trainer.critic.cliprange_value"} <= set(config.derived)
+    assert ExperimentConfig.model_validate(config.user_data()).user_data() == config.user_data()  # as a recipe
 
 
 @pytest.mark.parametrize(("workflow", "says"), [("alfworld_workflow", "environment"), ("as_react_workflow", "AgentScope"),

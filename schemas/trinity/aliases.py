@@ -8,6 +8,9 @@
 - a `trainer` without `trainer_type` is Trinity's default, veRL.
 - veRL's `max_actor_ckpt_to_keep` (in Trinity's `trainer.trainer_config.trainer`, or written flat as
   `trainer.max_actor_ckpt_to_keep`) → `trainer.max_checkpoints_to_keep` (our pruning keeps the checkpoints).
+- with `trainer_type: torch`, the critic's settings in Trinity's `trainer.trainer_config.critic` (veRL's
+  names: `optim.lr`, `cliprange_value`, `grad_clip`) → `trainer.critic` (the same names); the rest of
+  that veRL tree stays where it is, reported as not imported (the torch trainer has no `trainer_config`).
 - Trinity's workflow names that ours cover with other settings (`math_boxed_workflow`): see
   `schemas.trinity.workflows`.
 - `explorer.rollout_model.max_prompt_tokens` / `max_response_tokens` / `max_model_len` (the rollout engine's
@@ -63,6 +66,7 @@ def apply_aliases(data: dict[str, Any], note: bool = True, refused: list[tuple[s
         trainer["trainer_type"] = DEFAULT_TRAINER_TYPE
     if isinstance(trainer, dict):
         _checkpoints_to_keep(trainer, notes)
+        _torch_critic(trainer, notes)
     if problems := map_workflows(data, notes) + _rollout_lengths(data, notes):
         if refused is None:
             raise ConfigRuleError(problems)
@@ -126,6 +130,50 @@ def _checkpoints_to_keep(trainer: dict[str, Any], notes: dict[str, str]) -> None
         notes["trainer.max_checkpoints_to_keep"] = f"{ALIAS}{path}"
     if problems:
         raise ConfigRuleError(problems)
+
+
+# Trinity's (veRL's) critic settings the torch trainer's `trainer.critic` has, under the same names.
+TORCH_CRITIC_KEYS = (("optim", "lr"), ("cliprange_value",), ("grad_clip",))
+
+
+def _torch_critic(trainer: dict[str, Any], notes: dict[str, str]) -> None:
+    """trainer.trainer_config.critic.{optim.lr, cliprange_value, grad_clip} → trainer.critic, for the torch trainer."""
+    tree = trainer.get("trainer_config")
+    verl_critic = tree.get("critic") if isinstance(tree, dict) else None
+    if trainer.get("trainer_type") != "torch" or not isinstance(verl_critic, dict):
+        return
+    ours = trainer.setdefault("critic", {})
+    problems = []
+    for keys in TORCH_CRITIC_KEYS:
+        holder = verl_critic
+        for key in keys[:-1]:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        if not isinstance(holder, dict) or keys[-1] not in holder:
+            continue
+        value, path = holder.pop(keys[-1]), ".".join(keys)
+        target = ours
+        for key in keys[:-1]:
+            target = target.setdefault(key, {})
+        if keys[-1] in target and target[keys[-1]] != value:
+            problems.append((f"trainer.trainer_config.critic.{path}", f"{value!r} contradicts trainer.critic.{path}: "
+                             f"{target[keys[-1]]!r}"))
+            continue
+        target[keys[-1]] = value
+        notes[f"trainer.critic.{path}"] = f"{ALIAS}trainer.trainer_config.critic.{path}"
+    if problems:
+        raise ConfigRuleError(problems)
+    _prune_empty(tree)
+    if not tree:
+        del trainer["trainer_config"]
+
+
+def _prune_empty(tree: dict[str, Any]) -> None:
+    """Drop the mappings left empty (deepest first)."""
+    for key in list(tree):
+        if isinstance(tree[key], dict):
+            _prune_empty(tree[key])
+            if not tree[key]:
+                del tree[key]
 
 
 def _tinker(data: dict[str, Any], block: Any, notes: dict[str, str]) -> None:
