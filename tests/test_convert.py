@@ -148,7 +148,7 @@ def save_like_torch_trainer(model: torch.nn.Module, actor: Path, base_dir: Path,
     trainer = SimpleNamespace(
         model=model, optimizer=optimizer, scheduler=torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
         is_lora=lora, _step=step, model_dir=base_dir, config=SimpleNamespace(model=SimpleNamespace(lora_configs=lora_configs)),
-        lora_settings=lora_configs[0].model_dump(mode="json") if lora else None, reward_kl=None,
+        lora_settings=lora_configs[0].model_dump(mode="json") if lora else None, reward_kl=None, critic=None,
     )
     TorchTrainer.save_checkpoint(trainer, actor)
 
