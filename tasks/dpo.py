@@ -21,7 +21,7 @@ from buffer.experience import Experience
 from buffer.taskset import TasksetError, load_taskset
 from schemas import ExperimentConfig, StorageConfig
 from schemas.buffer import FormatConfig
-from tasks.sft import prompt_messages, rendered_turn, sft_dataset, train_on_rows
+from tasks.sft import dataset_key, prompt_messages, supervised_row, train_on_rows
 from workflows.render import renderer_for
 
 Messages = list[dict[str, Any]]
@@ -63,15 +63,11 @@ def preference_pairs(
     pairs = []
     for item in load_taskset(dataset, required_keys=fmt.row_keys(pairs=True)):  # type: ignore[arg-type]
         prompt, chosen, rejected = pair_messages(item.raw, fmt, item.task_id)
-        pair = []
-        for side, reply in (("chosen", chosen), ("rejected", rejected)):
-            prompt_ids, response_ids = rendered_turn(renderer, prompt, reply, max_prompt, max_response)
-            pair.append(Experience(
-                eid=f"{item.task_id}/{side}", task_id=item.task_id, group_id=item.task_id,
-                prompt_token_ids=prompt_ids, response_token_ids=response_ids,
-                logprobs=[0.0] * len(response_ids), reward=0.0, advantage=0.0, info={"side": side},
-            ))
-        pairs.append((pair[0], pair[1]))
+        chosen_row, rejected_row = (
+            supervised_row(renderer, prompt, reply, max_prompt, max_response,
+                           eid=f"{item.task_id}/{side}", task_id=item.task_id, info={"side": side})
+            for side, reply in (("chosen", chosen), ("rejected", rejected)))
+        pairs.append((chosen_row, rejected_row))
     if not pairs:
         raise TasksetError(f"{dataset.path}: no rows")
     return tuple(pairs)
@@ -81,8 +77,5 @@ def preference_pairs(
 def dpo_step(config: ExperimentConfig, step: int, model_dir: str) -> dict[str, float]:
     """One optimizer step on the next `train_batch_size` pairs (2 × train_batch_size rows)."""
     started = time.perf_counter()
-    pairs = preference_pairs(
-        sft_dataset(config).model_dump_json(), model_dir,
-        config.model.max_prompt_tokens or 1024, config.model.max_response_tokens or 1024, config.model.custom_chat_template,
-    )
+    pairs = preference_pairs(*dataset_key(config, model_dir))
     return train_on_rows(config, step, pairs, started)

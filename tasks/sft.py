@@ -37,15 +37,28 @@ def prompt_messages(row: dict[str, Any], fmt: FormatConfig) -> list[dict[str, An
         {"role": "user", "content": str(row[fmt.prompt_key])}]
 
 
-def rendered_turn(
-    renderer: ChatRenderer, prompt: list[dict[str, Any]], reply: list[dict[str, Any]], max_prompt: int, max_response: int
-) -> tuple[list[int], list[int]]:
-    """(prompt ids, reply ids) of a chat and its reply turn(s) through the chat template: the prompt with the
-    generation prompt (its last `max_prompt` tokens), the reply what the template adds after it (its first
-    `max_response` tokens)."""
+def supervised_row(
+    renderer: ChatRenderer, prompt: list[dict[str, Any]], reply: list[dict[str, Any]], max_prompt: int, max_response: int,
+    eid: str, task_id: str, info: dict[str, Any] | None = None,
+) -> Experience:
+    """A chat and its reply turn(s) as a row to train on (no sampling logprobs, reward or advantage), through the chat
+    template: the prompt with the generation prompt (its last `max_prompt` tokens), the reply what the template adds
+    after it (its first `max_response` tokens)."""
     text = renderer.text(prompt, add_generation_prompt=True)
     full = renderer.text(prompt + reply, add_generation_prompt=False)
-    return renderer.encode(text)[-max_prompt:], renderer.encode(full[len(text):])[:max_response]
+    prompt_ids, response_ids = renderer.encode(text)[-max_prompt:], renderer.encode(full[len(text):])[:max_response]
+    return Experience(
+        eid=eid, task_id=task_id, group_id=task_id, prompt_token_ids=prompt_ids, response_token_ids=response_ids,
+        logprobs=[0.0] * len(response_ids), reward=0.0, advantage=0.0, info=info or {},
+    )
+
+
+def dataset_key(config: ExperimentConfig, model_dir: str) -> tuple[str, str, int, int, str | None]:
+    """What the cached row loaders (SFT rows, DPO pairs) read: the dataset, the model's tokenizer, the lengths, the
+    model's template."""
+    model = config.model
+    return (sft_dataset(config).model_dump_json(), model_dir, model.max_prompt_tokens or 1024,
+            model.max_response_tokens or 1024, model.custom_chat_template)
 
 
 @functools.lru_cache(maxsize=4)
@@ -66,14 +79,8 @@ def _examples(
             messages = prompt_messages(row, fmt) + [{"role": "assistant", "content": str(row[fmt.response_key])}]
         else:  # validation refuses it (schemas/support.py)
             raise ValueError(f"format.prompt_type {fmt.prompt_type!r} is not read for SFT data; use messages or plaintext")
-        prompt_ids, response_ids = rendered_turn(renderer, messages[:-1], messages[-1:], max_prompt, max_response)
-        examples.append(
-            Experience(
-                eid=item.task_id, task_id=item.task_id, group_id=item.task_id,
-                prompt_token_ids=prompt_ids, response_token_ids=response_ids,
-                logprobs=[0.0] * len(response_ids), reward=0.0, advantage=0.0,
-            )
-        )
+        examples.append(supervised_row(renderer, messages[:-1], messages[-1:], max_prompt, max_response,
+                                       eid=item.task_id, task_id=item.task_id))
     if not examples:
         raise TasksetError(f"{dataset.path}: no rows")
     return tuple(examples)
@@ -83,10 +90,7 @@ def _examples(
 def sft_step(config: ExperimentConfig, step: int, model_dir: str) -> dict[str, float]:
     """One optimizer step on the next `train_batch_size` rows (the position follows from the step)."""
     started = time.perf_counter()
-    examples = _examples(
-        sft_dataset(config).model_dump_json(), model_dir,
-        config.model.max_prompt_tokens or 1024, config.model.max_response_tokens or 1024, config.model.custom_chat_template,
-    )
+    examples = _examples(*dataset_key(config, model_dir))
     return train_on_rows(config, step, [(e,) for e in examples], started)
 
 
