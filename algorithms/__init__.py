@@ -12,6 +12,7 @@ The bottom layer of the project: it imports nothing of it, and neither torch nor
 """
 
 from algorithms.advantage import ADVANTAGE_FNS, compute_advantages, register_advantage_fn
+from algorithms.advantage.distill import needs_teacher, teacher_advantages
 from algorithms.advantage.gae import gae, needs_critic
 from algorithms.aggregation import LOSS_AGG_MODES
 from algorithms.entropy import ENTROPY_LOSS_FNS, register_entropy_loss_fn
@@ -44,9 +45,11 @@ __all__ = [
     "needs_critic",
     "needs_entropy",
     "needs_reference_model",
+    "needs_teacher",
     "register_advantage_fn",
     "register_entropy_loss_fn",
     "register_kl_loss_fn",
     "register_policy_loss_fn",
+    "teacher_advantages",
     "value_loss",
 ]

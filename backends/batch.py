@@ -25,7 +25,7 @@ class TrainBatch:
     response_ids: torch.Tensor  # [B, R]
     response_mask: torch.Tensor  # [B, R] float, 1 where trained on
     old_logprobs: torch.Tensor  # [B, R]
-    advantages: torch.Tensor  # [B, R] (outcome advantage broadcast over the response)
+    advantages: torch.Tensor  # [B, R]: the outcome advantage broadcast over the response, or per token
     prompt_width: int
     response_width: int
     shared_prompt: torch.Tensor | None = None  # [P]: the one prompt of every row, when they share it
@@ -59,7 +59,10 @@ def collate(experiences: list[Experience], pad_token_id: int) -> TrainBatch:
         attention_mask[row, start : prompt_width + len(response)] = 1
         response_mask[row, : len(response)] = torch.tensor(exp.response_mask, dtype=torch.float32)
         old_logprobs[row, : len(response)] = torch.tensor(exp.logprobs, dtype=torch.float32)
-        advantages[row, : len(response)] = float(exp.advantage)  # type: ignore[arg-type]
+        if exp.token_advantages is not None:  # a teacher's per-token advantages (on-policy distillation)
+            advantages[row, : len(response)] = torch.tensor(exp.token_advantages, dtype=torch.float32)
+        else:
+            advantages[row, : len(response)] = float(exp.advantage)  # type: ignore[arg-type]
     position_ids = (attention_mask.cumsum(dim=-1) - 1).clamp(min=0)
     return TrainBatch(
         input_ids=input_ids,

@@ -78,6 +78,10 @@ class Policy(ABC):
     def engines(self) -> list[RolloutEngine]:
         """The running rollout engines."""
 
+    def auxiliary_engines(self, index: int) -> list[RolloutEngine]:
+        """The engines of auxiliary model `index` (explorer.auxiliary_models), started with the rollout engines."""
+        raise NotImplementedError(f"{type(self).__name__} starts no auxiliary models")
+
     @abstractmethod
     def publish(self, version: int) -> WeightsHandle:
         """The trainer's current weights, made loadable as `version` (trainer side of a sync)."""

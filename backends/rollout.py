@@ -49,6 +49,11 @@ class RolloutEngine(ABC):
     def generate(self, prompts: list[TokenIds], sampling: SamplingSettings) -> list[list[Sample]]:
         """Sample `sampling.n` completions for each prompt (token ids, chat template already applied)."""
 
+    def score(self, sequences: list[TokenIds], starts: list[int]) -> list[list[float]]:
+        """The model's log-prob of each token of every sequence from position `starts[i]` on (temperature 1):
+        a teacher scoring the student's rollouts, prompt and response given as one sequence."""
+        raise NotImplementedError(f"{type(self).__name__} does not score given tokens")
+
     @abstractmethod
     def load_weights(self, weights: WeightsHandle) -> float:
         """Serve the weights `weights` points at, as model version `weights.version`; returns seconds taken."""

@@ -259,6 +259,7 @@ class TorchTrainer(TrainerBackend):
             self.config.trainer.skip_zero_advantage
             and self.critic is None  # GAE gives every token its own advantage
             and exp.advantage == 0.0
+            and not any(exp.token_advantages or ())  # a teacher's advantages differ per token
             and self.algorithm.policy_loss_fn in ZERO_ADVANTAGE_LOSSES
             and self.reference is None
             and not algorithms.needs_entropy(self.algorithm)

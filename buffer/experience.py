@@ -30,10 +30,19 @@ class Experience:
     prompt_text: str = ""
     response_text: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    # On-policy distillation (algorithms/advantage/distill.py): the teacher's log-prob of each response token,
+    # and the per-token advantages made from it (then `advantage` is their mean, for ordering and logs).
+    teacher_logprobs: list[float] | None = None
+    token_advantages: list[float] | None = None
 
     def __post_init__(self) -> None:
         if not self.response_mask:
             self.response_mask = [1] * len(self.response_token_ids)
+        for name in ("teacher_logprobs", "token_advantages"):
+            values = getattr(self, name)
+            if values is not None and len(values) != len(self.response_token_ids):
+                raise ValueError(f"experience {self.eid}: {name} ({len(values)}) and response_token_ids "
+                                 f"({len(self.response_token_ids)}) must have the same length")
         if not (len(self.response_token_ids) == len(self.logprobs) == len(self.response_mask)):
             raise ValueError(
                 f"experience {self.eid}: response_token_ids ({len(self.response_token_ids)}), "

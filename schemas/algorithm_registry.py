@@ -24,25 +24,12 @@ from algorithms.registry import Args, NoArgs, Registry
 # schemas/support.py refuses each, with the reason.
 
 
-class OnPolicyDistillAdvantageArgs(Args):
-    """Reverse-KL-to-teacher advantage for on-policy distillation."""
-
-    kl_coef: float = Field(1.0, ge=0, description="Scale of the teacher log-ratio advantage.")
-
-
-class JSDAdvantageArgs(OnPolicyDistillAdvantageArgs):
-    """Jensen-Shannon-to-teacher advantage for distillation."""
-
-    lambda_coef: float = Field(0.5, ge=0, le=1, description="Mixture weight λ of the teacher and student.")
-
-
 NOT_BUILT: dict[str, dict[str, type[Args]]] = {
     # mix / mix_chord need expert SFT rows in the RL batch (the mix sample strategy).
     # clipb, clipv and m2po are names of Trinity-RFT releases after the sources read for docs/trinity-parity.md;
     # the arguments of these refused functions are not modelled (a refused function's arguments do not matter).
     "policy_loss_fn": {"mix": NoArgs, "mix_chord": NoArgs, "clipb": NoArgs, "clipv": NoArgs, "m2po": NoArgs},
-    "advantage_fn": {"remax": NoArgs, "on_policy_distill": OnPolicyDistillAdvantageArgs,
-                     "jsd": JSDAdvantageArgs, "gigpo": NoArgs},
+    "advantage_fn": {"remax": NoArgs, "gigpo": NoArgs},
     "entropy_loss_fn": {"mix": NoArgs},
 }
 

@@ -36,7 +36,11 @@ class InferenceBase(Variant):
     # Whether the run's engines and trainer hold GPUs of its own cluster (where there are any): what its GPU
     # seconds count (tracking/usage.py); a service's GPUs are not counted.
     HOLDS_GPUS: ClassVar[bool] = True
+    # Whether engines of this type can be auxiliary models, and whether a rollout model of this type has them
+    # started beside it (explorer.auxiliary_models: the local policy's vLLM engines).
+    AUXILIARY: ClassVar[bool] = False
     SETTINGS: ClassVar[dict[str, Entry]] = {}
+    AUXILIARY_SETTINGS: ClassVar[dict[str, Entry]] = {}  # an auxiliary model's entries that differ from SETTINGS
 
     def check(self, r: Resolver) -> None:
         """This engine's own rules (for the rollout model), run by schemas/rules.py."""
@@ -45,8 +49,16 @@ class InferenceBase(Variant):
         """GPUs its engines take."""
         return 0
 
+    def auxiliary_name(self) -> str:
+        """The name an auxiliary model is known by: its `name`, else the last part of its model_path."""
+        return self.name or str(self.model_path or "").rstrip("/").rsplit("/", 1)[-1]
+
     model_path: str | None = Field(
         None, description="Only for auxiliary models; the rollout model always serves model.model_path."
+    )
+    name: str | None = Field(
+        None, description="Only for auxiliary models: the name workflows and the endpoint know it by; None: the last "
+        "part of its model_path."
     )
     engine_num: int = Field(1, ge=1, description="Number of engines.")
     seed: int = Field(42, description="Sampling seed.")
@@ -88,8 +100,10 @@ class InferenceBase(Variant):
 class VllmModelConfig(InferenceBase):
     """vLLM engines, each a Ray actor (GPUs, or vLLM's CPU build)."""
 
+    AUXILIARY: ClassVar[bool] = True
     SETTINGS: ClassVar[dict[str, Entry]] = {
         "model_path": refused("the rollout model always serves model.model_path"),
+        "name": refused("the rollout model is served as model.model_path and 'policy'; name is for auxiliary models"),
         "engine_num": honoured("backends/local/policy.py"),
         "seed": honoured("backends/local/vllm_engine.py"),
         "enable_thinking": honoured("tasks/rollouts.py", note="passed to the chat template"),
@@ -111,6 +125,13 @@ class VllmModelConfig(InferenceBase):
         "enforce_eager": honoured("backends/local/vllm_engine.py"),
         "enable_prefix_caching": honoured("backends/local/vllm_engine.py"),
         "enable_chunked_prefill": honoured("backends/local/vllm_engine.py"),
+    }
+    # An auxiliary model (explorer.auxiliary_models) reads the same settings, but these differently.
+    AUXILIARY_SETTINGS: ClassVar[dict[str, Entry]] = {
+        "model_path": honoured("backends/local/vllm_engine.py"),
+        "name": honoured("backends/local/vllm_engine.py", note="served model name; auxiliary_name() here"),
+        "enable_thinking": warned("no workflow renders a chat for an auxiliary model: the teacher scores the "
+                                  "student's own tokens"),
     }
 
     engine_type: Literal["vllm"] = Field("vllm", description="vLLM engines.")
@@ -155,6 +176,7 @@ class TinkerSamplerConfig(InferenceBase):
     HOLDS_GPUS: ClassVar[bool] = False  # the service samples and trains
     SETTINGS: ClassVar[dict[str, Entry]] = {
         "model_path": refused("the rollout model always serves model.model_path"),
+        "name": refused("the rollout model is served as model.model_path and 'policy'; name is for auxiliary models"),
         "engine_num": warned("Tinker's sampler is one service (no engines to count)"),
         "seed": honoured("backends/tinker/policy.py", note="seeds each request's sampling seed"),
         "enable_thinking": honoured("tasks/rollouts.py", note="passed to the chat template"),

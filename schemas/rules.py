@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from algorithms import is_preference_loss
+from algorithms.advantage.distill import needs_teacher
 from algorithms.advantage.gae import needs_critic
 from algorithms.registry import is_off
 from schemas import support
@@ -163,6 +164,10 @@ def _algorithm(r: Resolver) -> None:
     if needs_critic(alg) and not is_off(alg.kl_penalty_fn) and alg.kl_penalty_fn_args.get("kl_coef", 0.0):
         r.error("algorithm.kl_penalty_fn", f"{alg.kl_penalty_fn!r}: a KL penalty in the reward is not built with "
                 "advantage_fn 'ppo' (GAE would take it per token); use kl_loss_fn (KL in the loss) instead")
+    if needs_teacher(alg) and not is_off(alg.kl_penalty_fn) and alg.kl_penalty_fn_args.get("kl_coef", 0.0):
+        r.error("algorithm.kl_penalty_fn", f"{alg.kl_penalty_fn!r}: advantage_fn {alg.advantage_fn!r} takes its "
+                "advantages from the teacher, not from rewards, so a KL penalty in the reward would change nothing; "
+                "use kl_loss_fn (KL to the reference in the loss)")
     if alg.repeat_times is None:  # no preset value (cannot happen for built-ins); keep the type promise
         r.derive(alg, "repeat_times", 1, "algorithm.repeat_times", "no preset group size")
     if alg.filter_groups.enable is None:
@@ -469,12 +474,33 @@ def _pair_columns(r: Resolver, fmt: FormatConfig, path: str) -> None:
 
 
 # ----------------------------------------------------------------------------- explorer, monitor
+# An auxiliary model's engine settings it leaves unset are the rollout model's (on CPU, vLLM's default memory
+# share would take 90 % of the machine's RAM for each engine).
+ENGINE_SETTINGS_SHARED = ("gpu_memory_utilization", "kv_cache_memory_gb", "dtype", "enforce_eager",
+                          "enable_prefix_caching", "enable_chunked_prefill")
 def _explorer(r: Resolver) -> None:
     c = r.config
     e = c.explorer
     for i, aux in enumerate(e.auxiliary_models):
         if not aux.model_path:
             r.error(f"explorer.auxiliary_models.{i}.model_path", "required for an auxiliary model")
+        if type(aux) is type(e.rollout_model):  # what it leaves unset is as the rollout engines run (memory, dtype)
+            for name in ENGINE_SETTINGS_SHARED:
+                if name in type(aux).model_fields and name not in aux.model_fields_set:
+                    r.derive(aux, name, getattr(e.rollout_model, name), f"explorer.auxiliary_models.{i}.{name}",
+                             f"explorer.rollout_model.{name}")
+        if not aux.AUXILIARY:
+            r.error(f"explorer.auxiliary_models.{i}.engine_type", f"an auxiliary model runs on vLLM engines; "
+                    f"{aux.engine_type!r} engines are not started as auxiliary models")
+    if e.auxiliary_models and not e.rollout_model.AUXILIARY:
+        r.error("explorer.auxiliary_models", f"auxiliary models start beside a local policy's vLLM engines; the "
+                f"{e.rollout_model.engine_type!r} policy samples on its service and starts none")
+    names = [aux.auxiliary_name() for aux in e.auxiliary_models if aux.model_path]
+    if len(set(names)) != len(names):
+        r.error("explorer.auxiliary_models", f"two auxiliary models share a name ({', '.join(names)}): set `name` on each")
+    if needs_teacher(c.algorithm) and c.mode in EXPLORING_MODES and not e.auxiliary_models:
+        r.error("explorer.auxiliary_models", f"algorithm.advantage_fn {c.algorithm.advantage_fn!r} learns from a "
+                "teacher's log-probs: list the teacher here (its model_path; the first auxiliary model is the teacher)")
     _openai_api(r)
     e.rollout_model.check(r)  # the chosen engine's own rules (schemas/explorer.py)
 

@@ -144,14 +144,10 @@ ONLY_PREFERENCE = "only a preference loss (algorithm_type dpo, policy_loss_fn dp
 # Trinity adapts the coefficient of the reward's KL penalty only (its kl_loss_fn keeps kl_coef fixed).
 ADAPTIVE_LOSS_KL = ("an adaptive coefficient applies to kl_penalty_fn (KL in the reward), as in Trinity; kl_loss_fn "
                     "takes a fixed kl_coef")
-NO_AUXILIARY = ("auxiliary models are not built: no engine starts for them and no workflow calls them "
-                "(q20's answerer is its rule-based oracle over data/q20/entities.json)")
 RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite buffer "
              "(buffer/experiences.db in the experiment folder)")
 NO_CRITIC = ("no critic is trained: only advantage_fn 'ppo' (GAE, the ppo preset) uses one; the setting has no "
              "effect")
-NEEDS_TEACHER = ("needs a teacher model's logprobs of each sampled token (explorer.auxiliary_models), which are not "
-                 "built; use sft on the teacher's answers, or grpo")
 NEEDS_EXPERT_DATA = ("mixes expert SFT rows (buffer.trainer_input.auxiliary_buffers) into each RL batch through the "
                      "'mix' sample strategy, which is not built; run an sft stage, then a grpo stage")
 
@@ -216,8 +212,6 @@ SUPPORT: dict[str, Entry] = {
     "algorithm.filter_groups.metric": honoured("tasks/explore.py", "buffer/dynamic_sampling.py"),
     "algorithm.filter_groups.max_num_gen_batches": honoured("tasks/explore.py"),
     # presets: each either trains in tests/test_presets.py or is refused
-    "algorithm.algorithm_type[on_policy_distill]": refused(f"'on_policy_distill' {NEEDS_TEACHER}"),
-    "algorithm.algorithm_type[jsd]": refused(f"'jsd' {NEEDS_TEACHER}"),
     "algorithm.algorithm_type[mix]": refused(f"'mix' {NEEDS_EXPERT_DATA}"),
     "algorithm.algorithm_type[mix_chord]": refused(f"'mix_chord' {NEEDS_EXPERT_DATA}"),
     # sample strategies
@@ -285,7 +279,8 @@ SUPPORT: dict[str, Entry] = {
                                          note="retries of a workflow task, and of the explore/evaluate Prefect tasks"),
     "explorer.eval_interval": honoured("flows/rl.py", "flows/explorer.py"),
     "explorer.eval_on_startup": honoured("flows/rl.py", "flows/explorer.py", "flows/sft_warmup.py"),
-    "explorer.auxiliary_models": refused(NO_AUXILIARY),
+    "explorer.auxiliary_models": honoured("backends/local/policy.py", "tasks/rollouts.py",
+                                          note="vLLM engines of other models; the first is the distillation teacher"),
     # --------------------------------------------------------------------- trainer
     "trainer[*].save_interval": honoured("flows/stage.py"),
     "trainer[*].save_hf_checkpoint": honoured("flows/stage.py"),
@@ -330,11 +325,20 @@ for _tag, _variant in TRAINER_VARIANTS.items():
 for _tag, _engine in ENGINE_VARIANTS.items():
     SUPPORT[f"explorer.rollout_model[{_tag}]"] = honoured("backends/registry.py")
     SUPPORT |= {f"explorer.rollout_model[{_tag}].{_field}": _entry for _field, _entry in _engine.SETTINGS.items()}
+    # auxiliary models (docs/distill.md): engines of the types that can be one, with their own differences
+    _aux = f"explorer.auxiliary_models[][{_tag}]"
+    if _engine.AUXILIARY:
+        SUPPORT[_aux] = honoured("backends/registry.py", "backends/local/policy.py",
+                                 note="the type of the local policy's engines, which starts them beside its own")
+        SUPPORT |= {f"{_aux}.{_field}": _entry for _field, _entry in (_engine.SETTINGS | _engine.AUXILIARY_SETTINGS).items()}
+    else:
+        SUPPORT[_aux] = refused(f"an auxiliary model runs on vLLM engines; {_tag!r} engines are not started as one")
 
 # Presets that train: tests/test_presets.py runs a step of each.
 for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft"):
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
-for _preset in ("asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo"):  # Trinity's, added for issue 26
+# Trinity's, added for issue 26
+for _preset in ("asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo", "on_policy_distill", "jsd"):
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
 
 # Functions of the algorithm registries. Each function algorithms/ implements is honoured in its own module,
@@ -356,8 +360,6 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
     "advantage_fn": {
         "remax": refused("remax's baseline is a greedy rollout of each task, which the explorer does not sample; use "
                          "rloo or grpo"),
-        "on_policy_distill": refused(f"on-policy distillation {NEEDS_TEACHER}"),
-        "jsd": refused(f"JSD distillation {NEEDS_TEACHER}"),
         "gigpo": refused("GiGPO groups the steps of episodes by the environment state they reached, which the "
                          "workflows do not record; use step_wise_grpo or grpo"),
     },

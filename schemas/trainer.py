@@ -25,6 +25,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from pydantic import Field
 
 from algorithms import POLICY_LOSS_FNS, is_preference_loss
+from algorithms.advantage.distill import needs_teacher
 from algorithms.advantage.gae import needs_critic
 from algorithms.kl import VERL_ESTIMATORS
 from algorithms.registry import is_off
@@ -353,9 +354,10 @@ class TinkerTrainerConfig(TrainerBase):
         alg = c.algorithm
         if needs_critic(alg):
             pass  # refused by schemas/rules.py with NO_CRITIC
-        elif alg.advantage_fn == "on_policy_distill":
-            r.error("algorithm.advantage_fn", "'on_policy_distill' needs a teacher's logprobs, which the Tinker trainer "
-                                              "does not compute")
+        elif needs_teacher(alg):
+            r.error("algorithm.advantage_fn", f"{alg.advantage_fn!r} learns from a teacher's log-probs scored by auxiliary "
+                    "vLLM engines beside a local policy; the Tinker policy samples on its service, and its trainer "
+                    "takes one advantage per sequence (backends/tinker/losses.py); use trainer_type 'torch'")
         elif is_preference_loss(alg.policy_loss_fn):
             r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} needs the reference model's logprobs of each "
                     f"response: {NO_TINKER_REFERENCE}; use trainer_type 'torch'")

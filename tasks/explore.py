@@ -14,7 +14,7 @@ from buffer.taskset import TasksetReader, load_taskset
 from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
 from tasks.failures import transient_only
-from tasks.rollouts import run_workflows
+from tasks.rollouts import run_workflows, score_with_teacher
 from tasks.usage import SideUsage
 from workflows.multi_turn import episode_stats
 from workflows.runner import RunnerResult
@@ -74,8 +74,17 @@ def sample(config: ExperimentConfig, step: int, batches_before: int) -> tuple[Ru
 
 def fill_advantages(config: ExperimentConfig, experiences: list[Experience]) -> None:
     """Outcome advantages per group, computed where whole groups are at hand (as Trinity does). GAE
-    (advantage_fn 'ppo') needs the critic's values: the trainer computes those, and these stay None."""
+    (advantage_fn 'ppo') needs the critic's values: the trainer computes those, and these stay None.
+    A teacher's advantages (on_policy_distill, jsd) are per token, from `teacher_logprobs`."""
     if not experiences or algorithms.needs_critic(config.algorithm):
+        return
+    if algorithms.needs_teacher(config.algorithm):  # per token, from the teacher's log-probs
+        alg = config.algorithm
+        args = algorithms.ADVANTAGE_FNS.resolve_args(alg.advantage_fn, alg.advantage_fn_args)
+        for exp in experiences:
+            exp.token_advantages = algorithms.teacher_advantages(alg.advantage_fn, exp.logprobs, exp.teacher_logprobs or [],
+                                                                 args)
+            exp.advantage = sum(exp.token_advantages) / max(len(exp.token_advantages), 1)
         return
     rewards = torch.tensor([e.reward for e in experiences], dtype=torch.float32)
     mask = torch.ones((len(experiences), 1), dtype=torch.float32)
@@ -99,6 +108,8 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         batches_before = store.taskset_batches_before(step)
         usage = SideUsage(config, "explore")
         result, filled = sample(config, step, batches_before)
+        if algorithms.needs_teacher(config.algorithm):
+            score_with_teacher(config, result.experiences)
         used = usage.metrics("explore")
         for failure in result.failures:
             logger.warning("task %s failed: %s", failure.task_id, failure.error)
@@ -140,4 +151,16 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         **used,  # the engines' CPU seconds and GPUs
         **{f"explore/{k}": v for k, v in episode_stats(result.experiences).items()},  # multi-turn workflows
         **(filled.metrics() if filled is not None else {}),
+        **teacher_metrics(result.experiences),
     }
+
+
+def teacher_metrics(experiences: list[Experience]) -> dict[str, float]:
+    """How far the student's samples are from the teacher (on-policy distillation): the reverse KL estimate
+    per sequence (sum over its tokens of student − teacher log-prob), and per token."""
+    scored = [e for e in experiences if e.teacher_logprobs is not None]
+    if not scored:
+        return {}
+    gaps = [sum(e.logprobs) - sum(e.teacher_logprobs or ()) for e in scored]
+    tokens = sum(len(e.logprobs) for e in scored)
+    return {"explore/teacher_kl": sum(gaps) / len(gaps), "explore/teacher_kl_per_token": sum(gaps) / max(tokens, 1)}

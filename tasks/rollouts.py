@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from backends.errors import PartLost
 from backends.policy import policy_for
+from buffer.experience import Experience
 from buffer.taskset import Task
 from schemas import ExperimentConfig
 from tasks.setup import revive_engines
@@ -47,3 +48,19 @@ def run_workflows(
     if result.failures and (revived := revive_engines(config)):
         raise PartLost(f"rollout engine(s) {', '.join(revived)} died during the batch of step {step}: sampling it again")
     return result
+
+
+def score_with_teacher(config: ExperimentConfig, experiences: list[Experience]) -> None:
+    """Set each experience's `teacher_logprobs`: the first auxiliary model's log-prob of every response token
+    after the same prompt (on-policy distillation; the teacher shares the student's tokenizer)."""
+    if not experiences:
+        return
+    teachers = policy_for(config).auxiliary_engines(0)
+    sequences = [e.prompt_token_ids + e.response_token_ids for e in experiences]
+    starts = [len(e.prompt_token_ids) for e in experiences]
+    share = -(-len(sequences) // len(teachers))  # a slice per engine of the teacher
+    scored: list[list[float]] = []
+    for i, teacher in enumerate(teachers):
+        scored += teacher.score(sequences[i * share : (i + 1) * share], starts[i * share : (i + 1) * share])
+    for exp, logprobs in zip(experiences, scored, strict=True):
+        exp.teacher_logprobs = logprobs

@@ -360,7 +360,9 @@ def _config(**overrides: Any) -> ExperimentConfig:
     ({"explorer.rollout_model.enable_history": True}, "explorer.rollout_model.enable_history", "enable_openai_api"),
     ({"explorer.rollout_model.enable_openai_api": True, "explorer.rollout_model.enable_auto_tool_choice": True},
      "explorer.rollout_model.tool_call_parser", "required"),
-    ({"explorer.auxiliary_models": [{"model_path": "x"}]}, "explorer.auxiliary_models", "not built"),
+    ({"explorer.auxiliary_models": [{"model_path": "x"}, {"model_path": "y/x"}]}, "explorer.auxiliary_models",
+     "share a name"),
+    ({"algorithm.algorithm_type": "on_policy_distill"}, "explorer.auxiliary_models", "teacher"),
     ({"mode": "serve", "explorer.rollout_model.enable_openai_api": False}, "explorer.rollout_model.enable_openai_api",
      "serve"),
 ])

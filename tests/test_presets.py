@@ -31,14 +31,16 @@ from tasks.explore import fill_advantages
 # The presets with a runtime (each trains one step below), and those validation refuses.
 # Trinity-RFT's presets added for issue 26 (docs/trinity-parity.md) are the second line of TRAINED.
 TRAINED = ["grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft",
-           "asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo"]
-REFUSED = ["on_policy_distill", "jsd", "mix", "mix_chord"]
+           "asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo", "on_policy_distill", "jsd"]
+REFUSED = ["mix", "mix_chord"]
 
 
 def preset_config(preset: str, tmp: Path | None = None) -> ExperimentConfig:
     """The smoke recipe with only `algorithm_type` set in its algorithm section (the preset decides the
     rest); sft and dpo learn from a dataset, in mode train."""
     overrides: dict = {"algorithm": {"algorithm_type": preset}}
+    if preset in ("on_policy_distill", "jsd"):  # a teacher: the first auxiliary model (docs/distill.md)
+        overrides["explorer.auxiliary_models"] = [{"model_path": "HuggingFaceTB/SmolLM2-135M-Instruct"}]
     if preset in ("sft", "dpo"):
         overrides |= {"mode": "train", "buffer.train_batch_size": 4, "buffer.trainer_input.experience_buffer": {
             "path": str((tmp or Path(".")) / f"{preset}.jsonl"), "format": {"prompt_type": "plaintext"}}}
@@ -62,6 +64,9 @@ def scored_batch(config: ExperimentConfig) -> list[Experience]:
                 eid=f"t{task}/{i}", task_id=f"t{task}", group_id=f"g{task}",
                 prompt_token_ids=[1, 9690, 198, 2683, 314, 216, 33 + task], response_token_ids=response,
                 logprobs=[-1.0 - 0.1 * i] * len(response), reward=float((i + task) % 2) + 0.1 * i,
+                # what the teacher scored (distillation presets): surer of some tokens, less of others
+                teacher_logprobs=[-0.5 - 0.3 * ((i + j) % 3) for j in range(len(response))]
+                if algorithms.needs_teacher(config.algorithm) else None,
             ))
     return out
 
@@ -108,9 +113,9 @@ def test_preset_without_a_runtime_is_refused_naming_algorithm_type(preset: str) 
 
 
 def test_rft_validate_refuses_a_preset_without_a_runtime():
-    result = CliRunner().invoke(app, ["validate", "smoke", "--set", "algorithm.algorithm_type=jsd"])
+    result = CliRunner().invoke(app, ["validate", "smoke", "--set", "algorithm.algorithm_type=mix"])
     assert result.exit_code == 1
-    assert "algorithm.algorithm_type: 'jsd' needs a teacher model's logprobs" in " ".join(result.output.split())
+    assert "algorithm.algorithm_type: 'mix' mixes expert SFT rows" in " ".join(result.output.split())
 
 
 # ----------------------------------------------------------------------------- a whole run (slow)

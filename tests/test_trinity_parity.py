@@ -22,10 +22,13 @@ TRINITY_ALGORITHM_TYPES = [
     "sft", "ppo", "grpo", "reinforceplusplus", "rloo", "opmd", "asymre", "dpo", "topr", "cispo", "gspo", "sapo",
     "mix", "mix_chord", "raft", "sppo", "rec", "multi_step_grpo", "on_policy_distill", "jsd", "dapo",
 ]
-REFUSED_TYPES = {"on_policy_distill": "teacher", "jsd": "teacher", "mix": "expert", "mix_chord": "expert"}
+REFUSED_TYPES = {"mix": "expert", "mix_chord": "expert"}
+# The distillation presets learn from a teacher: the first auxiliary model (here the smoke model itself).
+_TEACHER = {"explorer.auxiliary_models": [{"model_path": "HuggingFaceTB/SmolLM2-135M-Instruct", "name": "teacher"}]}
 # Presets that learn from a dataset only, in mode train (the smoke recipe is mode both): their dataset.
 DATASET_ONLY = {"dpo": {"mode": "train", "buffer.train_batch_size": 2,
-                        "buffer.trainer_input.experience_buffer": {"path": "pairs.jsonl", "format": {"prompt_type": "plaintext"}}}}
+                        "buffer.trainer_input.experience_buffer": {"path": "pairs.jsonl", "format": {"prompt_type": "plaintext"}}},
+                "on_policy_distill": _TEACHER, "jsd": _TEACHER}
 # The function registries: Trinity's names (and those issue 26 lists from later releases).
 TRINITY_FUNCTIONS = {
     "advantage_fn": ["ppo", "grpo", "grpo_verl", "step_wise_grpo", "reinforceplusplus", "reinforce", "remax", "rloo",
@@ -107,8 +110,7 @@ REFUSED = {  # example: {field: what the reason says}
                   "model.max_model_len": "cannot be derived"},
     "mix_chord": {"buffer.explorer_input.taskset.workflow_args.with_think": "<think>",
                   "algorithm.algorithm_type": "expert SFT rows"},
-    "grpo_gsm8k_ruler": {"buffer.explorer_input.default_workflow_type": "judge model",
-                         "explorer.auxiliary_models": "not built"},
+    "grpo_gsm8k_ruler": {"buffer.explorer_input.default_workflow_type": "judge model"},
     "grpo_frozen_lake": {"buffer.explorer_input.default_workflow_type": "environment"},
     "agentscope_react": {"buffer.explorer_input.taskset.default_workflow_type": "AgentScope"},
     "grpo_vlm": {"buffer.explorer_input.default_workflow_type": "images"},

@@ -20,6 +20,9 @@ class EngineClient(RolloutEngine):
     def generate(self, prompts: list[TokenIds], sampling: SamplingSettings) -> list[list[Sample]]:
         return ray.get(self.actor.generate.remote(prompts, sampling))
 
+    def score(self, sequences: list[TokenIds], starts: list[int]) -> list[list[float]]:
+        return ray.get(self.actor.score.remote(sequences, starts))
+
     def load_weights(self, weights: WeightsHandle) -> float:
         return ray.get(self.actor.load_weights.remote(weights))
 

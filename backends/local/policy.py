@@ -2,6 +2,7 @@
 
     {experiment_id}-rollout-{i}   a vLLM engine (backends.local.vllm_engine)
     {experiment_id}-trainer       the trainer (backends.local.trainer_actor, any TrainerBackend)
+    {experiment_id}-aux{j}-{i}    a vLLM engine of auxiliary model j (explorer.auxiliary_models): never synced
 
 Resources are decided here, from the config and the cluster: GPUs per engine and for the trainer, and
 on CPU how the cores are shared — all of them to each side when explorer and trainer take turns, a
@@ -102,6 +103,14 @@ class LocalPolicy(Policy):
     def engine_names(self) -> list[str]:
         return [f"{self.experiment}-rollout-{i}" for i in range(self.config.explorer.rollout_model.engine_num)]
 
+    def auxiliary_names(self, index: int) -> list[str]:
+        aux = self.config.explorer.auxiliary_models[index]
+        return [f"{self.experiment}-aux{index}-{i}" for i in range(aux.engine_num)]
+
+    @property
+    def _all_auxiliary_names(self) -> list[str]:
+        return [n for j in range(len(self.config.explorer.auxiliary_models)) for n in self.auxiliary_names(j)]
+
     @property
     def trainer_name(self) -> str:
         return f"{self.experiment}-trainer"
@@ -164,7 +173,17 @@ class LocalPolicy(Policy):
         plan = self.plan()
         settings = vllm_engine.EngineSettings.from_config(self.config, model_dir)
         vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus, plan.spread)
-        return self.engine_names
+        for j in range(len(self.config.explorer.auxiliary_models)):
+            self._start_auxiliary(j)
+        return self.engine_names + self._all_auxiliary_names
+
+    def _start_auxiliary(self, index: int, names: list[str] | None = None) -> None:
+        """Auxiliary model `index`'s engines; on CPU each computes with every core, like a rollout engine (a
+        teacher scores after the sampling, not beside it)."""
+        aux, plan = self.config.explorer.auxiliary_models[index], self.plan()
+        settings = vllm_engine.EngineSettings.for_auxiliary(self.config, index)
+        vllm_engine.start_engine_actors(settings, names or self.auxiliary_names(index), plan.engine_threads,
+                                        aux.tensor_parallel_size if plan.engine_gpus else 0, plan.spread)
 
     def start_trainer(self, model_dir: str, total_steps: int) -> str:
         plan = self.plan()
@@ -180,10 +199,13 @@ class LocalPolicy(Policy):
     def engines(self) -> list[EngineClient]:
         return [EngineClient(name) for name in self.engine_names]
 
+    def auxiliary_engines(self, index: int) -> list[EngineClient]:
+        return [EngineClient(name) for name in self.auxiliary_names(index)]
+
     def cpu_seconds(self, side: str) -> float:
         if side != "explore":
             return super().cpu_seconds(side)
-        return sum(self._engine_cpu_seconds(name) for name in self.engine_names)
+        return sum(self._engine_cpu_seconds(name) for name in self.engine_names + self._all_auxiliary_names)
 
     @staticmethod
     def _engine_cpu_seconds(name: str) -> float:
@@ -211,9 +233,17 @@ class LocalPolicy(Policy):
 
     def revive(self) -> list[str]:
         ray_cluster.check_cluster_alive()  # a lost cluster is named, not revived into
+        dead_aux = {j: [n for n in self.auxiliary_names(j) if not self._alive(n)]
+                    for j in range(len(self.config.explorer.auxiliary_models))}
+        for j, names in dead_aux.items():
+            if names:
+                logger.warning("auxiliary engines %s died: starting them again", ", ".join(names))
+                for name in names:
+                    vllm_engine.stop_engine_actor(name)
+                self._start_auxiliary(j, names)
         dead = [name for name in self.engine_names if not self._alive(name)]
         if not dead:
-            return []
+            return [n for names in dead_aux.values() for n in names]
         logger.warning("rollout engines %s died: starting them again", ", ".join(dead))
         for name in dead:  # a stuck one (it did not answer) is stopped first; a dead one is a no-op
             vllm_engine.stop_engine_actor(name)
@@ -241,8 +271,9 @@ class LocalPolicy(Policy):
 
     def release(self, engines: bool = True, trainer: bool = True) -> None:
         if ray_cluster.is_connected() and ray_cluster.answers():  # a lost cluster took its actors along
-            for name in ray_cluster.actor_names(f"{self.experiment}-rollout-") if engines else []:
-                vllm_engine.stop_engine_actor(name)
+            for prefix in (f"{self.experiment}-rollout-", f"{self.experiment}-aux") if engines else ():
+                for name in ray_cluster.actor_names(prefix):
+                    vllm_engine.stop_engine_actor(name)
             if trainer:
                 trainer_actor.stop_trainer_actor(self.trainer_name)
         # the weights are in the checkpoints; RAM is not kept for them

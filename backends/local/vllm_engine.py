@@ -76,10 +76,25 @@ class EngineSettings:
         """From an `ExperimentConfig`: explorer.rollout_model and model sections, and the schedule's sync method."""
         from backends.schedule import Schedule  # in the driver only: an engine's process never needs the schemas
 
-        rollout, model = config.explorer.rollout_model, config.model
+        return cls._of(config.explorer.rollout_model, config, model_dir or str(resolve_model_path(config.model.model_path)),
+                       Schedule.of(config).method, (config.model.model_path, "policy"))
+
+    @classmethod
+    def for_auxiliary(cls, config: Any, index: int) -> EngineSettings:
+        """Auxiliary model `index` (explorer.auxiliary_models): its own model, never synced. One token more
+        than the policy's context, so that it can score a whole rollout (prompt and response) as a prompt."""
+        aux = config.explorer.auxiliary_models[index]
+        settings = cls._of(aux, config, str(resolve_model_path(aux.model_path)), "checkpoint",
+                           (aux.auxiliary_name(), aux.model_path))
+        settings.max_model_len += 1
+        return settings
+
+    @classmethod
+    def _of(cls, rollout: Any, config: Any, model_path: str, sync_method: str, names: tuple[str, ...]) -> EngineSettings:
+        model = config.model
         max_model_len = model.max_model_len or (model.max_prompt_tokens + model.max_response_tokens)
         return cls(
-            model_path=model_dir or str(resolve_model_path(model.model_path)),
+            model_path=model_path,
             max_model_len=int(max_model_len),
             tensor_parallel_size=rollout.tensor_parallel_size,
             gpu_memory_utilization=rollout.gpu_memory_utilization,
@@ -89,7 +104,7 @@ class EngineSettings:
             enforce_eager=rollout.enforce_eager,
             enable_prefix_caching=rollout.enable_prefix_caching,
             enable_chunked_prefill=rollout.enable_chunked_prefill,
-            sync_method=Schedule.of(config).method,
+            sync_method=sync_method,
             enable_openai_api=rollout.enable_openai_api,
             enable_history=rollout.enable_history,
             openai_api_host=rollout.openai_api_host,
@@ -98,7 +113,7 @@ class EngineSettings:
             openai_max_concurrent_requests=rollout.openai_max_concurrent_requests,
             openai_max_request_bytes=rollout.openai_max_request_bytes,
             openai_max_tokens=int(rollout.openai_max_tokens or model.max_response_tokens),
-            served_model_names=(model.model_path, "policy"),
+            served_model_names=names,
             chat_template=model.custom_chat_template,
             enable_auto_tool_choice=rollout.enable_auto_tool_choice,
             tool_call_parser=rollout.tool_call_parser,
@@ -196,6 +211,24 @@ class VLLMEngine(RolloutEngine):
                 samples.append(Sample(list(ids), tokens, logprobs, str(completion.finish_reason), completion.text))
             results.append(samples)
         return results
+
+    def score(self, sequences: list[TokenIds], starts: list[int]) -> list[list[float]]:
+        from vllm import SamplingParams, TokensPrompt
+
+        # One token is generated and thrown away: vLLM returns prompt log-probs only with a request to sample.
+        params = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
+        prompts = [list(ids) for ids in sequences]
+        if self.server is None:
+            outputs = self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompts], params, use_tqdm=False)
+        else:
+            outputs = generate_on_loop(self.server.loop, self.llm, prompts, params)
+        scored = []
+        for ids, start, request in zip(prompts, starts, outputs, strict=True):
+            steps = request.prompt_logprobs or []
+            if len(steps) != len(ids) or not 0 < start <= len(ids):
+                raise RuntimeError(f"{self.name}: {len(steps)} prompt log-probs for {len(ids)} tokens (from {start})")
+            scored.append([steps[i][ids[i]].logprob for i in range(start, len(ids))])
+        return scored
 
     def load_weights(self, weights: WeightsHandle) -> float:
         start = time.perf_counter()

@@ -50,7 +50,8 @@ def memory_staging_dir(experiment_id: str) -> Path:
 def remove_shared_memory(experiment_id: str, engines: bool = True, staging: bool = True) -> None:
     """Free what the experiment holds in RAM-backed /dev/shm: the serve folders of its engines (also of
     engines that died while starting) and the trainer's staging folder. Each is ~the model's size in RAM."""
-    paths = ([SHM_ROOT / experiment_id] if staging else []) + (list(SHM_ROOT.glob(f"{experiment_id}-rollout-*")) if engines else [])
+    engine_dirs = [p for part in ("rollout-", "aux") for p in SHM_ROOT.glob(f"{experiment_id}-{part}*")]
+    paths = ([SHM_ROOT / experiment_id] if staging else []) + (engine_dirs if engines else [])
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
 

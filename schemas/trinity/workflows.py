@@ -33,7 +33,8 @@ _ENV = ("it plays a text-game environment (ALFWorld, ScienceWorld, WebShop or Fr
         "and no workflow here drives; the multi-turn workflows here are q20 and gsm8k_tool_agent")
 _AGENTSCOPE = ("an AgentScope agent: AgentScope is not installed; gsm8k_tool_agent is this project's tool-calling agent, "
                "and algorithm multi_step_grpo trains multi-turn episodes")
-_JUDGE = ("a judge model (explorer.auxiliary_models) scores each group's responses; auxiliary models are not built")
+_JUDGE = ("a judge model (explorer.auxiliary_models) scores each group's responses; auxiliary models start here, but "
+          "no workflow asks one to judge yet")
 R3L = "R3L's RAFT baseline workflow (its own prompts and reward for its task, Trinity's example code); not built"
 # Trinity's workflows named by its example configs that no workflow here stands for: {name: why}.
 NOT_BUILT: dict[str, str] = {
@@ -46,8 +47,12 @@ NOT_BUILT: dict[str, str] = {
                           "not built",
     **dict.fromkeys(("math_ruler_workflow", "medicine_ruler_workflow", "rubric_judge_workflow"), _JUDGE),
     "math_trainable_ruler_workflow": "the policy also judges its own group (trainable RULER) and learns from that; not built",
-    "learn2ask_workflow": "a user-simulator model (explorer.auxiliary_models) rates each question; auxiliary models are "
-                          "not built",
+    "learn2ask_workflow": "a user-simulator model (explorer.auxiliary_models) rates each question; no workflow here "
+                          "drives one",
+    **dict.fromkeys(("on_policy_distill_workflow", "async_on_policy_distill_workflow", "on_policy_distill_math_workflow",
+                     "async_on_policy_distill_math_workflow"),
+                    "here the teacher (the first of explorer.auxiliary_models) scores the samples of any workflow when "
+                    "algorithm_type is on_policy_distill or jsd: run math_workflow"),
     "bcp_simple_react_workflow": "a search agent over a BrowseComp-Plus index, which is not installed",
     "toolcall_workflow": "it scores function calls against a tools column (format.tools_key), which no workflow here "
                          "reads; gsm8k_tool_agent's calculator is in its code",
