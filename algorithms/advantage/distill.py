@@ -5,7 +5,7 @@ For each sampled token t with the student's sampling log-prob s_t and the teache
     on_policy_distill:  A_t = kl_coef · (q_t − s_t)            (minus the per-token reverse KL)
     jsd:                A_t = −kl_coef · [λ·p/m·log(p/m) + (1−λ)·q/m·log(q/m)],  m = (p + q)/2
 with p = exp(s_t), q = exp(q_t). The teacher is an auxiliary model (explorer.auxiliary_models) that scores
-each experience on the explorer (tasks/teacher.py); the trainer then sees ordinary per-token advantages.
+each experience on the explorer (tasks/rollouts.py `score_with_teacher`); the trainer then sees ordinary per-token advantages.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ def teacher_advantages(name: str, student: list[float], teacher: list[float], ar
     lam = float(args.get("lambda_coef", 0.5))
     out = []
     for s, q in zip(student, teacher, strict=True):
-        m = max(s, q) + math.log((math.exp(s - max(s, q)) + math.exp(q - max(s, q))) / 2)  # log of the mixture
+        top = max(s, q)
+        m = top + math.log((math.exp(s - top) + math.exp(q - top)) / 2)  # log of the mixture, without overflow
         out.append(-coef * (lam * math.exp(s - m) * (s - m) + (1 - lam) * math.exp(q - m) * (q - m)))
     return out

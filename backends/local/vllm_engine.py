@@ -183,7 +183,7 @@ class VLLMEngine(RolloutEngine):
     # --- RolloutEngine -------------------------------------------------------------------------
 
     def generate(self, prompts: list[TokenIds], sampling: SamplingSettings) -> list[list[Sample]]:
-        from vllm import SamplingParams, TokensPrompt
+        from vllm import SamplingParams
 
         params = SamplingParams(
             n=sampling.n,
@@ -196,10 +196,7 @@ class VLLMEngine(RolloutEngine):
             stop_token_ids=list(sampling.stop_token_ids) or None,
             logprobs=0,  # the sampled token's own logprob only
         )
-        if self.server is None:
-            outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for ids in prompts], params, use_tqdm=False)
-        else:  # the engine loop owns the engine: batch calls and HTTP requests are scheduled together
-            outputs = generate_on_loop(self.server.loop, self.llm, [list(ids) for ids in prompts], params)
+        outputs = self._run([list(ids) for ids in prompts], params)
         results: list[list[Sample]] = []
         for ids, request in zip(prompts, outputs, strict=True):
             samples = []
@@ -213,15 +210,12 @@ class VLLMEngine(RolloutEngine):
         return results
 
     def score(self, sequences: list[TokenIds], starts: list[int]) -> list[list[float]]:
-        from vllm import SamplingParams, TokensPrompt
+        from vllm import SamplingParams
 
         # One token is generated and thrown away: vLLM returns prompt log-probs only with a request to sample.
         params = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
         prompts = [list(ids) for ids in sequences]
-        if self.server is None:
-            outputs = self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompts], params, use_tqdm=False)
-        else:
-            outputs = generate_on_loop(self.server.loop, self.llm, prompts, params)
+        outputs = self._run(prompts, params)
         scored = []
         for ids, start, request in zip(prompts, starts, outputs, strict=True):
             steps = request.prompt_logprobs or []
@@ -297,6 +291,15 @@ class VLLMEngine(RolloutEngine):
         )
         logger.info("%s: OpenAI-compatible endpoint at %s", self.name, server.start())
         return server
+
+    def _run(self, prompts: list[TokenIds], params: Any) -> list[Any]:
+        """vLLM's outputs for token-id prompts: directly, or through the engine loop once the endpoint owns the
+        engine (batch calls and HTTP requests are then scheduled together)."""
+        from vllm import TokensPrompt
+
+        if self.server is None:
+            return self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompts], params, use_tqdm=False)
+        return generate_on_loop(self.server.loop, self.llm, prompts, params)
 
     def _on_engine(self, fn: Any) -> Any:
         """Run engine work where it is safe: here, or on the engine loop's thread once the server runs."""
