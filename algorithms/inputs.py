@@ -27,6 +27,12 @@ class LossInputs:
     entropy: torch.Tensor | None = None  # per-token entropy, when an entropy term is on
     global_num_tokens: int | None = None
     global_num_seqs: int | None = None
+    # The mix family (algorithms/policy_loss/mix.py): which rows are expert (SFT) rows [B] bool, and the
+    # whole batch's counts of the expert rows' tokens / sequences (each part is normalised over its own rows).
+    expert_mask: torch.Tensor | None = None
+    global_expert_tokens: int | None = None
+    global_expert_seqs: int | None = None
+    step: int = 0  # the train step being taken (1-based): a loss with a schedule (mix_chord's μ) reads it
 
     def validate(self) -> None:
         shape = self.logprobs.shape
@@ -36,6 +42,26 @@ class LossInputs:
             value = getattr(self, name)
             if value is not None and value.shape != shape:
                 raise ValueError(f"LossInputs.{name} has shape {tuple(value.shape)}, expected {tuple(shape)}")
+        if self.expert_mask is not None and tuple(self.expert_mask.shape) != (shape[0],):
+            raise ValueError(f"LossInputs.expert_mask has shape {tuple(self.expert_mask.shape)}, expected ({shape[0]},)")
+
+    def rows(self, expert: bool) -> LossInputs:
+        """The expert rows (or the others) as inputs of their own, normalised by that part's whole-batch
+        counts: summed over micro-batches, a loss of them is that part's loss over the whole batch."""
+        if self.expert_mask is None:
+            raise ValueError("LossInputs.expert_mask is None: the mix losses need the mix sample strategy's expert rows")
+        keep = self.expert_mask if expert else ~self.expert_mask
+        tokens, seqs = self.global_expert_tokens, self.global_expert_seqs
+        if not expert and self.global_num_tokens is not None:
+            tokens = self.global_num_tokens - (tokens or 0)
+            seqs = (self.global_num_seqs or 0) - (seqs or 0)
+        pick = lambda t: None if t is None else t[keep]  # noqa: E731
+        return LossInputs(
+            logprobs=self.logprobs[keep], old_logprobs=self.old_logprobs[keep], advantages=self.advantages[keep],
+            response_mask=self.response_mask[keep], ref_logprobs=pick(self.ref_logprobs), entropy=pick(self.entropy),
+            global_num_tokens=tokens if self.global_num_tokens is not None else None,
+            global_num_seqs=seqs if self.global_num_tokens is not None else None, step=self.step,
+        )
 
     def batch_info(self) -> dict[str, int | None]:
         """Keyword arguments for veRL's ``agg_loss`` (single process: dp_size 1)."""

@@ -79,7 +79,8 @@ def compute_loss(algorithm, inputs: LossInputs) -> tuple[torch.Tensor, dict[str,
         raise ValueError(f"algorithm.entropy_loss_fn is {ent[0]!r} but LossInputs.entropy is None")
     if inputs.entropy is not None:
         ent_name = ent[0] if ent is not None else "default"
-        entropy = aggregate(ENTROPY_LOSS_FNS[ent_name](inputs.entropy), inputs, agg_mode, scale)
+        matrix, over = ENTROPY_LOSS_FNS[ent_name](inputs)
+        entropy = aggregate(matrix, over, agg_mode, scale)
         if ent is not None:
             loss = loss - ent[1] * entropy
         metrics["entropy"] = entropy.item()

@@ -30,6 +30,7 @@ class TrainBatch:
     response_width: int
     shared_prompt: torch.Tensor | None = None  # [P]: the one prompt of every row, when they share it
     rewards: torch.Tensor | None = None  # [B]: each experience's reward (a critic's GAE places it per token)
+    expert_mask: torch.Tensor | None = None  # [B] bool: the mix strategy's expert rows (tasks/expert.py)
 
     @property
     def num_tokens(self) -> int:
@@ -76,6 +77,7 @@ def collate(experiences: list[Experience], pad_token_id: int) -> TrainBatch:
         response_width=response_width,
         shared_prompt=input_ids[0, :prompt_width] if _one_prompt(experiences) else None,
         rewards=torch.tensor([float(e.reward) for e in experiences], dtype=torch.float32),
+        expert_mask=torch.tensor([e.expert for e in experiences], dtype=torch.bool),
     )
 
 

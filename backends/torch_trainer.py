@@ -34,9 +34,11 @@ if TYPE_CHECKING:
 
 CHECKPOINT_FORMAT = "rft-torch-v1"
 # Policy losses proportional to the advantage: a zero-advantage sample has zero loss and gradient.
-ZERO_ADVANTAGE_LOSSES = frozenset({"ppo", "gspo", "cispo"})
+ZERO_ADVANTAGE_LOSSES = frozenset({"ppo", "gspo", "cispo", "mix", "mix_chord"})  # mix: of the sampled rows
 # Metrics compute_loss normalises by whole-batch counts (aggregated like the loss): summed over micro-batches.
 WHOLE_BATCH_METRICS = frozenset({"entropy"})
+# Metrics that are one value per step (a loss's scheduled coefficient): taken as they are.
+STEP_METRICS = frozenset({"mu"})
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _SCHEDULERS = {"constant": "constant_with_warmup", "cosine": "cosine_with_min_lr"}
 # Both names mean AdamW (decoupled weight decay), as in veRL, whose "adam" is torch's AdamW too.
@@ -124,6 +126,10 @@ class TorchTrainer(TrainerBackend):
             "global_num_tokens": sum(sum(e.response_mask) for e in batch),
             "global_num_seqs": sum(1 for e in batch if any(e.response_mask)),
         }
+        experts = {  # the mix strategy's expert rows: the mix losses normalise them apart (LossInputs.rows)
+            "global_expert_tokens": sum(sum(e.response_mask) for e in batch if e.expert),
+            "global_expert_seqs": sum(1 for e in batch if e.expert and any(e.response_mask)),
+        }
         trained = [e for e in batch if not self._adds_nothing(e)]
         pairs = algorithms.is_preference_loss(self.algorithm.policy_loss_fn)  # dpo: the rows are (chosen, rejected)
         chunks = micro_batches(trained, self.config.trainer.micro_batch_size, pairs=pairs)
@@ -134,9 +140,12 @@ class TorchTrainer(TrainerBackend):
             for micro, advantages in zip(micros, token_advantages, strict=True):
                 micro.advantages = advantages
         for chunk, micro in zip(chunks, micros, strict=True):
-            loss, metrics = self._micro_step(micro, totals)
+            loss, metrics = self._micro_step(micro, totals | experts)
             loss.backward()
             for key, value in metrics.items():
+                if key in STEP_METRICS:
+                    sums[key] = value
+                    continue
                 # Loss terms and the entropy are already whole-batch normalised (they add up); the rest
                 # are per-micro-batch averages.
                 share = 1.0 if key.endswith("loss") or key in WHOLE_BATCH_METRICS else len(chunk) / len(batch)
@@ -259,6 +268,7 @@ class TorchTrainer(TrainerBackend):
             self.config.trainer.skip_zero_advantage
             and self.critic is None  # GAE gives every token its own advantage
             and exp.advantage == 0.0
+            and not exp.expert  # an expert row's loss is its likelihood
             and not any(exp.token_advantages or ())  # a teacher's advantages differ per token
             and self.algorithm.policy_loss_fn in ZERO_ADVANTAGE_LOSSES
             and self.reference is None
@@ -278,6 +288,8 @@ class TorchTrainer(TrainerBackend):
             response_mask=micro.response_mask.to(self.device),
             ref_logprobs=ref_logprobs,
             entropy=entropy,
+            expert_mask=micro.expert_mask.to(self.device) if micro.expert_mask is not None else None,
+            step=self._step + 1,
             **totals,
         )
         return algorithms.compute_loss(self.algorithm, inputs)

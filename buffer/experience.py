@@ -34,6 +34,8 @@ class Experience:
     # and the per-token advantages made from it (then `advantage` is their mean, for ordering and logs).
     teacher_logprobs: list[float] | None = None
     token_advantages: list[float] | None = None
+    # An expert (SFT) row the mix sample strategy added to the batch (tasks/expert.py): not sampled by the policy.
+    expert: bool = False
 
     def __post_init__(self) -> None:
         if not self.response_mask:

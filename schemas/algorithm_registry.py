@@ -25,12 +25,11 @@ from algorithms.registry import Args, NoArgs, Registry
 
 
 NOT_BUILT: dict[str, dict[str, type[Args]]] = {
-    # mix / mix_chord need expert SFT rows in the RL batch (the mix sample strategy).
     # clipb, clipv and m2po are names of Trinity-RFT releases after the sources read for docs/trinity-parity.md;
     # the arguments of these refused functions are not modelled (a refused function's arguments do not matter).
-    "policy_loss_fn": {"mix": NoArgs, "mix_chord": NoArgs, "clipb": NoArgs, "clipv": NoArgs, "m2po": NoArgs},
+    "policy_loss_fn": {"clipb": NoArgs, "clipv": NoArgs, "m2po": NoArgs},
     "advantage_fn": {"remax": NoArgs, "gigpo": NoArgs},
-    "entropy_loss_fn": {"mix": NoArgs},
+    "entropy_loss_fn": {},
 }
 
 
@@ -66,9 +65,14 @@ class PrioritySampleArgs(SampleArgs):
 
 
 class MixSampleArgs(Args):
-    """Mix expert (SFT) data into RL batches."""
+    """Add expert (SFT) rows to each RL batch (the mix family's losses train on both; docs/mix.md)."""
 
-    expert_data_ratio: float = Field(0.5, ge=0, le=1, description="Fraction of each batch drawn from expert data.")
+    expert_data_ratio: float = Field(
+        0.5, ge=0, lt=1, description="Fraction of each train batch that is expert rows: the batch is the step's "
+        "train_batch_size sampled experiences plus round(ratio / (1 − ratio) × train_batch_size) expert rows.")
+    sft_dataset_name: str = Field(
+        "sft_dataset", min_length=1, description="The buffer.trainer_input.auxiliary_buffers entry the expert rows "
+        "are read from (round and round, in order).")
 
 
 # The trainer's sampling strategies (tasks/train.py, buffer/experience_store.py).
@@ -163,7 +167,7 @@ ALGORITHM_PRESETS: dict[str, AlgorithmPreset] = {
     ),
     "rec": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="rec", policy_loss_fn="rec")),
     "multi_step_grpo": AlgorithmPreset(_preset(repeat_times=8, advantage_fn="step_wise_grpo")),
-    # The mix family: expert SFT data mixed into each RL batch (refused: schemas/support.py).
+    # The mix family: expert SFT rows added to each RL batch (algorithms/policy_loss/mix.py, docs/mix.md).
     "mix": AlgorithmPreset(_preset(repeat_times=8, advantage_fn="grpo", policy_loss_fn="mix", sample_strategy="mix",
                                    entropy_loss_fn="mix")),
     "mix_chord": AlgorithmPreset(_preset(repeat_times=8, advantage_fn="grpo", policy_loss_fn="mix_chord",

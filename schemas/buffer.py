@@ -173,6 +173,11 @@ class TrainerInput(Section):
         None, description="SFT data for a warm-up before RL (prefer a `stages:` entry with algorithm sft)."
     )
     sft_warmup_steps: int = Field(0, ge=0, description="Steps of SFT warm-up on sft_warmup_dataset.")
+    auxiliary_buffers: dict[str, StorageConfig] = Field(
+        default_factory=dict, description="Datasets the trainer reads beside its experiences, by name: the mix "
+        "sample strategy's expert rows (algorithm.sample_strategy_args.sft_dataset_name, default 'sft_dataset'; "
+        "docs/mix.md)."
+    )
 
 
 class BufferConfig(Section):

@@ -316,6 +316,7 @@ def _buffer(r: Resolver) -> None:
                 f"batches must hold whole groups for advantage_fn {alg.advantage_fn!r}")
     _explorer_input(r)
     _trainer_input(r)
+    _expert_rows(r)
     _held_out_kept_apart(r)
 
 
@@ -455,6 +456,40 @@ def _trainer_input(r: Resolver) -> None:
     if ti.sft_warmup_steps and ti.sft_warmup_dataset is None:
         r.error("buffer.trainer_input.sft_warmup_dataset",
                 f"required when buffer.trainer_input.sft_warmup_steps is {ti.sft_warmup_steps}")
+
+
+MIX_LOSSES = ("mix", "mix_chord")  # the losses that train on the mix strategy's expert rows (algorithms/policy_loss/mix.py)
+
+
+def _expert_rows(r: Resolver) -> None:
+    """The mix family: the mix sample strategy adds expert rows of an auxiliary buffer, which only a mix loss
+    trains on; each needs the other."""
+    alg = r.config.algorithm
+    ti = r.config.buffer.trainer_input
+    for name, dataset in ti.auxiliary_buffers.items():
+        path = f"buffer.trainer_input.auxiliary_buffers.{name}"
+        if not dataset.name:
+            r.derive(dataset, "name", name, f"{path}.name", "its key in auxiliary_buffers")
+        if not dataset.path:
+            r.error(f"{path}.path", "required: the dataset's file, folder or generator:NAME")
+        _generator_args(r, dataset, path)
+    mixing = alg.sample_strategy == "mix"
+    if mixing:
+        name = (alg.sample_strategy_args or {}).get("sft_dataset_name", "sft_dataset")
+        if name not in ti.auxiliary_buffers:
+            r.error(f"buffer.trainer_input.auxiliary_buffers.{name}",
+                    "required by algorithm.sample_strategy 'mix': the SFT dataset its expert rows are read from "
+                    f"(named by algorithm.sample_strategy_args.sft_dataset_name, {name!r})"
+                    + (f"; given: {sorted(ti.auxiliary_buffers)}" if ti.auxiliary_buffers else ""))
+        if alg.policy_loss_fn not in MIX_LOSSES:
+            r.error("algorithm.sample_strategy", f"'mix' adds expert rows, which only a mix loss trains on "
+                    f"(algorithm.policy_loss_fn {' or '.join(MIX_LOSSES)}; got {alg.policy_loss_fn!r})")
+        if r.config.mode not in EXPLORING_MODES or r.config.mode not in TRAINING_MODES:
+            r.error("algorithm.sample_strategy", f"'mix' adds expert rows to the batches of RL experiences; mode "
+                    f"must be 'both' (got {r.config.mode!r})")
+    elif alg.policy_loss_fn in MIX_LOSSES:
+        r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} trains on the sampled rows and the expert rows "
+                f"that algorithm.sample_strategy 'mix' adds (got {alg.sample_strategy!r})")
 
 
 def _pair_columns(r: Resolver, fmt: FormatConfig, path: str) -> None:

@@ -148,8 +148,6 @@ RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite 
              "(buffer/experiences.db in the experiment folder)")
 NO_CRITIC = ("no critic is trained: only advantage_fn 'ppo' (GAE, the ppo preset) uses one; the setting has no "
              "effect")
-NEEDS_EXPERT_DATA = ("mixes expert SFT rows (buffer.trainer_input.auxiliary_buffers) into each RL batch through the "
-                     "'mix' sample strategy, which is not built; run an sft stage, then a grpo stage")
 
 NO_BUDGET_CHECK = ("only a stage that trains (mode 'both' or 'train') keeps the usage ledger and stops at a budget; "
                    "an 'explore' run stops when its trainer does, 'bench' and 'serve' run to the end")
@@ -212,11 +210,7 @@ SUPPORT: dict[str, Entry] = {
     "algorithm.filter_groups.metric": honoured("tasks/explore.py", "buffer/dynamic_sampling.py"),
     "algorithm.filter_groups.max_num_gen_batches": honoured("tasks/explore.py"),
     # presets: each either trains in tests/test_presets.py or is refused
-    "algorithm.algorithm_type[mix]": refused(f"'mix' {NEEDS_EXPERT_DATA}"),
-    "algorithm.algorithm_type[mix_chord]": refused(f"'mix_chord' {NEEDS_EXPERT_DATA}"),
     # sample strategies
-    "algorithm.sample_strategy[mix]": refused("'mix' needs an expert-data buffer, which is not built; "
-                                              "use default, warmup or priority"),
     # KL as a reward penalty: applied by the trainers that hold the reference (backends/reward_kl.py)
     "algorithm.kl_penalty_fn[none]": honoured("algorithms/registry.py", note="is_off"),
     "algorithm.kl_penalty_fn[none].kl_coef": validated(note="must be 0 with 'none'"),
@@ -338,7 +332,8 @@ for _tag, _engine in ENGINE_VARIANTS.items():
 for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft"):
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
 # Trinity's, added for issue 26
-for _preset in ("asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo", "on_policy_distill", "jsd"):
+for _preset in ("asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo", "on_policy_distill", "jsd",
+                "mix", "mix_chord"):
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
 
 # Functions of the algorithm registries. Each function algorithms/ implements is honoured in its own module,
@@ -350,10 +345,9 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
         "warmup": honoured("tasks/train.py", note="the same as default: Trinity's warm-up data is not read here"),
         "priority": honoured("tasks/train.py"),
         "staleness_control": honoured("tasks/train.py", note="Trinity's name: default with max_staleness"),
+        "mix": honoured("tasks/train.py", note="the oldest untrained experiences, plus expert rows (tasks/expert.py)"),
     },
     "policy_loss_fn": {
-        "mix": refused(f"the mix loss {NEEDS_EXPERT_DATA}"),
-        "mix_chord": refused(f"the mix_chord loss {NEEDS_EXPERT_DATA}"),
         **{name: refused(f"Trinity-RFT's {name!r} loss is newer than the Trinity sources this project follows "
                          "(docs/trinity-parity.md); use ppo, cispo or gspo") for name in ("clipb", "clipv", "m2po")},
     },
@@ -367,12 +361,14 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
     "kl_penalty_fn": {name: honoured("algorithms/kl.py", "algorithms/kl_penalty.py")
                       for name in KL_FNS if name != "none"},
     "entropy_loss_fn": {"none": honoured("algorithms/registry.py", note="is_off"),
-                        "mix": refused(f"the mix entropy term {NEEDS_EXPERT_DATA}")},
+},
 }
 # Arguments read somewhere else than the function's own module.
 _ARGS: dict[str, Entry] = {
     "sample_strategy[*].max_staleness": honoured("tasks/train.py"),
     "sample_strategy[priority].priority_fn": honoured("tasks/train.py", "buffer/experience_store.py"),
+    "sample_strategy[mix].expert_data_ratio": honoured("tasks/expert.py"),
+    "sample_strategy[mix].sft_dataset_name": honoured("tasks/expert.py"),
     "policy_loss_fn[*].loss_agg_mode": honoured("algorithms/loss.py", "algorithms/aggregation.py"),
     "policy_loss_fn[ppo].clip_range": honoured("algorithms/verl_compat.py"),
     "policy_loss_fn[ppo].clip_range_low": honoured("algorithms/verl_compat.py"),
@@ -381,6 +377,10 @@ _ARGS: dict[str, Entry] = {
     "policy_loss_fn[gspo].clip_range": honoured("algorithms/verl_compat.py"),
     "policy_loss_fn[gspo].clip_range_low": honoured("algorithms/verl_compat.py"),
     "policy_loss_fn[gspo].clip_range_high": honoured("algorithms/verl_compat.py"),
+    # the mix losses' PPO part (algorithms/policy_loss/mix.py hands them to the ppo loss)
+    **{f"policy_loss_fn[{_mix}].{_arg}": honoured("algorithms/verl_compat.py", "algorithms/policy_loss/ppo.py")
+       for _mix in ("mix", "mix_chord") for _arg in ("clip_range", "clip_range_low", "clip_range_high", "clip_ratio_c",
+                                                     "enable_sequence_masking", "delta_sequence_masking")},
     "policy_loss_fn[cispo].clip_range_low": honoured("algorithms/verl_compat.py"),
     "policy_loss_fn[cispo].clip_range_high": honoured("algorithms/verl_compat.py"),
     "kl_loss_fn[*].kl_coef": honoured("algorithms/loss.py"),
@@ -498,6 +498,18 @@ SUPPORT |= {
     f"{_EB}.default_reward_fn_type": refused(NOT_TASKS),
     f"{_EB}.task_selector": refused("SFT rows are read in file order, batch after batch"),
 }
+# The trainer's auxiliary datasets are read by the SFT reader (tasks/sft.py) for the mix sample strategy: the same
+# entries as an SFT dataset's, without the warnings of an RL mode's experience buffer (which they are not).
+_AUX = "buffer.trainer_input.auxiliary_buffers"
+SUPPORT[_AUX] = honoured("tasks/expert.py").warn_if(
+    lambda v, c: c.algorithm.sample_strategy != "mix",
+    "read only by algorithm.sample_strategy 'mix' (its expert rows); no other strategy reads it")
+SUPPORT |= {f"{_AUX}[]{key.removeprefix(_EB)}": replace(entry, rules=tuple(r for r in entry.rules if r.when is not _rl_mode))
+            for key, entry in SUPPORT.items() if key.startswith(f"{_EB}.") and not key.endswith(("chosen_key", "rejected_key"))}
+SUPPORT[f"{_AUX}[].storage_type"] = warned("an auxiliary buffer is a dataset the trainer reads (its path); the "
+                                           "storage type does not matter")
+SUPPORT[f"{_AUX}[].format.chosen_key"] = warned("not read: expert rows are a prompt and a response (response_key)")
+SUPPORT[f"{_AUX}[].format.rejected_key"] = warned("not read: expert rows are a prompt and a response (response_key)")
 for _field in ("prompt_type", "prompt_key", "response_key", "system_prompt_key", "system_prompt", "messages_key",
                "chat_template"):
     SUPPORT[f"{_EB}.format.{_field}"] = SUPPORT[f"{_EB}.format.{_field}"].warn_if(_rl_mode, f"not used: {RL_BUFFER}")
@@ -572,7 +584,11 @@ def walk_model(model: type[BaseModel], prefix: str, skip: set[str] | None = None
         args = _union_args(ann)
         models = [a for a in (args or [ann]) if _is_model(a)]
         lists = [a for a in (args or [ann]) if typing.get_origin(a) is list]
-        if len(models) > 1:  # a tagged union of sections
+        dicts = [a for a in (args or [ann]) if typing.get_origin(a) is dict and _is_model(typing.get_args(a)[1])]
+        if dicts:  # a mapping of named sections (buffer.trainer_input.auxiliary_buffers): its items, like a list's
+            nodes.append(Node(key, name, "section", False))
+            nodes += walk_model(typing.get_args(dicts[0])[1], f"{key}[].")
+        elif len(models) > 1:  # a tagged union of sections
             nodes.append(Node(key, name, "section", False))
             for variant in models:
                 tag = _variant_tag(variant)
@@ -821,6 +837,10 @@ def _model_places(model: BaseModel, key_prefix: str, path_prefix_: str, skip: se
                 yield from _model_places(value, f"{vkey}.", f"{path}.")
             else:
                 yield from _model_places(value, f"{key}.", f"{path}.")
+        elif isinstance(value, dict) and value and all(isinstance(v, BaseModel) for v in value.values()):
+            yield _Place(key, path, value, default)
+            for item_name, item in value.items():
+                yield from _model_places(item, f"{key}[].", f"{path}.{item_name}.")
         elif isinstance(value, list) and value and all(isinstance(v, BaseModel) for v in value):
             yield _Place(key, path, value, default)
             for i, item in enumerate(value):

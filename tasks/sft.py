@@ -53,16 +53,18 @@ def supervised_row(
     )
 
 
-def dataset_key(config: ExperimentConfig, model_dir: str) -> tuple[str, str, int, int, str | None]:
-    """What the cached row loaders (SFT rows, DPO pairs) read: the dataset, the model's tokenizer, the lengths, the
-    model's template."""
+def dataset_key(
+    config: ExperimentConfig, model_dir: str, dataset: StorageConfig | None = None
+) -> tuple[str, str, int, int, str | None]:
+    """What the cached row loaders (SFT rows, DPO pairs) read: the dataset (by default the trainer's, else e.g. an
+    auxiliary buffer), the model's tokenizer, the lengths, the model's template."""
     model = config.model
-    return (sft_dataset(config).model_dump_json(), model_dir, model.max_prompt_tokens or 1024,
+    return ((dataset or sft_dataset(config)).model_dump_json(), model_dir, model.max_prompt_tokens or 1024,
             model.max_response_tokens or 1024, model.custom_chat_template)
 
 
 @functools.lru_cache(maxsize=4)
-def _examples(
+def supervised_examples(
     dataset_json: str, model_dir: str, max_prompt: int, max_response: int, model_template: str | None = None
 ) -> tuple[Experience, ...]:
     dataset = StorageConfig.model_validate_json(dataset_json)
@@ -90,7 +92,7 @@ def _examples(
 def sft_step(config: ExperimentConfig, step: int, model_dir: str) -> dict[str, float]:
     """One optimizer step on the next `train_batch_size` rows (the position follows from the step)."""
     started = time.perf_counter()
-    examples = _examples(*dataset_key(config, model_dir))
+    examples = supervised_examples(*dataset_key(config, model_dir))
     return train_on_rows(config, step, [(e,) for e in examples], started)
 
 

@@ -1,4 +1,5 @@
-"""Train: one optimizer step on the oldest untrained experiences of the buffer."""
+"""Train: one optimizer step on the oldest untrained experiences of the buffer (with the mix strategy, and
+expert rows of an SFT dataset)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from backends.policy import policy_for
 from buffer.experience_store import ExperienceStore
 from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
+from tasks.expert import expert_rows
 from tasks.usage import SideUsage
 
 
@@ -21,10 +23,10 @@ def max_staleness(config: ExperimentConfig) -> int | None:
 
 def take_order(config: ExperimentConfig) -> str:
     """The buffer order of algorithm.sample_strategy (ExperienceStore.ORDERS): default, warmup and
-    staleness_control (Trinity's name of default with max_staleness) take the oldest first; priority by
+    staleness_control (Trinity's name of default with max_staleness) and mix take the oldest first; priority by
     its priority_fn."""
     strategy = config.algorithm.sample_strategy
-    if strategy in ("default", "warmup", "staleness_control"):
+    if strategy in ("default", "warmup", "staleness_control", "mix"):  # mix: plus expert rows (tasks/expert.py)
         return "oldest"
     if strategy == "priority":
         return (config.algorithm.sample_strategy_args or {}).get("priority_fn", "newest")
@@ -48,8 +50,9 @@ def train_step(config: ExperimentConfig, step: int) -> dict[str, float]:
                 f"train step {step}: the experience buffer has nothing to train on"
                 + (f" ({skipped} experiences were staler than max_staleness {limit})" if skipped else "")
             )
+        experts = expert_rows(config, step, len(batch))  # the mix strategy's SFT rows, beside the sampled ones
         usage = SideUsage(config, "train")
-        metrics = policy_for(config).trainer.train_step(batch)
+        metrics = policy_for(config).trainer.train_step(batch + experts)
         used = usage.metrics("train")  # the trainer's CPU seconds and GPUs
         store.mark_trained([e.eid for e in batch], step)
     finally:
@@ -63,6 +66,7 @@ def train_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         "train/staleness_mean": sum(staleness) / len(staleness),
         "train/staleness_max": float(max(staleness)),
         "train/skipped_stale": float(skipped),
+        **({"train/expert_rows": float(len(experts))} if experts else {}),
         **used,
         "time/train_s": time.perf_counter() - started,
     }

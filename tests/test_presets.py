@@ -15,7 +15,6 @@ import math
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 from typer.testing import CliRunner
 
 import algorithms
@@ -24,15 +23,18 @@ from buffer.experience import Experience
 from checkpointing.models import resolve_model_path
 from cli.main import app
 from deployments import load_recipe
-from schemas import ExperimentConfig, describe_errors, support
+from schemas import ExperimentConfig, support
 from schemas.algorithm_registry import ALGORITHM_PRESETS
+from tasks.expert import expert_rows
 from tasks.explore import fill_advantages
 
 # The presets with a runtime (each trains one step below), and those validation refuses.
 # Trinity-RFT's presets added for issue 26 (docs/trinity-parity.md) are the second line of TRAINED.
 TRAINED = ["grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft",
-           "asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo", "on_policy_distill", "jsd"]
-REFUSED = ["mix", "mix_chord"]
+           "asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo", "on_policy_distill", "jsd",
+           "mix", "mix_chord"]
+REFUSED: list[str] = []
+MIX = ("mix", "mix_chord")  # expert rows of an SFT dataset join the batch (tasks/expert.py)
 
 
 def preset_config(preset: str, tmp: Path | None = None) -> ExperimentConfig:
@@ -41,10 +43,22 @@ def preset_config(preset: str, tmp: Path | None = None) -> ExperimentConfig:
     overrides: dict = {"algorithm": {"algorithm_type": preset}}
     if preset in ("on_policy_distill", "jsd"):  # a teacher: the first auxiliary model (docs/distill.md)
         overrides["explorer.auxiliary_models"] = [{"model_path": "HuggingFaceTB/SmolLM2-135M-Instruct"}]
+    if preset in MIX:
+        overrides["buffer.trainer_input.auxiliary_buffers"] = {"sft_dataset": {
+            "path": str(expert_file(tmp or Path("."))), "format": {"prompt_type": "plaintext"}}}
     if preset in ("sft", "dpo"):
         overrides |= {"mode": "train", "buffer.train_batch_size": 4, "buffer.trainer_input.experience_buffer": {
             "path": str((tmp or Path(".")) / f"{preset}.jsonl"), "format": {"prompt_type": "plaintext"}}}
     return load_recipe("smoke").with_overrides(overrides)
+
+
+def expert_file(folder: Path) -> Path:
+    """A small SFT dataset (plaintext rows) for the mix presets' expert rows."""
+    path = folder / "expert.jsonl"
+    if folder.is_dir() and not path.exists():
+        path.write_text("".join(json.dumps({"prompt": f"What is {a} + 1?", "response": f"\\boxed{{{a + 1}}}"}) + "\n"
+                                for a in range(3)))
+    return path
 
 
 def scored_batch(config: ExperimentConfig) -> list[Experience]:
@@ -89,6 +103,9 @@ def test_preset_trains_a_step(preset: str, trainer: TorchTrainer, tmp_path: Path
     config = preset_config(preset, tmp_path)
     batch = scored_batch(config)
     fill_advantages(config, batch)
+    experts = expert_rows(config, 1, len(batch))  # what tasks/train.py adds to the batch (mix strategy)
+    assert len(experts) == (len(batch) if preset in MIX else 0)  # expert_data_ratio 0.5: as many as sampled
+    batch += experts
     if algorithms.needs_critic(config.algorithm):  # GAE: the advantages come from a critic the trainer holds
         assert all(e.advantage is None for e in batch)
         trainer = TorchTrainer(config, resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct"), total_steps=20)
@@ -97,7 +114,7 @@ def test_preset_trains_a_step(preset: str, trainer: TorchTrainer, tmp_path: Path
     assert math.isfinite(metrics["loss"]) and metrics["grad_norm"] > 0, metrics
     expected = {"opmd": "opmd_loss", "sft": "sft_loss", "raft": "sft_loss", "gspo": "pg_clipfrac", "cispo": "pg_clipfrac",
                 "asymre": "opmd_loss", "topr": "avg_alpha", "sapo": "avg_soft_gate", "sppo": "pg_clipfrac",
-                "rec": "pg_clipfrac", "dpo": "reward_accuracy"}
+                "rec": "pg_clipfrac", "dpo": "reward_accuracy", "mix": "expert/sft_loss", "mix_chord": "expert/sft_phi_loss"}
     assert expected.get(preset, "pg_loss") in metrics
     if algorithms.needs_critic(config.algorithm):
         assert metrics["critic/value_loss"] > 0 and math.isfinite(metrics["critic/vf_explained_var"]), metrics
@@ -105,17 +122,11 @@ def test_preset_trains_a_step(preset: str, trainer: TorchTrainer, tmp_path: Path
         assert any(e.advantage != 0.0 for e in batch)
 
 
-@pytest.mark.parametrize("preset", REFUSED)
-def test_preset_without_a_runtime_is_refused_naming_algorithm_type(preset: str) -> None:
-    with pytest.raises(ValidationError) as exc:
-        preset_config(preset)
-    assert any(line.startswith(f"algorithm.algorithm_type: '{preset}'") for line in describe_errors(exc.value)), exc.value
-
-
-def test_rft_validate_refuses_a_preset_without_a_runtime():
+def test_rft_validate_names_what_a_preset_needs():
     result = CliRunner().invoke(app, ["validate", "smoke", "--set", "algorithm.algorithm_type=mix"])
     assert result.exit_code == 1
-    assert "algorithm.algorithm_type: 'mix' mixes expert SFT rows" in " ".join(result.output.split())
+    assert "buffer.trainer_input.auxiliary_buffers.sft_dataset: required by algorithm.sample_strategy 'mix'" in " ".join(
+        result.output.split())
 
 
 # ----------------------------------------------------------------------------- a whole run (slow)

@@ -22,13 +22,16 @@ TRINITY_ALGORITHM_TYPES = [
     "sft", "ppo", "grpo", "reinforceplusplus", "rloo", "opmd", "asymre", "dpo", "topr", "cispo", "gspo", "sapo",
     "mix", "mix_chord", "raft", "sppo", "rec", "multi_step_grpo", "on_policy_distill", "jsd", "dapo",
 ]
-REFUSED_TYPES = {"mix": "expert", "mix_chord": "expert"}
+REFUSED_TYPES: dict[str, str] = {}
+# The mix family's expert rows: an SFT dataset among the trainer's auxiliary buffers.
+_EXPERT = {"buffer.trainer_input.auxiliary_buffers": {"sft_dataset": {"path": "expert.jsonl",
+                                                                      "format": {"prompt_type": "plaintext"}}}}
 # The distillation presets learn from a teacher: the first auxiliary model (here the smoke model itself).
 _TEACHER = {"explorer.auxiliary_models": [{"model_path": "HuggingFaceTB/SmolLM2-135M-Instruct", "name": "teacher"}]}
 # Presets that learn from a dataset only, in mode train (the smoke recipe is mode both): their dataset.
 DATASET_ONLY = {"dpo": {"mode": "train", "buffer.train_batch_size": 2,
                         "buffer.trainer_input.experience_buffer": {"path": "pairs.jsonl", "format": {"prompt_type": "plaintext"}}},
-                "on_policy_distill": _TEACHER, "jsd": _TEACHER}
+                "on_policy_distill": _TEACHER, "jsd": _TEACHER, "mix": _EXPERT, "mix_chord": _EXPERT}
 # The function registries: Trinity's names (and those issue 26 lists from later releases).
 TRINITY_FUNCTIONS = {
     "advantage_fn": ["ppo", "grpo", "grpo_verl", "step_wise_grpo", "reinforceplusplus", "reinforce", "remax", "rloo",
@@ -109,7 +112,9 @@ REFUSED = {  # example: {field: what the reason says}
                   "explorer.rollout_model.max_response_tokens": "set model.max_response_tokens: 20480 instead",
                   "model.max_model_len": "cannot be derived"},
     "mix_chord": {"buffer.explorer_input.taskset.workflow_args.with_think": "<think>",
-                  "algorithm.algorithm_type": "expert SFT rows"},
+                  "algorithm.policy_loss_fn": "'mix_chord' has no veRL policy loss"},
+    # the mix losses run on the torch trainer (below), not on Trinity's default, veRL
+    "mix_math": {"algorithm.policy_loss_fn": "'mix' has no veRL policy loss"},
     "grpo_gsm8k_ruler": {"buffer.explorer_input.default_workflow_type": "judge model"},
     "grpo_frozen_lake": {"buffer.explorer_input.default_workflow_type": "environment"},
     "agentscope_react": {"buffer.explorer_input.taskset.default_workflow_type": "AgentScope"},
@@ -183,6 +188,23 @@ def test_trinity_example_settings_are_followed_as_trinity_does(tmp_path: Path, m
     assert dpo.algorithm.policy_loss_fn_args == {"beta": 0.1, "label_smoothing": 0.0}
     assert (dpo.algorithm.kl_loss_fn, dpo.algorithm.kl_loss_fn_args["kl_coef"]) == ("k1", 0.1)
     assert ExperimentConfig.model_validate(dpo.user_data()).user_data() == dpo.user_data()  # as a recipe
+
+
+def test_trinity_mix_imports_on_the_torch_trainer_with_its_expert_rows(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """mix_math as its user would run it here, on the torch trainer: its sft_warmup_dataset (without warm-up steps)
+    is the mix strategy's expert data, and the loss's per-GPU batch split is left out (noted)."""
+    config, unsupported = _import_example("mix_math", tmp_path, monkeypatch, **{"trainer_type: 'verl'": "trainer_type: torch"})
+    assert unsupported == []
+    alg = config.algorithm
+    assert (alg.sample_strategy, alg.policy_loss_fn, alg.entropy_loss_fn) == ("mix", "mix", "mix")
+    assert alg.sample_strategy_args == {"expert_data_ratio": 0.25, "sft_dataset_name": "sft_dataset"}
+    assert (alg.policy_loss_fn_args["mu"], alg.policy_loss_fn_args["use_token_level_loss_in_sft"]) == (0.1, False)
+    expert = config.buffer.trainer_input.auxiliary_buffers["sft_dataset"]
+    assert (expert.name, expert.format.prompt_type, expert.format.messages_key) == ("math_sft", "messages", "messages")
+    assert config.buffer.trainer_input.sft_warmup_dataset is None
+    assert "algorithm.policy_loss_fn_args.ppo_mini_batch_size" in config.derived
+    assert ExperimentConfig.model_validate(config.user_data()).user_data() == config.user_data()  # as a recipe
 
 
 def test_trinity_ppo_imports_on_the_torch_trainer_with_its_critic_settings(tmp_path: Path,

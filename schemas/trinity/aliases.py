@@ -11,6 +11,9 @@
 - with `trainer_type: torch`, the critic's settings in Trinity's `trainer.trainer_config.critic` (veRL's
   names: `optim.lr`, `cliprange_value`, `grad_clip`) → `trainer.critic` (the same names); the rest of
   that veRL tree stays where it is, reported as not imported (the torch trainer has no `trainer_config`).
+- the mix family (`algorithm_type` mix / mix_chord): expert rows given as `buffer.trainer_input.sft_warmup_dataset`
+  (without warm-up steps; Trinity's layout before `auxiliary_buffers`) → `auxiliary_buffers.<sft_dataset_name>`;
+  the loss's per-GPU batch bookkeeping in `policy_loss_fn_args` (MIX_BATCH_ARGS) is dropped (noted).
 - Trinity's workflow names that ours cover with other settings (`math_boxed_workflow`): see
   `schemas.trinity.workflows`.
 - `explorer.rollout_model.max_prompt_tokens` / `max_response_tokens` / `max_model_len` (the rollout engine's
@@ -67,6 +70,7 @@ def apply_aliases(data: dict[str, Any], note: bool = True, refused: list[tuple[s
     if isinstance(trainer, dict):
         _checkpoints_to_keep(trainer, notes)
         _torch_critic(trainer, notes)
+    _mix(data, notes)
     if problems := map_workflows(data, notes) + _rollout_lengths(data, notes):
         if refused is None:
             raise ConfigRuleError(problems)
@@ -104,6 +108,40 @@ def _rollout_lengths(data: dict[str, Any], notes: dict[str, str]) -> list[tuple[
             problems.append((path, f"{value} differs from model.{key} ({given}); {SHARED_LENGTHS}: set model.{key} to "
                                    "the one you want"))
     return problems
+
+
+# The mix losses' arguments that split Trinity's per-GPU micro-batches between expert and sampled rows; each part is
+# normalised over its own rows of the whole batch here (algorithms/policy_loss/mix.py), whatever the split.
+MIX_BATCH_ARGS = ("use_dynamic_bsz", "ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ngpus_trainer",
+                  "gradient_accumulation", "read_batch_size_usual", "read_batch_size_expert", "train_batch_size_usual",
+                  "train_batch_size_expert", "repeat_times")
+
+
+def _mix(data: dict[str, Any], notes: dict[str, str]) -> None:
+    """The mix family as Trinity writes it: expert rows in `sft_warmup_dataset` (its layout before
+    `auxiliary_buffers`, still that of its mix examples) → `auxiliary_buffers.<sft_dataset_name>`; the loss's
+    per-GPU batch bookkeeping (MIX_BATCH_ARGS) is dropped."""
+    alg = data.get("algorithm")
+    if not isinstance(alg, dict) or alg.get("algorithm_type") not in ("mix", "mix_chord"):
+        return
+    args = alg.get("policy_loss_fn_args")
+    for key in [k for k in MIX_BATCH_ARGS if isinstance(args, dict) and k in args]:
+        del args[key]
+        notes[f"algorithm.policy_loss_fn_args.{key}"] = (
+            f"{ALIAS}dropped: Trinity's per-GPU split of the batch between expert and sampled rows; here each part "
+            "is normalised over its own rows of the whole batch")
+    trainer_input = (data.get("buffer") or {}).get("trainer_input")
+    if not isinstance(trainer_input, dict) or not trainer_input.get("sft_warmup_dataset") \
+            or trainer_input.get("sft_warmup_steps"):
+        return
+    name = (alg.get("sample_strategy_args") or {}).get("sft_dataset_name", "sft_dataset")
+    auxiliary = trainer_input.setdefault("auxiliary_buffers", {})
+    if name not in auxiliary:
+        auxiliary[name] = trainer_input.pop("sft_warmup_dataset")
+        auxiliary[name].pop("algorithm_type", None)  # Trinity's tag of the file's rows (sft): what they are here
+        notes[f"buffer.trainer_input.auxiliary_buffers.{name}"] = (
+            f"{ALIAS}buffer.trainer_input.sft_warmup_dataset: the mix sample strategy's expert rows (Trinity's "
+            "layout before auxiliary_buffers)")
 
 
 def _checkpoints_to_keep(trainer: dict[str, Any], notes: dict[str, str]) -> None:
