@@ -1,7 +1,7 @@
 """The critic of PPO with GAE (advantage_fn 'ppo') on the torch trainer: a value model, its optimizer, and
 its step. veRL's order within a train step: the critic scores the batch (the old values), GAE makes the
-advantages and returns from them (algorithms.gae), the critic takes one step on the clipped value loss
-(algorithms.value_loss), and the policy trains on the advantages.
+advantages and returns from them (algorithms.gae), the critic takes `ppo_epochs` steps on the clipped value loss
+(algorithms.value_loss; metrics are their means), and the policy trains on the advantages.
 
 The value model is `model.critic_model_path` (by default the policy's model) loaded as transformers'
 token-classification model with one label: the base model's hidden states and a linear head (new,
@@ -78,7 +78,7 @@ class Critic:
 
     def step(self, micros: list[TrainBatch], totals: dict[str, int]) -> tuple[list[torch.Tensor], dict[str, float]]:
         """The critic's part of one train step over the batch's micro-batches: the per-token GAE advantages
-        of each micro-batch (for the policy), after one optimizer step of the critic; and its metrics."""
+        of each micro-batch (for the policy), after the critic's `ppo_epochs` optimizer steps; and its metrics."""
         self.model.eval()
         old = [self.values(m) for m in micros]
         rewards = [m.rewards.to(self.device) for m in micros]
@@ -89,23 +89,27 @@ class Critic:
         )  # whitened over the whole batch
 
         self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss_sum, clipped, row = 0.0, 0.0, 0
-        for micro, old_values, mask in zip(micros, old, masks, strict=True):
-            rows, r = micro.input_ids.shape[0], micro.response_width
-            loss, clipfrac = algorithms.value_loss(
-                self.values(micro, grad=True), old_values, returns[row : row + rows, :r], mask,
-                self.settings.cliprange_value, **totals,
-            )
-            loss.backward()
-            loss_sum += loss.item()
-            clipped += clipfrac * float(mask.sum())
-            row += rows
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.settings.grad_clip)
+        epochs = self.settings.ppo_epochs
+        loss_sum, clipped, norms = 0.0, 0.0, []
         lr = self.scheduler.get_last_lr()[0]
-        if torch.isfinite(grad_norm):
-            self.optimizer.step()
-        self.scheduler.step()
+        for _ in range(epochs):  # each a step on the whole batch; from the second on the clip can bind
+            self.optimizer.zero_grad(set_to_none=True)
+            row = 0
+            for micro, old_values, mask in zip(micros, old, masks, strict=True):
+                rows, r = micro.input_ids.shape[0], micro.response_width
+                loss, clipfrac = algorithms.value_loss(
+                    self.values(micro, grad=True), old_values, returns[row : row + rows, :r], mask,
+                    self.settings.cliprange_value, **totals,
+                )
+                loss.backward()
+                loss_sum += loss.item() / epochs
+                clipped += clipfrac * float(mask.sum()) / epochs
+                row += rows
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.settings.grad_clip)
+            norms.append(float(grad_norm))
+            if torch.isfinite(grad_norm):
+                self.optimizer.step()
+        self.scheduler.step()  # the schedule moves once per train step, as the policy's
 
         all_old, all_mask = _cat(old, width), _cat(masks, width)
         tokens = float(all_mask.sum())
@@ -115,7 +119,7 @@ class Critic:
             "critic/vf_explained_var": algorithms.explained_variance(returns, all_old, all_mask),
             "critic/values_mean": float((all_old * all_mask).sum() / max(tokens, 1.0)),
             "critic/returns_mean": float((returns * all_mask).sum() / max(tokens, 1.0)),
-            "critic/grad_norm": float(grad_norm),
+            "critic/grad_norm": sum(norms) / len(norms),
             "critic/lr": float(lr),
         }
         splits, row = [], 0

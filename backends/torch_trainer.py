@@ -139,7 +139,9 @@ class TorchTrainer(TrainerBackend):
             token_advantages, critic_metrics = self.critic.step(micros, totals)
             for micro, advantages in zip(micros, token_advantages, strict=True):
                 micro.advantages = advantages
-        for chunk, micro in zip(chunks, micros, strict=True):
+        # critic_warmup: the first steps train the critic only; the policy keeps its weights (and its schedule)
+        warming = self.critic is not None and self._step < self.config.trainer.critic.critic_warmup
+        for chunk, micro in [] if warming else zip(chunks, micros, strict=True):
             loss, metrics = self._micro_step(micro, totals | experts)
             loss.backward()
             for key, value in metrics.items():
@@ -159,15 +161,17 @@ class TorchTrainer(TrainerBackend):
         for key in ("loss", "pg_loss"):  # a batch with nothing to learn from still reports them
             sums.setdefault(key, 0.0)
         lr = self.scheduler.get_last_lr()[0]
-        if torch.isfinite(grad_norm):
+        if torch.isfinite(grad_norm) and not warming:
             self.optimizer.step()
-        self.scheduler.step()
+        if not warming:
+            self.scheduler.step()
         self._step += 1
         seconds = time.perf_counter() - started
         return {
             **sums,
             **kl_metrics,
             **critic_metrics,
+            **({"critic/warmup": 1.0} if warming else {}),
             "grad_norm": float(grad_norm),
             "lr": float(lr),
             "train_tokens": float(tokens),

@@ -110,6 +110,12 @@ class CriticConfig(Section):
         0.5, gt=0, description="Clip range of the value loss: new values are clipped to old ± this (veRL's default)."
     )
     grad_clip: float = Field(1.0, gt=0, description="Max global gradient norm of the critic.")
+    ppo_epochs: int = Field(
+        1, ge=1, description="Optimizer steps of the critic on each batch (veRL's critic.ppo_epochs): from the second "
+        "on, its values have moved from the old ones and cliprange_value binds.")
+    critic_warmup: int = Field(
+        0, ge=0, description="Train steps at the start in which only the critic learns (veRL's trainer.critic_warmup): "
+        "the policy keeps its weights until the values have settled.")
 
 
 class TorchTrainerConfig(TrainerBase):
@@ -132,6 +138,8 @@ class TorchTrainerConfig(TrainerBase):
         "critic.optim.lr": honoured("backends/critic.py"),
         "critic.cliprange_value": honoured("backends/critic.py"),
         "critic.grad_clip": honoured("backends/critic.py"),
+        "critic.ppo_epochs": honoured("backends/critic.py"),
+        "critic.critic_warmup": honoured("backends/torch_trainer.py"),
     }
 
     trainer_type: Literal["torch"] = Field("torch", description="The native torch trainer.")

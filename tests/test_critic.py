@@ -172,3 +172,29 @@ class _Payload:
 
     def __reduce__(self):  # noqa: ANN204
         return os.system, (f"touch {self.marker}",)
+
+
+def test_critic_warmup_holds_the_policy_and_epochs_let_the_value_clip_bind(model_dir: Path) -> None:
+    """critic_warmup 1: the first step trains the critic only (the policy's weights and schedule stay); ppo_epochs 3:
+    the critic takes three steps on the batch, and from the second its values have moved, so the clip binds."""
+    config = ppo_config(**{"trainer.micro_batch_size": 2, "trainer.critic.optim.lr": 1e-3, "trainer.critic.cliprange_value": 1e-4,
+                           "trainer.critic.critic_warmup": 1, "trainer.critic.ppo_epochs": 3})
+    trainer = TorchTrainer(config, model_dir, total_steps=4)
+    policy = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    critic = {n: p.detach().clone() for n, p in trainer.critic.model.named_parameters()}
+    first = trainer.train_step(scored(1))
+    assert first["critic/warmup"] == 1.0 and first["critic/vf_clipfrac"] > 0, first
+    assert all(torch.equal(p, policy[n]) for n, p in trainer.model.named_parameters())  # the policy waited
+    assert any(not torch.equal(p, critic[n]) for n, p in trainer.critic.model.named_parameters())
+    second = trainer.train_step(scored(2))
+    assert "critic/warmup" not in second and second["grad_norm"] > 0
+    assert any(not torch.equal(p, policy[n]) for n, p in trainer.model.named_parameters())  # now it learns
+
+
+def test_trinity_critic_warmup_and_epochs_are_read_into_the_torch_critic() -> None:
+    from schemas.trinity.aliases import apply_aliases
+
+    data = apply_aliases({"trainer": {"trainer_type": "torch", "trainer_config": {
+        "trainer": {"critic_warmup": 5}, "critic": {"ppo_epochs": 2, "optim": {"lr": 2e-5}}}}})
+    assert data["trainer"]["critic"] == {"critic_warmup": 5, "ppo_epochs": 2, "optim": {"lr": 2e-5}}
+    assert "trainer_config" not in data["trainer"]

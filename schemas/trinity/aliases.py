@@ -171,11 +171,12 @@ def _checkpoints_to_keep(trainer: dict[str, Any], notes: dict[str, str]) -> None
 
 
 # Trinity's (veRL's) critic settings the torch trainer's `trainer.critic` has, under the same names.
-TORCH_CRITIC_KEYS = (("optim", "lr"), ("cliprange_value",), ("grad_clip",))
+TORCH_CRITIC_KEYS = (("optim", "lr"), ("cliprange_value",), ("grad_clip",), ("ppo_epochs",))
 
 
 def _torch_critic(trainer: dict[str, Any], notes: dict[str, str]) -> None:
-    """trainer.trainer_config.critic.{optim.lr, cliprange_value, grad_clip} → trainer.critic, for the torch trainer."""
+    """trainer.trainer_config.critic.{optim.lr, cliprange_value, grad_clip, ppo_epochs} and
+    trainer.trainer_config.trainer.critic_warmup → trainer.critic, for the torch trainer."""
     tree = trainer.get("trainer_config")
     verl_critic = tree.get("critic") if isinstance(tree, dict) else None
     if trainer.get("trainer_type") != "torch" or not isinstance(verl_critic, dict):
@@ -198,6 +199,15 @@ def _torch_critic(trainer: dict[str, Any], notes: dict[str, str]) -> None:
             continue
         target[keys[-1]] = value
         notes[f"trainer.critic.{path}"] = f"{ALIAS}trainer.trainer_config.critic.{path}"
+    verl_trainer = tree.get("trainer")
+    if isinstance(verl_trainer, dict) and "critic_warmup" in verl_trainer:  # veRL keeps it in its trainer section
+        value = verl_trainer.pop("critic_warmup")
+        if ours.get("critic_warmup", value) != value:
+            problems.append(("trainer.trainer_config.trainer.critic_warmup", f"{value!r} contradicts "
+                             f"trainer.critic.critic_warmup: {ours['critic_warmup']!r}"))
+        else:
+            ours["critic_warmup"] = value
+            notes["trainer.critic.critic_warmup"] = f"{ALIAS}trainer.trainer_config.trainer.critic_warmup"
     if problems:
         raise ConfigRuleError(problems)
     _prune_empty(tree)
