@@ -59,10 +59,25 @@ def _solution(a: int, op: str, b: int) -> str:
     return f"{steps} \\boxed{{{result}}}"
 
 
+# How far a rejected answer is off: near misses, as a small model's slips are (a carry, a tens digit).
+_SLIPS = (-10, -2, -1, 1, 2, 10)
+
+
+def _rejected(a: int, op: str, b: int) -> str:
+    """A worked answer in the solution's form whose last result is wrong (a near miss, never negative, the same for
+    the same problem): the rejected side of a preference pair whose chosen side is the solution."""
+    result = _answer(a, op, b)
+    slips = [d for d in _SLIPS if result + d >= 0]
+    wrong = result + random.Random(f"{a}{op}{b}/slip").choice(slips)
+    right = _solution(a, op, b)
+    steps = right.rsplit(" \\boxed{", 1)[0].removesuffix(f"{result}.")
+    return f"{steps}{wrong}. \\boxed{{{wrong}}}"
+
+
 def _row(a: int, op: str, b: int) -> dict[str, Any]:
     return {
         "question": f"What is {a} {op} {b}?", "answer": str(_answer(a, op, b)), "operation": op,
-        "solution": _solution(a, op, b),
+        "solution": _solution(a, op, b), "rejected": _rejected(a, op, b),
     }
 
 
@@ -88,7 +103,8 @@ def _arith_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
 
 
 def arith(args: ArithArgs, split: str) -> list[dict[str, Any]]:
-    """Rows {"question", "answer", "operation"} of the arith taskset's `split` (train or test)."""
+    """Rows {"question", "answer", "operation", "solution", "rejected"} of the arith taskset's `split` (train or
+    test): `solution` a worked answer, `rejected` the same with a wrong result (preference pairs, arith-dpo)."""
     return _arith_splits(args.model_dump_json())[split]
 
 

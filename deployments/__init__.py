@@ -10,7 +10,8 @@ import importlib
 from schemas import ExperimentConfig
 
 RECIPES: tuple[str, ...] = (
-    "gsm8k", "arith", "smoke", "hello", "gsm8k-qwen", "gsm8k-tinker", "gsm8k-verl-lora", "q20", "gsm8k-tools", "serve",
+    "gsm8k", "arith", "arith-dpo", "smoke", "hello", "gsm8k-qwen", "gsm8k-tinker", "gsm8k-verl-lora", "q20", "gsm8k-tools",
+    "serve",
 )
 
 

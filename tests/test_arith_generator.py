@@ -91,6 +91,26 @@ def test_worked_solutions_are_right_step_by_step():
             assert {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}[op] == int(result), row
 
 
+def test_rejected_answers_are_the_solution_with_a_wrong_last_result():
+    """The preference pairs of arith-dpo: the chosen side is the worked solution, the rejected side the same text up to
+    its last result, which is a near miss (never negative), the same for the same problem."""
+    rows = arith(ArithArgs(), "train")[:500] + arith(ArithArgs(), "test")
+    for row in rows:
+        right, wrong = row["solution"], row["rejected"]
+        wrong_result = int(wrong.rsplit("\\boxed{", 1)[1].rstrip("}"))
+        assert wrong_result != int(row["answer"]) and 0 <= wrong_result and abs(wrong_result - int(row["answer"])) <= 10
+        assert wrong.rsplit("= ", 1)[0] == right.rsplit("= ", 1)[0], row  # the same steps before the last result
+    again = {r["question"]: r["rejected"] for r in arith(ArithArgs(seed=1), "train")}
+    assert all(again.get(r["question"], r["rejected"]) == r["rejected"] for r in rows)
+
+
+def test_the_dpo_recipe_pairs_the_solution_against_the_near_miss():
+    warm_up, dpo = load_recipe("arith-dpo").resolve_stages()
+    fmt = dpo.buffer.trainer_input.experience_buffer.format
+    assert (dpo.mode, dpo.algorithm.algorithm_type, fmt.chosen_key, fmt.rejected_key) == ("train", "dpo", "solution", "rejected")
+    assert warm_up.algorithm.algorithm_type == "sft" and warm_up.buffer.total_steps == 50 and not dpo.warnings
+
+
 def test_the_warm_up_trains_on_the_train_split_of_the_same_arguments():
     sft, _ = load_recipe("arith").resolve_stages()
     rows = sft.buffer.trainer_input.experience_buffer
