@@ -363,6 +363,15 @@ def _taskset(r: Resolver, ts: TasksetConfig, path: str, *, is_eval: bool, index:
             r.error(f"{path}.default_workflow_type",
                     "no workflow: set it, or buffer.explorer_input.default_workflow_type"
                     + (" / default_eval_workflow_type" if is_eval else ""))
+    if ts.default_workflow_type in AUXILIARY_ARGS:  # a workflow that talks to an auxiliary model, by name
+        arg, required = AUXILIARY_ARGS[ts.default_workflow_type]
+        names = [m.auxiliary_name() for m in c.explorer.auxiliary_models]
+        chosen = (ts.workflow_args or {}).get(arg)
+        if not names and (required or chosen is not None):
+            r.error("explorer.auxiliary_models", f"{path} runs {ts.default_workflow_type}, whose {arg} is an auxiliary "
+                    "model: add one (its model_path and a name)")
+        elif chosen is not None and chosen not in names:
+            r.error(f"{path}.workflow_args.{arg}", f"{chosen!r} is not an auxiliary model; explorer.auxiliary_models: {names}")
     if ts.default_reward_fn_type is None and ei.default_reward_fn_type is not None:
         r.derive(ts, "default_reward_fn_type", ei.default_reward_fn_type, f"{path}.default_reward_fn_type",
                  "buffer.explorer_input.default_reward_fn_type")
@@ -458,6 +467,8 @@ def _trainer_input(r: Resolver) -> None:
                 f"required when buffer.trainer_input.sft_warmup_steps is {ti.sft_warmup_steps}")
 
 
+# Workflows that reach an auxiliary model by name: {workflow: (its workflow_args key, whether it needs one)}.
+AUXILIARY_ARGS = {"llm_judge_workflow": ("judge", True), "q20": ("answerer", False)}
 MIX_LOSSES = ("mix", "mix_chord")  # the losses that train on the mix strategy's expert rows (algorithms/policy_loss/mix.py)
 
 

@@ -436,8 +436,9 @@ for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_taskset
                                                "kept", when=lambda v, c: v is not None and v > 0),
         f"{_ts}.rollout_args.max_tokens": honoured("workflows/base.py"),
         f"{_ts}.workflow_args": honoured("workflows/multi_turn.py", "workflows/agent.py", "workflows/q20.py",
-                                         "workflows/tool_agent.py", note="math_workflow takes none").refuse_if(
-            _args_of_math_workflow, "math_workflow takes no workflow_args (q20 and gsm8k_tool_agent do)"),
+                                         "workflows/tool_agent.py", "workflows/judge.py",
+                                         note="math_workflow takes none").refuse_if(
+            _args_of_math_workflow, "math_workflow takes no workflow_args (q20, gsm8k_tool_agent and llm_judge_workflow do)"),
         f"{_ts}.reward_fn_args": honoured("buffer/taskset.py", "workflows/math_workflow.py"),
         f"{_ts}.generator_args": honoured("buffer/taskset.py", note="checked in schemas/rules.py, rows from "
                                           "buffer/generators.py"),

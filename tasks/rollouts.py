@@ -10,6 +10,7 @@ from buffer.experience import Experience
 from buffer.taskset import Task
 from schemas import ExperimentConfig
 from tasks.setup import revive_engines
+from workflows.auxiliary import AuxiliaryModel
 from workflows.render import renderer_for
 from workflows.runner import AllTasksFailedError, RunnerResult, WorkflowRunner
 
@@ -28,7 +29,9 @@ def run_workflows(
     revive_engines(config)  # a retry after an engine crash gets a working one
     model, explorer = config.model, config.explorer
     renderer = renderer_for(model.model_path, model.custom_chat_template, explorer.rollout_model.enable_thinking)
-    runner = WorkflowRunner(policy_for(config).engines(), renderer, runners or explorer.runner_per_model)
+    policy = policy_for(config)
+    runner = WorkflowRunner(policy.engines(), renderer, runners or explorer.runner_per_model,
+                            auxiliary=auxiliary_models(config))
     try:
         result = runner.run(
             tasks,
@@ -48,6 +51,16 @@ def run_workflows(
     if result.failures and (revived := revive_engines(config)):
         raise PartLost(f"rollout engine(s) {', '.join(revived)} died during the batch of step {step}: sampling it again")
     return result
+
+
+def auxiliary_models(config: ExperimentConfig) -> dict[str, AuxiliaryModel]:
+    """explorer.auxiliary_models as workflows reach them: by name, each its engines and its chat template."""
+    models = config.explorer.auxiliary_models
+    if not models:
+        return {}
+    policy = policy_for(config)
+    return {m.auxiliary_name(): AuxiliaryModel(m.auxiliary_name(), policy.auxiliary_engines(j), renderer_for(m.model_path))
+            for j, m in enumerate(models)}
 
 
 def score_with_teacher(config: ExperimentConfig, experiences: list[Experience]) -> None:

@@ -7,6 +7,7 @@ and import it below.
 from __future__ import annotations
 
 from workflows import hello_workflow as _hello_workflow  # noqa: F401  (registers hello_workflow)
+from workflows import judge as _judge  # noqa: F401  (registers llm_judge_workflow)
 from workflows import math_workflow as _math_workflow  # noqa: F401  (registers math_workflow)
 from workflows import q20 as _q20  # noqa: F401  (registers q20)
 from workflows import tool_agent as _tool_agent  # noqa: F401  (registers gsm8k_tool_agent)

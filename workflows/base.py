@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from backends.rollout import RolloutEngine, Sample, SamplingSettings
 from buffer.experience import Experience
 from buffer.taskset import Task
+from workflows.auxiliary import AuxiliaryModel
 from workflows.render import ChatRenderer, Messages
 
 WORKFLOWS: dict[str, type[Workflow]] = {}
@@ -65,6 +66,7 @@ class Workflow(ABC):
         max_tokens: int | None = None,
         max_prompt_tokens: int | None = None,
         min_tokens: int = 0,
+        auxiliary: dict[str, AuxiliaryModel] | None = None,
     ) -> None:
         if repeat_times < 1:
             raise ValueError(f"repeat_times must be >= 1, got {repeat_times}")
@@ -77,6 +79,7 @@ class Workflow(ABC):
         self.max_tokens = max_tokens  # model.max_response_tokens; rollout_args.max_tokens wins
         self.max_prompt_tokens = max_prompt_tokens  # model.max_prompt_tokens: longer prompts are not sampled
         self.min_tokens = min_tokens  # model.min_response_tokens
+        self.auxiliary = auxiliary or {}  # explorer.auxiliary_models by name (a judge, an answerer)
         # Unique even when one task appears twice in a step (a batch spanning an epoch boundary).
         self.group_id = f"{task.task_id}@{explore_step}/{uuid.uuid4().hex[:8]}"
 

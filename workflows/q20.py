@@ -3,15 +3,17 @@
 The answerer is a rule-based oracle over a bundled list of entities (`data/q20/entities.json`: each
 with a category — animal, food, object, vehicle — and yes/no attributes): it answers questions that
 mention a category or an attribute (by keywords, e.g. "fly", "wheels", "kitchen"), and a question
-naming one entity of the list is a guess. Rows of the taskset name the secret (`secret` column, or
-format.prompt_key when that column exists).
+naming one entity of the list is a guess. With `workflow_args.answerer` (an auxiliary model's name) that
+model answers the questions instead, told the secret (`ModelOracle`); a guess is still checked by name.
+Rows of the taskset name the secret (`secret` column, or format.prompt_key when that column exists).
 
 Rewards: 1.0 when the model names the secret (the episode ends); each turn the oracle cannot answer
 (no known category, attribute or entity, or several entities at once) costs `invalid_turn_reward`.
 `accuracy` (and the `success` metric) is whether the secret was found.
 
 workflow_args: max_turns, max_tokens_per_turn, episode_timeout_s (see workflows.multi_turn),
-  entities (path, default data/q20/entities.json), invalid_turn_reward (default -0.05).
+  entities (path, default data/q20/entities.json), invalid_turn_reward (default -0.05), answerer (the name of
+  an auxiliary model that answers instead of the rules).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backends.rollout import SamplingSettings
 from buffer.taskset import resolve_local_path
+from workflows.auxiliary import AuxiliaryModel, pick
 from workflows.base import register_workflow
 from workflows.multi_turn import DEFAULT_MAX_TURNS, Env, EnvStep, MultiTurnWorkflow
 from workflows.render import Messages
@@ -116,9 +120,33 @@ class Oracle:
         return named == [self.secret]
 
 
+class ModelOracle(Oracle):
+    """The answerer as an auxiliary model (workflow_args.answerer): it is told the secret and answers each
+    question yes or no; a guess is still checked by name (a rule of the game, not a judgment)."""
+
+    PROMPT = ("We play twenty questions. The secret thing is: {name} (a {category}). Answer the player's question "
+              "about it with one word, Yes or No.\n\nQuestion: {question}")
+
+    def __init__(self, secret: Entity, entities: tuple[Entity, ...], model: AuxiliaryModel) -> None:
+        super().__init__(secret, entities)
+        self.model = model
+
+    def answer(self, question: str) -> tuple[str, bool | None]:
+        named = [e for e in self.entities if _mentions(question.lower(), e.name)]
+        if named:  # a guess: the rules decide
+            return super().answer(question)
+        ask = self.PROMPT.format(name=self.secret.name, category=self.secret.category, question=question.strip())
+        (reply,) = self.model.chat([{"role": "user", "content": ask}], SamplingSettings(n=1, temperature=0.0, max_tokens=8))
+        word = re.match(r"\W*(yes|no)\b", reply.text.lower())
+        if word is None:
+            return "I can only answer yes or no to that.", None
+        return self._yes_no(word.group(1) == "yes")
+
+
 class Q20Env(Env):
-    def __init__(self, secret: Entity, entities: tuple[Entity, ...], max_turns: int, invalid_reward: float) -> None:
-        self.oracle = Oracle(secret, entities)
+    def __init__(self, secret: Entity, entities: tuple[Entity, ...], max_turns: int, invalid_reward: float,
+                 answerer: AuxiliaryModel | None = None) -> None:
+        self.oracle = Oracle(secret, entities) if answerer is None else ModelOracle(secret, entities, answerer)
         self.entities = entities
         self.max_turns = max_turns
         self.invalid_reward = invalid_reward
@@ -175,4 +203,5 @@ class Q20Workflow(MultiTurnWorkflow):
             load_entities(str(args.get("entities", DEFAULT_ENTITIES))),
             max_turns=int(args.get("max_turns", DEFAULT_MAX_TURNS)),
             invalid_reward=float(args.get("invalid_turn_reward", DEFAULT_INVALID_TURN_REWARD)),
+            answerer=pick(self.auxiliary, str(args["answerer"]), "q20 (workflow_args.answerer)") if "answerer" in args else None,
         )

@@ -29,6 +29,7 @@ from backends.weights import WeightsHandle
 from buffer.experience import Experience
 from buffer.taskset import Task
 from workflows import get_workflow
+from workflows.auxiliary import AuxiliaryModel
 from workflows.base import PromptTooLongError
 from workflows.render import ChatRenderer
 
@@ -195,6 +196,7 @@ class WorkflowRunner:
         runner_per_model: int = 1,
         *,
         coalesce: bool = True,
+        auxiliary: dict[str, AuxiliaryModel] | None = None,
     ) -> None:
         if not engines:
             raise ValueError("WorkflowRunner needs at least one rollout engine")
@@ -204,6 +206,7 @@ class WorkflowRunner:
         self.renderer = renderer
         self.runner_per_model = runner_per_model
         self.coalesce = coalesce
+        self.auxiliary = auxiliary or {}  # the experiment's auxiliary models, handed to every workflow
 
     def run(
         self,
@@ -249,6 +252,7 @@ class WorkflowRunner:
                 max_tokens=max_tokens,
                 max_prompt_tokens=max_prompt_tokens,
                 min_tokens=min_tokens,
+                auxiliary=self.auxiliary,
             )
             return workflow.run()
 

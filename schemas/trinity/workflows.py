@@ -33,8 +33,8 @@ _ENV = ("it plays a text-game environment (ALFWorld, ScienceWorld, WebShop or Fr
         "and no workflow here drives; the multi-turn workflows here are q20 and gsm8k_tool_agent")
 _AGENTSCOPE = ("an AgentScope agent: AgentScope is not installed; gsm8k_tool_agent is this project's tool-calling agent, "
                "and algorithm multi_step_grpo trains multi-turn episodes")
-_JUDGE = ("a judge model (explorer.auxiliary_models) scores each group's responses; auxiliary models start here, but "
-          "no workflow asks one to judge yet")
+_JUDGE = ("a judge model (explorer.auxiliary_models) scores each group's responses together (RULER's ranking), which is "
+          "not built; llm_judge_workflow here has an auxiliary model grade each response on its own (docs/judge.md)")
 R3L = "R3L's RAFT baseline workflow (its own prompts and reward for its task, Trinity's example code); not built"
 # Trinity's workflows named by its example configs that no workflow here stands for: {name: why}.
 NOT_BUILT: dict[str, str] = {
@@ -63,7 +63,7 @@ NOT_BUILT: dict[str, str] = {
 # R3L's examples (examples/R3L/*) each name a RAFT baseline workflow of their own: RAFT_baseline_<task>_workflow.
 R3L_PREFIX = "raft_baseline_"
 CLASS_PATH = ("a Python class path: Trinity loads such a workflow from its plugin folders; only this project's "
-              "registered workflows run (math_workflow, q20, gsm8k_tool_agent, hello_workflow)")
+              "registered workflows run (math_workflow, q20, gsm8k_tool_agent, hello_workflow, llm_judge_workflow)")
 
 NOT_BUILT_ARGS = {
     "with_think": "math_boxed_workflow's with_think asks for <think>...</think> and subtracts format_score_coef when "
