@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 Side = Literal["explorer", "trainer"]
 BOTH: tuple[Side, ...] = ("explorer", "trainer")
 # The sides of the experiment each mode runs in its process (what it locks, starts and releases).
-SIDES: dict[str, tuple[Side, ...]] = {"both": BOTH, "explore": ("explorer",), "train": ("trainer",),
+SIDES: dict[str, tuple[Side, ...]] = {"both": BOTH, "colocate": BOTH, "explore": ("explorer",), "train": ("trainer",),
                                       "bench": ("explorer",), "serve": ("explorer",)}
 STYLES = ("fixed", "explorer_driven", "trainer_driven")
 
@@ -61,7 +61,7 @@ class Schedule:
         from_dataset = not ALGORITHM_PRESETS[algorithm.algorithm_type].needs_rollout  # sft, dpo
         if config.mode == "train" and from_dataset and config.buffer.explorer_input.eval_tasksets:
             sides = BOTH  # the SFT (DPO) stage evaluates on engines of its own
-        exchanges = config.mode in ("both", "explore", "train") and not from_dataset
+        exchanges = config.mode in ("both", "colocate", "explore", "train") and not from_dataset
         return cls(style=sync.sync_style, interval=sync.sync_interval, offset=sync.sync_offset, sides=sides,
                    exchanges=exchanges, max_staleness=(algorithm.sample_strategy_args or {}).get("max_staleness"),
                    method=sync.sync_method, timeout_s=float(sync.sync_timeout))

@@ -38,6 +38,7 @@ StageFlow = Callable[[ExperimentConfig, str], dict[str, Any]]
 # of an algorithm that learns from a dataset (sft, dpo) runs the SFT flow (see `flow_for`).
 MODE_FLOWS: dict[str, StageFlow] = {
     "both": rl,
+    "colocate": rl,  # on CPU: the in-turns plan (validation holds it to sync_offset 0, fixed; schemas/rules.py)
     "train": train_stage,
     "sft": sft_warmup,
     "explore": explore_stage,

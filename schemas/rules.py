@@ -87,9 +87,21 @@ def _critic(r: Resolver) -> None:
 
 
 # ----------------------------------------------------------------------------- mode
+COLOCATE_ON_GPUS = ("on GPUs, colocate puts the vLLM engines to sleep while the trainer holds the device and syncs "
+                    "weights by memory (vLLM's sleep/wake), which is not built here; use mode 'both' with devices for "
+                    "each side (cluster.gpu_per_node), or colocate on CPU (gpu_per_node 0)")
+
+
 def _mode(r: Resolver) -> None:
-    """Modes that have no flow (serve, colocate) are refused by `_support` (schemas/support.py)."""
+    """Mode colocate: explorer and trainer share the devices, so they take turns (the in-turns plan of mode both)."""
     c = r.config
+    if c.mode == "colocate":
+        if c.cluster.gpu_per_node:
+            r.error("mode", f"'colocate' with cluster.gpu_per_node {c.cluster.gpu_per_node}: {COLOCATE_ON_GPUS}")
+        if c.synchronizer.sync_style != "fixed" or c.synchronizer.sync_offset != 0:
+            r.error("synchronizer.sync_offset" if c.synchronizer.sync_offset else "synchronizer.sync_style",
+                    "mode 'colocate' takes turns on shared devices: sync_style 'fixed' with sync_offset 0 (the sides "
+                    "cannot overlap)")
     if c.mode == "bench" and not c.buffer.explorer_input.eval_tasksets:
         r.error("buffer.explorer_input.eval_tasksets", "mode 'bench' evaluates checkpoints: give at least one eval taskset")
 

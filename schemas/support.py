@@ -179,8 +179,8 @@ def _not_preference(value: Any, config: ExperimentConfig) -> bool:
 SUPPORT: dict[str, Entry] = {
     # --------------------------------------------------------------------- experiment
     "mode": honoured("flows/rft.py"),
-    "mode[colocate]": refused("'colocate' is not supported: use mode 'both' with synchronizer.sync_offset 0, where "
-                              "the explorer and the trainer take turns on the same devices"),
+    "mode[colocate]": honoured("flows/rft.py", "backends/schedule.py",
+                               note="on CPU: the in-turns plan of mode both; refused on GPUs (schemas/rules.py)"),
     "project": honoured("tracking/mlflow_monitor.py", "flows/rft.py"),
     "group": honoured(
         "tracking/mlflow_monitor.py", "tracking/wandb_monitor.py", note="a tag of the experiment's MLflow runs, the W&B group"

@@ -325,7 +325,8 @@ MALFORMED = [
     ("file-experience-buffer-in-both", _set(buffer__trainer_input__experience_buffer={"storage_type": "file", "path": "x"}), "buffer.trainer_input.experience_buffer.storage_type"),
     ("sft-without-batch", _both(_set(mode="train", algorithm__algorithm_type="sft"), _drop("buffer.batch_size")),
      "buffer.train_batch_size"),
-    ("colocate-mode", _set(mode="colocate"), "mode"),
+    ("colocate-on-gpus", _set(mode="colocate", cluster__gpu_per_node=2), "mode"),
+    ("colocate-overlapping", _set(mode="colocate", synchronizer__sync_offset=1), "synchronizer.sync_offset"),
     ("bench-without-eval", _set(mode="bench", buffer__explorer_input__eval_tasksets=[]), "buffer.explorer_input.eval_tasksets"),
     ("staleness-below-schedule", _set(synchronizer__sync_offset=1, algorithm__sample_strategy_args={"max_staleness": 0}),
      "algorithm.sample_strategy_args.max_staleness"),
@@ -628,3 +629,13 @@ def test_prefect_parameter_schema_shows_sections_with_descriptions(tmp_path, mon
     # The UI form validates what it posts: a dump of a recipe is a valid value of that parameter.
     ExperimentConfig.model_validate(load_recipe("gsm8k").model_dump(mode="json"))
     assert ConfigRuleError  # re-exported for flows that catch rule errors
+
+
+def test_colocate_on_cpu_is_the_in_turns_plan_of_mode_both() -> None:
+    """Explorer and trainer share the CPU, taking turns: the same flow and schedule as mode both with sync_offset 0."""
+    from backends.schedule import Schedule
+    from flows.rft import MODE_FLOWS
+
+    both, colocate = load_recipe("smoke"), load_recipe("smoke").with_overrides({"mode": "colocate"})
+    assert Schedule.of(colocate) == Schedule.of(both) and Schedule.of(colocate).offset == 0
+    assert MODE_FLOWS["colocate"] is MODE_FLOWS["both"]

@@ -27,6 +27,7 @@ config = arith.with_overrides({
                            trainer_input={"experience_buffer": ARITH_PAIRS},
                            explorer_input=ExplorerInput(eval_tasksets=[ARITH_EVAL])),
     "trainer.save_interval": 40,
+    "synchronizer.sync_method": "checkpoint",  # mode train: the evaluations load the trained weights from a checkpoint
     "stages": [arith.stages[0].model_copy(update={"buffer": arith.stages[0].buffer.model_copy(update={"total_steps": 50})}),
                {"stage_name": "dpo"}],
 })
