@@ -33,6 +33,7 @@ class LossInputs:
     global_expert_tokens: int | None = None
     global_expert_seqs: int | None = None
     step: int = 0  # the train step being taken (1-based): a loss with a schedule (mix_chord's μ) reads it
+    dp_size: int = 1  # data-parallel ranks the whole-batch counts span (veRL's FSDP workers; one process: 1)
 
     def validate(self) -> None:
         shape = self.logprobs.shape
@@ -60,9 +61,9 @@ class LossInputs:
             logprobs=self.logprobs[keep], old_logprobs=self.old_logprobs[keep], advantages=self.advantages[keep],
             response_mask=self.response_mask[keep], ref_logprobs=pick(self.ref_logprobs), entropy=pick(self.entropy),
             global_num_tokens=tokens if self.global_num_tokens is not None else None,
-            global_num_seqs=seqs if self.global_num_tokens is not None else None, step=self.step,
+            global_num_seqs=seqs if self.global_num_tokens is not None else None, step=self.step, dp_size=self.dp_size,
         )
 
     def batch_info(self) -> dict[str, int | None]:
-        """Keyword arguments for veRL's ``agg_loss`` (single process: dp_size 1)."""
-        return {"dp_size": 1, "batch_num_tokens": self.global_num_tokens, "global_batch_size": self.global_num_seqs}
+        """Keyword arguments for veRL's ``agg_loss``."""
+        return {"dp_size": self.dp_size, "batch_num_tokens": self.global_num_tokens, "global_batch_size": self.global_num_seqs}

@@ -169,10 +169,14 @@ class VerlTrainerConfig(TrainerBase):
     # Our policy_loss_fn -> the loss veRL computes it with: a policy_loss.loss_mode of its ppo_loss, or
     # "sft" (its sft loss, read the way ppo_loss reads the batch: backends/verl/losses.py).
     POLICY_LOSSES: ClassVar[Mapping[str, str]] = {"ppo": "vanilla", "gspo": "gspo", "cispo": "cispo", "sft": "sft"}
+    # This project's losses that veRL's ppo_loss runs as its loss mode (backends/verl/losses.py): each needs only
+    # what veRL hands a policy loss (log-probs, advantages, the response mask), not pairs, expert rows or a step.
+    ADAPTED_LOSSES: ClassVar[tuple[str, ...]] = ("opmd", "topr", "sapo", "sppo", "rec", "importance_sampling",
+                                                 "sft_is", "sft_phi")
     KL_LOSSES: ClassVar[Collection[str]] = VERL_ESTIMATORS  # veRL's own kl_penalty computes the term
     NO_CRITIC: ClassVar[str | None] = ("the veRL trainer here runs veRL's actor (and reference) workers only: its "
                                        "critic worker is not wired; use trainer_type 'torch'")
-    MODULES: ClassVar[tuple[str, ...]] = ("backends/verl/", "algorithms/verl_compat.py")
+    MODULES: ClassVar[tuple[str, ...]] = ("backends/verl/", "algorithms/verl_compat.py", "algorithms/policy_loss/")
     SETTINGS: ClassVar[dict[str, Entry]] = {
         "grad_clip": honoured("backends/verl/config.py"),
         "micro_batch_size": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
@@ -252,17 +256,21 @@ class VerlTrainerConfig(TrainerBase):
         "(Trinity's trainer.trainer_config), e.g. {actor_rollout_ref: {actor: {...}}}.",
     )
 
+    @classmethod
+    def policy_losses(cls) -> Collection[str]:
+        return (*cls.POLICY_LOSSES, *cls.ADAPTED_LOSSES)
+
     def check(self, r: Resolver) -> None:
         """What veRL can train: its own loss functions, FSDP2 on CPU, sequence parallel over packed sequences."""
         c = r.config
         if c.mode not in TRAINING_MODES:
             return
         alg = c.algorithm
-        if alg.policy_loss_fn not in self.POLICY_LOSSES:
+        if alg.policy_loss_fn not in self.policy_losses():
             pairs = " (veRL's losses score each response alone, not preference pairs)" if is_preference_loss(
                 alg.policy_loss_fn) else ""
             r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} has no veRL policy loss{pairs}; with trainer_type "
-                    f"'verl' use one of {', '.join(self.POLICY_LOSSES)} (or trainer_type 'torch')")
+                    f"'verl' use one of {', '.join(self.policy_losses())} (or trainer_type 'torch')")
         kl_args = alg.kl_loss_fn_args or {}
         if not is_off(alg.kl_loss_fn) and float(kl_args.get("kl_coef", 0.0)) != 0.0 and alg.kl_loss_fn not in self.KL_LOSSES:
             r.error("algorithm.kl_loss_fn", f"{alg.kl_loss_fn!r} has no veRL estimator; with trainer_type 'verl' use "

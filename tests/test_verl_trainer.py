@@ -199,6 +199,34 @@ def test_sft_trains_on_verl(verl) -> None:
     assert losses[-1] < losses[0] and all(map(math.isfinite, losses)), losses
 
 
+@pytest.mark.parametrize("preset", ["topr", "asymre"])
+def test_our_losses_run_inside_verls_ppo_loss(verl, preset: str) -> None:
+    """A loss veRL does not have (topr; asymre's opmd) runs as the loss mode of veRL's ppo_loss
+    (backends/verl/losses.py): its first step's loss is the torch trainer's on the same batch and weights."""
+    from backends.torch_trainer import TorchTrainer
+    from backends.trainer import TrainerDevices
+    from backends.verl.trainer import VerlTrainer
+
+    config, _, model_dir = verl
+    ours = config.with_overrides({"algorithm": {"algorithm_type": preset, "kl_loss_fn": "none"}, "trainer.cpu_workers": 1})
+    assert ours.algorithm.policy_loss_fn in ("topr", "opmd") and ours.trainer.trainer_type == "verl"
+    batch = parity_batch()
+    reference = TorchTrainer(ours.with_overrides({"trainer.trainer_type": "torch", "trainer.num_threads": 2}),
+                             Path(model_dir), total_steps=10)
+    for exp, logprobs in zip(batch, reference.logprobs(batch), strict=True):
+        exp.logprobs = logprobs
+    expected = reference.train_step(batch)
+    del reference
+    trainer = VerlTrainer(ours, Path(model_dir), total_steps=10, devices=TrainerDevices(threads=2))
+    try:
+        first = trainer.train_step(batch)
+    finally:
+        trainer.close()
+    print(f"{preset} on veRL: loss {first['loss']:.6f}, torch trainer's {expected['loss']:.6f}")
+    assert first["loss"] == pytest.approx(expected["loss"], abs=1e-5), (first, expected)
+    assert first["grad_norm"] == pytest.approx(expected["grad_norm"], rel=1e-3), (first, expected)
+
+
 # Last: it kills the module's engine.
 def test_a_dead_engine_is_named_and_every_rank_stops_before_its_gathers(verl, renderer: ChatRenderer) -> None:
     """A push toward a dead engine fails at once naming it, on every rank: none is left waiting in a

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from algorithms import POLICY_LOSS_FNS
 from algorithms.registry import is_off
 from algorithms.verl_compat import clip_ranges
+from backends.verl.losses import loss_mode as adapted_mode
 from schemas.trainer import VerlTrainerConfig
 
 if TYPE_CHECKING:
@@ -166,10 +167,10 @@ def is_sft(config: ExperimentConfig) -> bool:
 def actor_overrides(algorithm: Any) -> dict[str, Any]:
     """veRL ``actor_rollout_ref.actor`` loss settings equivalent to ``algorithm`` (its ppo_loss reads them)."""
     name = algorithm.policy_loss_fn
-    loss_mode = VerlTrainerConfig.POLICY_LOSSES.get(name)
+    loss_mode = VerlTrainerConfig.POLICY_LOSSES.get(name) or (adapted_mode(name) if name in VerlTrainerConfig.ADAPTED_LOSSES else None)
     if loss_mode is None or loss_mode == SFT_LOSS:
         raise ValueError(f"algorithm.policy_loss_fn: {name!r} has no veRL policy loss for ppo_loss; "
-                         f"supported: {sorted(VerlTrainerConfig.POLICY_LOSSES)}")
+                         f"supported: {sorted(VerlTrainerConfig.policy_losses())}")
     args = POLICY_LOSS_FNS.resolve_args(name, algorithm.policy_loss_fn_args)
     low, high = clip_ranges(args)
     kl_args = dict(getattr(algorithm, "kl_loss_fn_args", None) or {})
@@ -230,17 +231,16 @@ class WorkerConfigs:
 
 
 def worker_configs(
-    tree: DictConfig, sft: bool = False, reference: bool | None = None, ref_model_path: str | None = None
+    tree: DictConfig, sft: bool = False, reference: bool | None = None, ref_model_path: str | None = None,
+    algorithm: Any = None,
 ) -> WorkerConfigs:
     """The `actor_rollout_ref` subtree as engine configs (verl/workers/engine_workers.py:538-647);
-    the loss is veRL's ppo_loss, or its sft loss when `sft`. A reference engine is built when `reference`
+    the loss is veRL's ppo_loss (with `algorithm`'s policy loss as its mode when veRL has none of that name), or
+    its sft loss when `sft`. A reference engine is built when `reference`
     (None: when the KL loss is on), from `ref_model_path` (None: the actor's starting model)."""
     from omegaconf import OmegaConf, open_dict
     from verl.utils.config import omega_conf_to_dataclass
     from verl.workers.config import TrainingWorkerConfig
-    from verl.workers.utils.losses import ppo_loss
-
-    from backends.verl.losses import sft_response_loss
 
     arr = tree.actor_rollout_ref
     model_config = omega_conf_to_dataclass(arr.model)
@@ -286,11 +286,26 @@ def worker_configs(
         ref_engine.use_remove_padding = model_config.use_remove_padding
     return WorkerConfigs(
         actor=actor_worker,
-        loss_fn=partial(sft_response_loss if sft else ppo_loss, config=actor),
+        loss_fn=_loss_fn(actor, sft, algorithm),
         ref=ref_worker,
         use_kl_loss=bool(actor.use_kl_loss),
         is_lora=is_lora,
     )
+
+
+def _loss_fn(actor: Any, sft: bool, algorithm: Any) -> Any:
+    """veRL's ppo_loss (its own loss mode, or one of ours: backends/verl/losses.py), or the SFT loss."""
+    from verl.workers.utils.losses import ppo_loss
+
+    from backends.verl.losses import algorithm_loss, sft_response_loss
+
+    if sft:
+        return partial(sft_response_loss, config=actor)
+    name = getattr(algorithm, "policy_loss_fn", None)
+    if name in VerlTrainerConfig.ADAPTED_LOSSES:
+        args = POLICY_LOSS_FNS.resolve_args(name, algorithm.policy_loss_fn_args)
+        return partial(algorithm_loss, config=actor, name=name, args=args)
+    return partial(ppo_loss, config=actor)
 
 
 def kl_needs_reference(config: ExperimentConfig) -> bool:

@@ -1,4 +1,6 @@
-"""SFT on the veRL trainer: veRL's sft_loss on the batch layout the RL steps use.
+"""Losses veRL's actor runs that veRL does not have: SFT on the RL batch layout, and this project's policy losses.
+
+SFT on the veRL trainer: veRL's sft_loss on the batch layout the RL steps use.
 
 `verl.workers.utils.losses.sft_loss` expects veRL's SFT dataset layout (a jagged loss mask over the
 whole sequence); our batches carry a response mask, as its ppo_loss expects. This is the same loss —
@@ -19,3 +21,44 @@ def sft_response_loss(config: Any, model_output: Any, data: Any, dp_group: Any =
     mask = data.select("response_mask").to_padded_tensor()["response_mask"].to(log_prob.dtype)
     loss = -(log_prob * mask).sum() / data["batch_num_tokens"] * data["dp_size"]
     return loss, {}
+
+
+# -- this project's policy losses inside veRL's ppo_loss ---------------------------------------------------------
+PREFIX = "rft_"  # veRL loss_mode of one of algorithms/policy_loss's losses: "rft_<name>"
+
+
+def loss_mode(name: str) -> str:
+    return f"{PREFIX}{name}"
+
+
+def algorithm_loss(config: Any, model_output: Any, data: Any, dp_group: Any = None, *, name: str,
+                   args: dict[str, Any]) -> tuple[Any, dict]:
+    """veRL's ppo_loss (its KL and entropy terms, its aggregation over ranks) with policy loss `name` of
+    algorithms/policy_loss as its loss mode: registered in veRL's registry of this process on first use (the loss
+    runs in the worker processes, which import nothing of ours until then)."""
+    from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY
+    from verl.workers.utils.losses import ppo_loss
+
+    POLICY_LOSS_REGISTRY.setdefault(loss_mode(name), _adapter(name, args))
+    return ppo_loss(config, model_output, data, dp_group)
+
+
+def _adapter(name: str, args: dict[str, Any]) -> Any:
+    """veRL's policy-loss signature around our loss `name` with its resolved `args`."""
+    from algorithms import POLICY_LOSS_FNS, LossInputs
+
+    fn = POLICY_LOSS_FNS.lookup(name)
+
+    def policy_loss(old_log_prob: Any, log_prob: Any, advantages: Any, response_mask: Any,
+                    loss_agg_mode: str = "token-mean", config: Any = None, rollout_is_weights: Any = None) -> Any:
+        info = dict(getattr(config, "global_batch_info", None) or {})
+        inputs = LossInputs(
+            logprobs=log_prob, old_logprobs=old_log_prob, advantages=advantages,
+            response_mask=response_mask.to(log_prob.dtype), global_num_tokens=info.get("batch_num_tokens"),
+            global_num_seqs=info.get("global_batch_size"), dp_size=int(info.get("dp_size") or 1),
+        )
+        loss, metrics = fn(inputs, {**args, "loss_agg_mode": loss_agg_mode,
+                                    "loss_scale_factor": info.get("loss_scale_factor")})
+        return loss, {f"actor/{k}": v for k, v in metrics.items() if k != "pg_loss"}
+
+    return policy_loss

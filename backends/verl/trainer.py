@@ -51,7 +51,8 @@ class VerlTrainer(TrainerBackend):
         ref_path = config.model.ref_model_path
         self.configs = worker_configs(self.tree, sft=is_sft(config),
                                       reference=algorithms.needs_reference_model(config.algorithm) and not is_sft(config),
-                                      ref_model_path=str(resolve_model_path(ref_path)) if ref_path else None)
+                                      ref_model_path=str(resolve_model_path(ref_path)) if ref_path else None,
+                                      algorithm=config.algorithm)
         self.reward_kl = RewardKL.for_algorithm(config.algorithm)  # algorithm.kl_penalty_fn
         self.temperature = float(self.tree.actor_rollout_ref.rollout.temperature)
         tokenizer = self.configs.actor.model_config.tokenizer
