@@ -21,11 +21,12 @@ from algorithms.kl import KL_LOSS_FNS, register_kl_loss_fn
 from algorithms.kl_penalty import KLController, apply_kl_penalty, kl_controller
 from algorithms.loss import compute_loss, needs_entropy, needs_reference_model
 from algorithms.policy_loss import POLICY_LOSS_FNS, register_policy_loss_fn
-from algorithms.policy_loss.base import is_preference_loss
+from algorithms.policy_loss.base import BATCH_MASKS, is_preference_loss
 from algorithms.registry import Registry, is_off
 from algorithms.value_loss import explained_variance, value_loss
 
 __all__ = [
+    "BATCH_MASKS",
     "ADVANTAGE_FNS",
     "ENTROPY_LOSS_FNS",
     "KLController",

@@ -34,12 +34,13 @@ class LossInputs:
     global_expert_seqs: int | None = None
     step: int = 0  # the train step being taken (1-based): a loss with a schedule (mix_chord's μ) reads it
     dp_size: int = 1  # data-parallel ranks the whole-batch counts span (veRL's FSDP workers; one process: 1)
+    token_mask: torch.Tensor | None = None  # [B, T] a loss's mask chosen over the whole batch (m2po; the trainer's)
 
     def validate(self) -> None:
         shape = self.logprobs.shape
         if self.logprobs.dim() != 2:
             raise ValueError(f"LossInputs.logprobs must be [B, T], got shape {tuple(shape)}")
-        for name in ("old_logprobs", "advantages", "response_mask", "ref_logprobs", "entropy"):
+        for name in ("old_logprobs", "advantages", "response_mask", "ref_logprobs", "entropy", "token_mask"):
             value = getattr(self, name)
             if value is not None and value.shape != shape:
                 raise ValueError(f"LossInputs.{name} has shape {tuple(value.shape)}, expected {tuple(shape)}")
@@ -60,6 +61,7 @@ class LossInputs:
         return LossInputs(
             logprobs=self.logprobs[keep], old_logprobs=self.old_logprobs[keep], advantages=self.advantages[keep],
             response_mask=self.response_mask[keep], ref_logprobs=pick(self.ref_logprobs), entropy=pick(self.entropy),
+            token_mask=pick(self.token_mask),
             global_num_tokens=tokens if self.global_num_tokens is not None else None,
             global_num_seqs=seqs if self.global_num_tokens is not None else None, step=self.step, dp_size=self.dp_size,
         )

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 CHECKPOINT_FORMAT = "rft-torch-v1"
 # Policy losses proportional to the advantage: a zero-advantage sample has zero loss and gradient.
-ZERO_ADVANTAGE_LOSSES = frozenset({"ppo", "gspo", "cispo", "mix", "mix_chord"})  # mix: of the sampled rows
+ZERO_ADVANTAGE_LOSSES = frozenset({"ppo", "gspo", "cispo", "mix", "mix_chord", "m2po"})  # mix: of the sampled rows
 # Metrics compute_loss normalises by whole-batch counts (aggregated like the loss): summed over micro-batches.
 WHOLE_BATCH_METRICS = frozenset({"entropy"})
 # Metrics that are one value per step (a loss's scheduled coefficient): taken as they are.
@@ -141,8 +141,9 @@ class TorchTrainer(TrainerBackend):
                 micro.advantages = advantages
         # critic_warmup: the first steps train the critic only; the policy keeps its weights (and its schedule)
         warming = self.critic is not None and self._step < self.config.trainer.critic.critic_warmup
-        for chunk, micro in [] if warming else zip(chunks, micros, strict=True):
-            loss, metrics = self._micro_step(micro, totals | experts)
+        token_masks, mask_metrics = self._batch_masks(micros)  # a loss whose mask is chosen over the whole batch
+        for i, (chunk, micro) in enumerate([] if warming else zip(chunks, micros, strict=True)):
+            loss, metrics = self._micro_step(micro, totals | experts, token_masks[i] if token_masks else None)
             loss.backward()
             for key, value in metrics.items():
                 if key in STEP_METRICS:
@@ -171,6 +172,7 @@ class TorchTrainer(TrainerBackend):
             **sums,
             **kl_metrics,
             **critic_metrics,
+            **mask_metrics,
             **({"critic/warmup": 1.0} if warming else {}),
             "grad_norm": float(grad_norm),
             "lr": float(lr),
@@ -279,7 +281,29 @@ class TorchTrainer(TrainerBackend):
             and not algorithms.needs_entropy(self.algorithm)
         )
 
-    def _micro_step(self, micro: TrainBatch, totals: dict[str, int]) -> tuple[torch.Tensor, dict[str, float]]:
+    def _batch_masks(self, micros: list[TrainBatch]) -> tuple[list[torch.Tensor] | None, dict[str, float]]:
+        """Each micro-batch's part of a token mask chosen over the whole batch (algorithms.BATCH_MASKS: m2po), from the
+        current log-probs of every micro-batch (a pass without gradients); None when the loss has none."""
+        choose = algorithms.BATCH_MASKS.get(self.algorithm.policy_loss_fn)
+        if choose is None or not micros:
+            return None, {}
+        with torch.no_grad():
+            current = [self._response_logprobs(self.model, m, with_entropy=False)[0] for m in micros]
+        width = max(m.response_width for m in micros)
+        pad = lambda rows: torch.cat([torch.nn.functional.pad(t.to(self.device), (0, width - t.shape[1])) for t in rows])  # noqa: E731
+        args = algorithms.POLICY_LOSS_FNS.resolve_args(self.algorithm.policy_loss_fn, self.algorithm.policy_loss_fn_args)
+        mask, metrics = choose(pad(current), pad([m.old_logprobs for m in micros]), pad([m.advantages for m in micros]),
+                               pad([m.response_mask for m in micros]), args)
+        parts, row = [], 0
+        for m in micros:
+            rows = m.input_ids.shape[0]
+            parts.append(mask[row : row + rows, : m.response_width])
+            row += rows
+        return parts, metrics
+
+    def _micro_step(
+        self, micro: TrainBatch, totals: dict[str, int], token_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         logprobs, entropy = self._response_logprobs(self.model, micro, with_entropy=algorithms.needs_entropy(self.algorithm))
         ref_logprobs = None
         if self.reference is not None:
@@ -294,6 +318,7 @@ class TorchTrainer(TrainerBackend):
             entropy=entropy,
             expert_mask=micro.expert_mask.to(self.device) if micro.expert_mask is not None else None,
             step=self._step + 1,
+            token_mask=token_mask,
             **totals,
         )
         return algorithms.compute_loss(self.algorithm, inputs)

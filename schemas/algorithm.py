@@ -98,15 +98,15 @@ class AlgorithmConfig(Section):
     sample_strategy: str | None = Field(
         None, description="How the trainer takes experiences from the buffer: default (oldest first), warmup "
         "(the same here), staleness_control (the same, Trinity's name), priority (sample_strategy_args.priority_fn), mix "
-        "(refused); None: preset."
+        "(the oldest plus expert rows, docs/mix.md); None: preset."
     )
     sample_strategy_args: dict[str, Any] | None = Field(
         None, description="Arguments of sample_strategy; missing ones take the strategy's defaults."
     )
     policy_loss_fn: str | None = Field(
         None, description="Policy loss: ppo (PPO-clip), gspo, cispo, sapo, sppo, rec, topr, opmd, sft, sft_is, sft_phi, "
-        "importance_sampling, dpo (preference pairs, docs/dpo.md); refused: mix, mix_chord, clipb, clipv, m2po "
-        "(docs/trinity-parity.md); None: preset."
+        "importance_sampling, m2po, dpo (preference pairs, docs/dpo.md), mix, mix_chord (expert rows, docs/mix.md); "
+        "refused: clipb, clipv (docs/trinity-parity.md); None: preset."
     )
     policy_loss_fn_args: dict[str, Any] | None = Field(
         None, description="Arguments of policy_loss_fn (e.g. ppo: clip_range, clip_range_low, clip_range_high, "
@@ -139,7 +139,7 @@ class AlgorithmConfig(Section):
         "coefficient then follows a proportional controller toward target_kl; resumed runs go on with it)."
     )
     entropy_loss_fn: str | None = Field(
-        None, description="Entropy term: default, basic, none; None: preset."
+        None, description="Entropy term: default, basic, mix (the sampled rows only, docs/mix.md), none; None: preset."
     )
     entropy_loss_fn_args: dict[str, Any] | None = Field(
         None, description="Arguments of entropy_loss_fn (entropy_coef)."

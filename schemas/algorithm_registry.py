@@ -25,9 +25,9 @@ from algorithms.registry import Args, NoArgs, Registry
 
 
 NOT_BUILT: dict[str, dict[str, type[Args]]] = {
-    # clipb, clipv and m2po are names of Trinity-RFT releases after the sources read for docs/trinity-parity.md;
+    # clipb and clipv are names issue 26 lists that no Trinity-RFT source read for docs/trinity-parity.md defines;
     # the arguments of these refused functions are not modelled (a refused function's arguments do not matter).
-    "policy_loss_fn": {"clipb": NoArgs, "clipv": NoArgs, "m2po": NoArgs},
+    "policy_loss_fn": {"clipb": NoArgs, "clipv": NoArgs},
     "advantage_fn": {"remax": NoArgs, "gigpo": NoArgs},
     "entropy_loss_fn": {},
 }

@@ -349,7 +349,7 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
     },
     "policy_loss_fn": {
         **{name: refused(f"Trinity-RFT's {name!r} loss is newer than the Trinity sources this project follows "
-                         "(docs/trinity-parity.md); use ppo, cispo or gspo") for name in ("clipb", "clipv", "m2po")},
+                         "(docs/trinity-parity.md); use ppo, cispo or gspo") for name in ("clipb", "clipv")},
     },
     "advantage_fn": {
         "remax": refused("remax's baseline is a greedy rollout of each task, which the explorer does not sample; use "

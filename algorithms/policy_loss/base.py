@@ -7,14 +7,30 @@ floats, at least ``pg_loss``; it is registered with the model of its arguments (
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
 from algorithms.registry import Args, Registry
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 POLICY_LOSS_FNS = Registry("algorithm.policy_loss_fn")
 register_policy_loss_fn = POLICY_LOSS_FNS.register
+
+# Losses whose token mask is a choice over the whole batch (m2po): {name: fn(logprobs, old_logprobs, advantages,
+# response_mask, args) -> (mask, metrics)} over all of the batch's rows. A trainer computes it before the loss, from
+# the current log-probs of every micro-batch, and hands each micro-batch its rows (`LossInputs.token_mask`).
+BATCH_MASKS: dict[str, Callable[..., Any]] = {}
+
+
+def register_batch_mask(name: str) -> Callable[[F], F]:
+    def decorator(fn: F) -> F:
+        BATCH_MASKS[name] = fn
+        return fn
+
+    return decorator
 
 # The modes veRL 0.9.1's agg_loss implements that Trinity names (algorithms/aggregation.py has them all).
 LossAggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
