@@ -18,7 +18,7 @@ from algorithms.aggregation import LOSS_AGG_MODES
 from algorithms.entropy import ENTROPY_LOSS_FNS, register_entropy_loss_fn
 from algorithms.inputs import LossInputs
 from algorithms.kl import KL_LOSS_FNS, register_kl_loss_fn
-from algorithms.kl_penalty import KLController, apply_kl_penalty, kl_controller
+from algorithms.kl_penalty import KLController, apply_kl_penalty, kl_controller, token_penalty
 from algorithms.loss import compute_loss, needs_entropy, needs_reference_model
 from algorithms.policy_loss import POLICY_LOSS_FNS, register_policy_loss_fn
 from algorithms.policy_loss.base import BATCH_MASKS, is_preference_loss
@@ -36,6 +36,7 @@ __all__ = [
     "LossInputs",
     "Registry",
     "apply_kl_penalty",
+    "token_penalty",
     "compute_advantages",
     "compute_loss",
     "explained_variance",

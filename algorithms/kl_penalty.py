@@ -92,15 +92,20 @@ def penalized_rewards(
 ) -> tuple[torch.Tensor, float]:
     """Rewards [B] minus kl_coef × each sequence's summed token KL, and the batch's mean KL (the mean over
     sequences of each one's per-token mean: what the controller and the `kl_penalty` metric read)."""
+    kl, current = batch_kl(name, logprobs, ref_logprobs, mask)
+    return (rewards.double() - kl_coef * kl.sum(-1)).float(), current
+
+
+def batch_kl(name: str, logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """The per-token KL [B, T] in float64 (near the reference k3's exp(r) − r − 1 cancels to 0 in float32,
+    |r| ≲ 1e-4), and the batch's mean KL (the mean over sequences of each one's per-token mean)."""
     import torch
 
     with torch.no_grad():
-        # float64: near the reference k3's exp(r) − r − 1 cancels to 0 in float32 (|r| ≲ 1e-4)
         kl = token_kl(name, logprobs.double(), ref_logprobs.double(), mask.double())
         tokens = mask.double().sum(-1)
         per_seq = kl.sum(-1) / tokens.clamp(min=1.0)
-        current = float(per_seq[tokens > 0].mean()) if bool((tokens > 0).any()) else 0.0
-        return (rewards.double() - kl_coef * kl.sum(-1)).float(), current
+        return kl, float(per_seq[tokens > 0].mean()) if bool((tokens > 0).any()) else 0.0
 
 
 def apply_kl_penalty(
@@ -126,3 +131,20 @@ def apply_kl_penalty(
         "reward_before_kl": float(rewards.float().mean()),
         "reward_after_kl": float(shaped.mean()),
     }
+
+
+def token_penalty(
+    algorithm, controller: KLController, logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor,
+    rewards: torch.Tensor,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The penalty per response token [B, T], −kl_coef·KL_t, for an advantage made per token (GAE over a critic,
+    which adds it to each token's reward), and the metrics of apply_kl_penalty. Steps the controller once."""
+    name = penalty_name(algorithm)
+    if name is None:
+        raise ValueError(f"{FIELD} is off: there is no penalty to apply")
+    coef = controller.kl_coef
+    kl, current = batch_kl(name, logprobs, ref_logprobs, mask)
+    penalty = (-coef * kl).float()
+    controller.update(current, int(logprobs.shape[0]))
+    return penalty, {"kl_penalty": current, "kl_penalty_coef": coef, "reward_before_kl": float(rewards.float().mean()),
+                     "reward_after_kl": float((rewards.double() + penalty.double().sum(-1)).mean())}

@@ -31,6 +31,7 @@ class TrainBatch:
     shared_prompt: torch.Tensor | None = None  # [P]: the one prompt of every row, when they share it
     rewards: torch.Tensor | None = None  # [B]: each experience's reward (a critic's GAE places it per token)
     expert_mask: torch.Tensor | None = None  # [B] bool: the mix strategy's expert rows (tasks/expert.py)
+    token_penalty: torch.Tensor | None = None  # [B, R]: the reward's KL penalty per token, for GAE (set by the trainer)
 
     @property
     def num_tokens(self) -> int:

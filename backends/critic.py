@@ -84,8 +84,12 @@ class Critic:
         rewards = [m.rewards.to(self.device) for m in micros]
         masks = [m.response_mask.to(self.device) for m in micros]
         width = max(m.response_width for m in micros)
+        penalty = None  # the reward's KL penalty per token (algorithm.kl_penalty_fn), when on
+        if any(m.token_penalty is not None for m in micros):
+            penalty = _cat([(m.token_penalty if m.token_penalty is not None else torch.zeros_like(m.response_mask))
+                            .to(self.device) for m in micros], width)
         advantages, returns = algorithms.gae(
-            torch.cat(rewards), _cat(old, width), _cat(masks, width), self.gae_args
+            torch.cat(rewards), _cat(old, width), _cat(masks, width), self.gae_args, penalty
         )  # whitened over the whole batch
 
         self.model.train()

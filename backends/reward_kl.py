@@ -37,6 +37,28 @@ class RewardKL:
         self, batch: list[Experience], reference_logprobs: Callable[[list[Experience]], list[list[float]]]
     ) -> tuple[list[Experience], dict[str, float]]:
         """The batch with advantages of its KL-penalised rewards, and the penalty's metrics."""
+        logprobs, ref_logprobs, mask = self._tensors(batch, reference_logprobs)
+        rewards = torch.tensor([e.reward for e in batch], dtype=torch.float32)
+        advantages, metrics = algorithms.apply_kl_penalty(
+            self.algorithm, self.controller, rewards, [e.group_id for e in batch], logprobs, ref_logprobs, mask
+        )
+        return [replace(e, advantage=float(a)) for e, a in zip(batch, advantages.tolist(), strict=True)], metrics
+
+    def token_penalties(
+        self, batch: list[Experience], reference_logprobs: Callable[[list[Experience]], list[list[float]]]
+    ) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+        """Each experience's penalty per response token (by eid), for advantages made per token (GAE), and the
+        penalty's metrics."""
+        logprobs, ref_logprobs, mask = self._tensors(batch, reference_logprobs)
+        rewards = torch.tensor([e.reward for e in batch], dtype=torch.float32)
+        penalty, metrics = algorithms.token_penalty(self.algorithm, self.controller, logprobs, ref_logprobs, mask, rewards)
+        return {e.eid: penalty[row, : len(e.response_token_ids)] for row, e in enumerate(batch)}, metrics
+
+    @staticmethod
+    def _tensors(
+        batch: list[Experience], reference_logprobs: Callable[[list[Experience]], list[list[float]]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """[B, T] rollout log-probs, the reference's, and the response mask."""
         ref = reference_logprobs(batch)
         width = max(max((len(e.response_token_ids) for e in batch), default=1), 1)
         logprobs = torch.zeros((len(batch), width))
@@ -47,11 +69,7 @@ class RewardKL:
             logprobs[row, :n] = torch.tensor(exp.logprobs, dtype=torch.float32)
             ref_logprobs[row, :n] = torch.tensor(ref_row[:n], dtype=torch.float32)
             mask[row, :n] = torch.tensor(exp.response_mask, dtype=torch.float32)
-        rewards = torch.tensor([e.reward for e in batch], dtype=torch.float32)
-        advantages, metrics = algorithms.apply_kl_penalty(
-            self.algorithm, self.controller, rewards, [e.group_id for e in batch], logprobs, ref_logprobs, mask
-        )
-        return [replace(e, advantage=float(a)) for e, a in zip(batch, advantages.tolist(), strict=True)], metrics
+        return logprobs, ref_logprobs, mask
 
     def state_dict(self) -> dict[str, float]:
         return self.controller.state_dict()

@@ -114,7 +114,10 @@ class TorchTrainer(TrainerBackend):
     def train_step(self, batch: list[Experience]) -> dict[str, float]:
         started = time.perf_counter()
         kl_metrics: dict[str, float] = {}
-        if self.reward_kl is not None:  # before the step: the reference scores the batch, advantages re-made
+        penalties: dict[str, torch.Tensor] = {}
+        if self.reward_kl is not None and self.critic is not None:  # GAE takes the penalty per token, in its rewards
+            penalties, kl_metrics = self.reward_kl.token_penalties(batch, self.reference_logprobs)
+        elif self.reward_kl is not None:  # before the step: the reference scores the batch, advantages re-made
             batch, kl_metrics = self.reward_kl.apply(batch, self.reference_logprobs)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -136,6 +139,9 @@ class TorchTrainer(TrainerBackend):
         micros = [collate([_with_advantage(e) for e in c] if self.critic else c, self.pad_token_id) for c in chunks]
         critic_metrics: dict[str, float] = {}
         if self.critic is not None and micros:  # before the policy: the old values make the advantages (veRL's order)
+            for chunk, micro in zip(chunks, micros, strict=True):
+                if penalties:
+                    micro.token_penalty = _rows([penalties[e.eid] for e in chunk], micro.response_width)
             token_advantages, critic_metrics = self.critic.step(micros, totals)
             for micro, advantages in zip(micros, token_advantages, strict=True):
                 micro.advantages = advantages
@@ -502,3 +508,8 @@ def _set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     if state.get("cuda") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _rows(values: list[torch.Tensor], width: int) -> torch.Tensor:
+    """Per-row tensors of different lengths as one [B, width] tensor, right-padded with zeros."""
+    return torch.stack([torch.nn.functional.pad(v.float(), (0, width - v.shape[0])) for v in values])

@@ -173,9 +173,6 @@ def _algorithm(r: Resolver) -> None:
         r.error("algorithm.kl_penalty_fn", f"with advantage_fn {alg.advantage_fn!r} the KL penalty re-computes group "
                 "advantages on the trainer, which needs whole groups in a batch; sample_strategy 'priority' with "
                 "priority_fn 'largest_advantage' splits them (use priority_fn 'newest' or sample_strategy 'default')")
-    if needs_critic(alg) and not is_off(alg.kl_penalty_fn) and alg.kl_penalty_fn_args.get("kl_coef", 0.0):
-        r.error("algorithm.kl_penalty_fn", f"{alg.kl_penalty_fn!r}: a KL penalty in the reward is not built with "
-                "advantage_fn 'ppo' (GAE would take it per token); use kl_loss_fn (KL in the loss) instead")
     if needs_teacher(alg) and not is_off(alg.kl_penalty_fn) and alg.kl_penalty_fn_args.get("kl_coef", 0.0):
         r.error("algorithm.kl_penalty_fn", f"{alg.kl_penalty_fn!r}: advantage_fn {alg.advantage_fn!r} takes its "
                 "advantages from the teacher, not from rewards, so a KL penalty in the reward would change nothing; "

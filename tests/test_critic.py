@@ -83,7 +83,6 @@ def test_the_ppo_preset_trains_a_critic_on_the_torch_trainer() -> None:
     ({"trainer.critic.optim.lr": -1}, "trainer.critic.optim.lr"),
     ({"trainer.critic": {"optim": {"warmup": 3}}}, "trainer.critic.optim.warmup"),  # not a setting
     ({"algorithm.advantage_fn_args": {"lam": 1.5}}, "algorithm.advantage_fn_args.lam"),
-    ({"algorithm.kl_penalty_fn": "k1", "algorithm.kl_penalty_fn_args": {"kl_coef": 0.1}}, "algorithm.kl_penalty_fn"),
 ])
 def test_a_wrong_critic_setting_is_an_error_naming_the_field(overrides: dict, field: str) -> None:
     with pytest.raises(ValidationError) as exc:
@@ -198,3 +197,26 @@ def test_trinity_critic_warmup_and_epochs_are_read_into_the_torch_critic() -> No
         "trainer": {"critic_warmup": 5}, "critic": {"ppo_epochs": 2, "optim": {"lr": 2e-5}}}}})
     assert data["trainer"]["critic"] == {"critic_warmup": 5, "ppo_epochs": 2, "optim": {"lr": 2e-5}}
     assert "trainer_config" not in data["trainer"]
+
+
+def test_gae_adds_the_reward_kl_penalty_to_each_tokens_reward() -> None:
+    """With KL in the reward, every response token's reward gets −kl_coef·KL_t (veRL's PPO): with γ = λ = 1 and no
+    values, each return is the score plus the penalties from that token on."""
+    penalty = torch.tensor([[-0.1, -0.2, -0.3], [-0.5, -0.5, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    _, returns = algorithms.gae(torch.tensor([1.0, 2.0]), torch.zeros(2, 3), mask, {"gamma": 1.0, "lam": 1.0}, penalty)
+    assert torch.allclose(returns * mask, torch.tensor([[0.4, 0.5, 0.7], [1.0, 1.5, 0.0]]), atol=1e-6)
+
+
+def test_a_kl_penalty_in_the_reward_reaches_the_critics_returns(model_dir: Path) -> None:
+    """kl_penalty_fn with the ppo preset: the reference scores the batch, the penalty goes into GAE's per-token
+    rewards (the critic's returns fall below the scores by it), and the controller's metrics are reported."""
+    config = ppo_config(**{"trainer.micro_batch_size": 2, "algorithm.kl_penalty_fn": "k1",
+                           "algorithm.kl_penalty_fn_args": {"kl_coef": 0.5}})
+    batch = scored(1)
+    for e in batch:  # rollout log-probs far from the reference's: a large KL
+        e.logprobs = [-0.01] * len(e.response_token_ids)
+    metrics = TorchTrainer(config, model_dir, total_steps=2).train_step(batch)
+    assert metrics["kl_penalty"] > 1.0 and metrics["kl_penalty_coef"] == 0.5, metrics
+    assert metrics["reward_after_kl"] < metrics["reward_before_kl"] - 0.5
+    assert metrics["critic/returns_mean"] < sum(e.reward for e in batch) / len(batch) - 0.5, metrics
