@@ -28,6 +28,7 @@ from schemas.base import ALIAS, SECTIONS, STAGE_CHAIN, ConfigRuleError, Section,
 from schemas.budget import BudgetConfig
 from schemas.buffer import BufferConfig
 from schemas.cluster import ClusterConfig
+from schemas.data_processor import DataProcessorConfig
 from schemas.errors import error_items
 from schemas.explorer import ENGINE_VARIANTS, ExplorerConfig
 from schemas.model import ModelConfig
@@ -101,6 +102,10 @@ class ExperimentConfig(Section):
     monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="Metrics tracking.")
     budget: BudgetConfig = Field(
         default_factory=BudgetConfig, description="Limits at which a run stops cleanly (tokens, wall time); resumable."
+    )
+    data_processor: DataProcessorConfig = Field(
+        default_factory=DataProcessorConfig, description="Trinity's data processor: operators on each explore step's "
+        "experiences (the experience pipeline, buffer/operators.py)."
     )
     stages: list[StageConfig] = Field(
         default_factory=list,

@@ -28,6 +28,7 @@ from schemas import support
 from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES, GROUP_ADVANTAGE_FNS
 from schemas.base import ADJUSTED, set_unmarked
 from schemas.buffer import FormatConfig, StorageConfig, TasksetConfig
+from schemas.data_processor import DATA_JUICER, OPERATOR_ARGS
 from schemas.generators import GENERATOR_ARGS, generator_name
 from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
 from schemas.rewards import RewardArgsError, dapo_overlong_args
@@ -50,6 +51,7 @@ def apply_rules(config: ExperimentConfig) -> None:
         _buffer(r)
         _explorer(r)
         _monitor(r)
+    _data_processor(r)
     _addresses(r)
     _support(r)  # always: a refused setting is named even when another error stopped the rules
     r.raise_if_errors()
@@ -510,6 +512,32 @@ def _expert_rows(r: Resolver) -> None:
     elif alg.policy_loss_fn in MIX_LOSSES:
         r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} trains on the sampled rows and the expert rows "
                 f"that algorithm.sample_strategy 'mix' adds (got {alg.sample_strategy!r})")
+
+
+def _data_processor(r: Resolver) -> None:
+    """The experience pipeline's operators and their arguments, each named by its place (buffer/operators.py)."""
+    pipeline = r.config.data_processor.experience_pipeline
+    if pipeline is None:
+        return
+    for i, op in enumerate(pipeline.operators):
+        path = f"data_processor.experience_pipeline.operators.{i}"
+        if op.name == DATA_JUICER:
+            r.error(f"{path}.name", "'data_juicer' hands the experiences to Data-Juicer, which is not a dependency here "
+                    f"(not installed); the built-in operators are {sorted(OPERATOR_ARGS)}")
+        elif op.name not in OPERATOR_ARGS:
+            r.error(f"{path}.name", f"unknown operator {op.name!r}; known: {sorted(OPERATOR_ARGS)}")
+        else:
+            for key in sorted(set(op.args) - set(OPERATOR_ARGS[op.name])):
+                r.error(f"{path}.args.{key}", f"{op.name!r} has no argument {key!r}; its arguments: "
+                        f"{sorted(OPERATOR_ARGS[op.name]) or 'none'}")
+            for j, rule in enumerate(op.args.get("reward_shaping_configs") or []):
+                if not isinstance(rule, dict) or rule.get("op_type", "ADD") not in ("ADD", "SUB", "MUL", "DIV"):
+                    r.error(f"{path}.args.reward_shaping_configs.{j}", "a {stats_key, op_type, weight} mapping with "
+                            "op_type ADD, SUB, MUL or DIV")
+    where = pipeline.input_save_path
+    if where is not None and (where.startswith(("/", "~")) or ".." in where.replace("\\", "/").split("/")):
+        r.error("data_processor.experience_pipeline.input_save_path",
+                f"{where!r}: a path inside the experiment folder (relative, no '..')")
 
 
 def _pair_columns(r: Resolver, fmt: FormatConfig, path: str) -> None:

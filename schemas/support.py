@@ -499,6 +499,24 @@ SUPPORT |= {
     f"{_EB}.default_reward_fn_type": refused(NOT_TASKS),
     f"{_EB}.task_selector": refused("SFT rows are read in file order, batch after batch"),
 }
+# Trinity's data processor: the experience pipeline's built-in operators run on the explorer (buffer/operators.py).
+_DP = "data_processor"
+_EXPERIMENTAL = "Trinity's experimental pipeline buffers: the pipeline here reads the explore step's experiences and " \
+                "writes the trainer's buffer"
+SUPPORT |= {
+    _DP: honoured("tasks/explore.py"),
+    f"{_DP}.experience_pipeline": honoured("tasks/explore.py"),
+    f"{_DP}.experience_pipeline.operators": honoured("tasks/explore.py", "buffer/operators.py"),
+    f"{_DP}.experience_pipeline.operators[].name": honoured("tasks/explore.py"),
+    f"{_DP}.experience_pipeline.operators[].args": honoured("tasks/explore.py"),
+    f"{_DP}.experience_pipeline.save_input": honoured("tasks/explore.py"),
+    f"{_DP}.experience_pipeline.input_save_path": honoured("tasks/explore.py"),
+    f"{_DP}.experience_pipeline.inputs": refused(_EXPERIMENTAL),
+    f"{_DP}.experience_pipeline.output": refused(_EXPERIMENTAL),
+    f"{_DP}.task_pipeline": refused("a Data-Juicer pipeline over the task set: Data-Juicer (py-data-juicer) is not a "
+                                    "dependency here; prepare the task set before the run"),
+}
+
 # The trainer's auxiliary datasets are read by the SFT reader (tasks/sft.py) for the mix sample strategy: the same
 # entries as an SFT dataset's, without the warnings of an RL mode's experience buffer (which they are not).
 _AUX = "buffer.trainer_input.auxiliary_buffers"

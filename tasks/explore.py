@@ -10,6 +10,7 @@ import algorithms
 from buffer.dynamic_sampling import FilledStep, fill_step, split_by_variance
 from buffer.experience import Experience
 from buffer.experience_store import ExperienceStore
+from buffer.operators import run_pipeline
 from buffer.taskset import TasksetReader, load_taskset
 from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
@@ -93,6 +94,23 @@ def fill_advantages(config: ExperimentConfig, experiences: list[Experience]) -> 
         exp.advantage = float(adv)
 
 
+def experience_pipeline(config: ExperimentConfig, step: int, experiences: list[Experience]) -> tuple[list[Experience], dict[str, float]]:
+    """data_processor.experience_pipeline's operators over the step's scored experiences (buffer/operators.py),
+    before the advantages; with save_input the experiences as they came are appended to a JSON-lines file first."""
+    pipeline = config.data_processor.experience_pipeline
+    if pipeline is None or not pipeline.operators:
+        return experiences, {}
+    if pipeline.save_input:
+        path = experiment_dir(config) / (pipeline.input_save_path or "experience_pipeline/input.jsonl")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as out:
+            out.writelines(e.to_json() + "\n" for e in experiences)
+    kept, metrics = run_pipeline([(op.name, op.args) for op in pipeline.operators], experiences)
+    get_run_logger().info("explore step %d: the experience pipeline kept %d of %d experiences", step, len(kept),
+                          len(experiences))
+    return kept, metrics
+
+
 @task(name="explore-step", retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
     """Roll out `batch_size` tasks × repeat_times on the engines into the experience buffer (with
@@ -115,10 +133,13 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
             logger.warning("task %s failed: %s", failure.task_id, failure.error)
         for skipped in result.too_long:
             logger.warning("%s", skipped.error)
+        pipeline_metrics: dict[str, float] = {}
         if filled is None:
+            result.experiences, pipeline_metrics = experience_pipeline(config, step, result.experiences)
             fill_advantages(config, result.experiences)
             store.put(result.experiences)
         else:  # kept and dropped at once, with the batches read: a retry neither trains one twice nor loses one
+            filled.kept, pipeline_metrics = experience_pipeline(config, step, filled.kept)
             fill_advantages(config, filled.kept)
             fill_advantages(config, filled.dropped)
             store.put(filled.kept, dropped=filled.dropped, batches=(step, filled.rounds))
@@ -133,7 +154,7 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         for key in ("strict", "lenient", "format")
         if result.experiences and all(key in e.reward_breakdown for e in result.experiences)
     }
-    return measures | {
+    return measures | {f"explore/{k}": v for k, v in pipeline_metrics.items()} | {
         "explore/reward_mean": stats["reward_mean"],
         "explore/reward_std": float(torch.tensor([e.reward for e in result.experiences]).std()) if len(result.experiences) > 1 else 0.0,
         "explore/accuracy": sum(accuracy) / len(accuracy) if accuracy else 0.0,

@@ -143,7 +143,8 @@ def test_the_mix_strategy_and_the_mix_losses_need_each_other(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_a_mix_run_trains_on_sampled_and_expert_rows(tmp_path: Path) -> None:
     """`rft run` of mix_chord on arith with the arith warm-up's SFT data as expert rows: every train step adds them,
-    the sampled experiences are each trained once, and MLflow has both parts of the loss."""
+    the sampled experiences are each trained once, and MLflow has both parts of the loss (and the explorer's
+    experience pipeline, its pass rates)."""
     from mlflow.tracking import MlflowClient
 
     from flows.rft import rft
@@ -159,15 +160,21 @@ def test_a_mix_run_trains_on_sampled_and_expert_rows(tmp_path: Path) -> None:
         "buffer.trainer_input.auxiliary_buffers": {"sft_dataset": expert},
         "buffer.batch_size": 3, "buffer.total_steps": 2, "explorer.eval_on_startup": False,
         "buffer.explorer_input.eval_tasksets": [], "trainer.save_interval": 2, "model.max_response_tokens": 24,
+        # and Trinity's experience pipeline on the explorer (buffer/operators.py): it keeps every experience here
+        "data_processor.experience_pipeline": {"operators": [{"name": "pass_rate_calculator"}]},
     })
     outcome = rft(config=config)[config.name]
     assert outcome["steps"] == 2
+    saved = (config.experiment_dir / "experience_pipeline" / "input.jsonl").read_text().splitlines()
+    assert len(saved) == 12  # save_input: every step's experiences as they came, before the operators
     with sqlite3.connect(config.experiment_dir / BUFFER_DB) as db:
         trained = [step for (step,) in db.execute("SELECT train_step FROM experiences")]
     assert sorted(trained) == [1] * 6 + [2] * 6  # the buffer holds the sampled rows only, each trained once
     client = MlflowClient(tracking_uri=tracking_uri(config))
     history = {key: [m.value for m in sorted(client.get_metric_history(outcome["mlflow_run_id"], key), key=lambda m: m.step)]
-               for key in ("train/expert_rows", "train/mu", "train/expert/sft_phi_loss")}
+               for key in ("train/expert_rows", "train/mu", "train/expert/sft_phi_loss",
+                           "explore/pipeline/pass_rate_calculator/pass_rate")}
+    assert len(history["explore/pipeline/pass_rate_calculator/pass_rate"]) == 2
     assert history["train/expert_rows"] == [2.0, 2.0]  # a quarter of 6 + 2
     assert history["train/mu"] == [0.25, 0.5]  # the warm-up: step 1 of 2, then the peak
     assert all(math.isfinite(v) and v > 0 for v in history["train/expert/sft_phi_loss"])

@@ -102,7 +102,8 @@ IMPORTS = {  # example: the settings still listed as not imported (they need --a
     "tinker": [],
     "cispo_gsm8k": ["trainer.trainer_config_path"],  # Trinity itself refuses it now
     "sft_mot": ["trainer.trainer_config_path"],
-    "grpo_gsm8k_task_pipeline": ["data_processor"],  # a Data-Juicer task pipeline is not built
+    # a Data-Juicer task pipeline is not run (Data-Juicer is not a dependency); its service address goes with it
+    "grpo_gsm8k_task_pipeline": ["data_processor.data_workflow_url", "data_processor.task_pipeline"],
     # losses veRL lacks run as its ppo_loss's mode (backends/verl/losses.py)
     "topr_gsm8k": ["trainer.trainer_config_path"],
     # Trinity refuses its rollout lengths too ("Unable to determine max_model_len" without model.*'s); left out here
