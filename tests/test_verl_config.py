@@ -214,3 +214,14 @@ def test_a_kl_penalty_alone_builds_the_reference_engine_from_ref_model_path(mode
     assert configs.ref.model_config.path == str(other) and configs.actor.model_config.path == str(model_dir)
     with pytest.raises(ValidationError, match="model.ref_model_path"):
         verl_config(**{"model.ref_model_path": str(other), "model.lora_configs": [{"lora_rank": 8}]})
+
+
+def test_our_losses_map_to_their_loss_mode_on_verl() -> None:
+    """Each loss veRL runs through backends/verl/losses.py maps onto its loss mode, with or without clip ranges."""
+    from backends.verl.config import actor_overrides
+    from backends.verl.losses import loss_mode
+    from schemas.trainer import VerlTrainerConfig
+
+    for name in VerlTrainerConfig.ADAPTED_LOSSES:
+        config = verl_config(**{"algorithm.policy_loss_fn": name})
+        assert actor_overrides(config.algorithm)["policy_loss"] == {"loss_mode": loss_mode(name)}, name

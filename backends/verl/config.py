@@ -172,7 +172,9 @@ def actor_overrides(algorithm: Any) -> dict[str, Any]:
         raise ValueError(f"algorithm.policy_loss_fn: {name!r} has no veRL policy loss for ppo_loss; "
                          f"supported: {sorted(VerlTrainerConfig.policy_losses())}")
     args = POLICY_LOSS_FNS.resolve_args(name, algorithm.policy_loss_fn_args)
-    low, high = clip_ranges(args)
+    # a loss without clip ranges (topr, opmd, ...: ours, as the loss mode) leaves veRL's defaults, which it never reads
+    clips = any(key in args for key in ("clip_range", "clip_range_low", "clip_range_high"))
+    low, high = clip_ranges(args) if clips else (0.2, 0.2)
     kl_args = dict(getattr(algorithm, "kl_loss_fn_args", None) or {})
     ent_args = dict(getattr(algorithm, "entropy_loss_fn_args", None) or {})
     # A zero kl_coef turns the term off (no reference model), as in algorithms.needs_reference_model.
