@@ -49,6 +49,7 @@ def test_the_judge_workflow_needs_a_judge_and_q20_does_not() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.full  # a whole run with a judge engine, ~3.5 min: scripts/test.sh --full (CI's 90 minutes are full)
 def test_a_judge_grades_each_response_and_a_model_answers_q20(tmp_path: Path) -> None:
     """One run, two kinds of row (format.workflow_key): GSM8K-style questions graded by the judge, and q20 games whose
     questions the same auxiliary model answers (SmolLM2-135M itself: what it grades matters less than that every

@@ -141,6 +141,7 @@ def test_the_mix_strategy_and_the_mix_losses_need_each_other(tmp_path: Path) -> 
 
 # ----------------------------------------------------------------------------- a whole run (slow)
 @pytest.mark.slow
+@pytest.mark.full  # a whole run, ~2 min: scripts/test.sh --full (CI's 90 minutes are full)
 def test_a_mix_run_trains_on_sampled_and_expert_rows(tmp_path: Path) -> None:
     """`rft run` of mix_chord on arith with the arith warm-up's SFT data as expert rows: every train step adds them,
     the sampled experiences are each trained once, and MLflow has both parts of the loss (and the explorer's
