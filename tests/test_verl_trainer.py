@@ -223,7 +223,9 @@ def test_our_losses_run_inside_verls_ppo_loss(verl, preset: str) -> None:
     finally:
         trainer.close()
     print(f"{preset} on veRL: loss {first['loss']:.6f}, torch trainer's {expected['loss']:.6f}")
-    assert first["loss"] == pytest.approx(expected["loss"], abs=1e-5), (first, expected)
+    # veRL's forward pass is ~1e-4 relative off plain transformers at fp32 (the parity test above); topr's
+    # ratio-dependent weights carry that into the loss (3e-4 relative measured), so 1e-3 relative, as for grad_norm
+    assert first["loss"] == pytest.approx(expected["loss"], rel=1e-3), (first, expected)
     assert first["grad_norm"] == pytest.approx(expected["grad_norm"], rel=1e-3), (first, expected)
 
 
