@@ -65,7 +65,7 @@ def test_validate_with_set_overrides():
         (["validate", "gsm8k", "--set", "algorithm.optimizer.lrr=1"], "algorithm.optimizer.lrr"),
         (["validate", "gsm8k", "--set", "algorithm.repeat_times=1"], "algorithm.repeat_times"),
         (["validate", "gsm8k", "--set", "algorithm.optimizer.lr"], "PATH=VALUE"),
-        (["validate", "no-such-recipe"], "known recipes: gsm8k, arith, smoke"),
+        (["validate", "no-such-recipe"], "known recipes: gsm8k, arith, arith-dpo, smoke"),
         (["validate", "missing.yaml"], "missing.yaml: no such file"),
     ],
 )
