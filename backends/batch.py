@@ -82,6 +82,11 @@ def collate(experiences: list[Experience], pad_token_id: int) -> TrainBatch:
     )
 
 
+def stack_padded(rows: list[torch.Tensor], width: int) -> torch.Tensor:
+    """Micro-batches' [b, r] tensors (r ≤ width) stacked into one [B, width] tensor, right-padded with zeros."""
+    return torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1])) for t in rows])
+
+
 def _one_prompt(experiences: list[Experience]) -> bool:
     return all(e.prompt_token_ids == experiences[0].prompt_token_ids for e in experiences)
 

@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForTokenClassification
 
 import algorithms
-from backends.batch import TrainBatch
+from backends.batch import TrainBatch, stack_padded
 from checkpointing.models import resolve_model_path
 from checkpointing.safe_load import load_tensors
 
@@ -84,12 +84,11 @@ class Critic:
         rewards = [m.rewards.to(self.device) for m in micros]
         masks = [m.response_mask.to(self.device) for m in micros]
         width = max(m.response_width for m in micros)
-        penalty = None  # the reward's KL penalty per token (algorithm.kl_penalty_fn), when on
-        if any(m.token_penalty is not None for m in micros):
-            penalty = _cat([(m.token_penalty if m.token_penalty is not None else torch.zeros_like(m.response_mask))
-                            .to(self.device) for m in micros], width)
+        penalty = None  # the reward's KL penalty per token (algorithm.kl_penalty_fn): the trainer sets all or none
+        if micros[0].token_penalty is not None:
+            penalty = stack_padded([m.token_penalty.to(self.device) for m in micros], width)  # type: ignore[union-attr]
         advantages, returns = algorithms.gae(
-            torch.cat(rewards), _cat(old, width), _cat(masks, width), self.gae_args, penalty
+            torch.cat(rewards), stack_padded(old, width), stack_padded(masks, width), self.gae_args, penalty
         )  # whitened over the whole batch
 
         self.model.train()
@@ -115,7 +114,7 @@ class Critic:
                 self.optimizer.step()
         self.scheduler.step()  # the schedule moves once per train step, as the policy's
 
-        all_old, all_mask = _cat(old, width), _cat(masks, width)
+        all_old, all_mask = stack_padded(old, width), stack_padded(masks, width)
         tokens = float(all_mask.sum())
         metrics = {
             "critic/value_loss": loss_sum,
@@ -156,7 +155,3 @@ class Critic:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
 
-
-def _cat(rows: list[torch.Tensor], width: int) -> torch.Tensor:
-    """Micro-batches' [b, r] tensors stacked into [B, width] (right-padded with zeros)."""
-    return torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1])) for t in rows])

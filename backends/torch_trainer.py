@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, get_scheduler
 
 import algorithms
-from backends.batch import TrainBatch, collate, micro_batches
+from backends.batch import TrainBatch, collate, micro_batches, stack_padded
 from backends.critic import Critic, critic_dir
 from backends.reward_kl import STATE_KEY, RewardKL
 from backends.trainer import TrainerBackend, TrainerDevices
@@ -139,15 +139,15 @@ class TorchTrainer(TrainerBackend):
         micros = [collate([_with_advantage(e) for e in c] if self.critic else c, self.pad_token_id) for c in chunks]
         critic_metrics: dict[str, float] = {}
         if self.critic is not None and micros:  # before the policy: the old values make the advantages (veRL's order)
-            for chunk, micro in zip(chunks, micros, strict=True):
-                if penalties:
-                    micro.token_penalty = _rows([penalties[e.eid] for e in chunk], micro.response_width)
+            for chunk, micro in zip(chunks, micros, strict=True) if penalties else ():
+                micro.token_penalty = stack_padded([penalties[e.eid].float().unsqueeze(0) for e in chunk], micro.response_width)
             token_advantages, critic_metrics = self.critic.step(micros, totals)
             for micro, advantages in zip(micros, token_advantages, strict=True):
                 micro.advantages = advantages
         # critic_warmup: the first steps train the critic only; the policy keeps its weights (and its schedule)
         warming = self.critic is not None and self._step < self.config.trainer.critic.critic_warmup
-        token_masks, mask_metrics = self._batch_masks(micros)  # a loss whose mask is chosen over the whole batch
+        # a loss whose mask is chosen over the whole batch (none while the policy waits)
+        token_masks, mask_metrics = (None, {}) if warming else self._batch_masks(micros)
         for i, (chunk, micro) in enumerate([] if warming else zip(chunks, micros, strict=True)):
             loss, metrics = self._micro_step(micro, totals | experts, token_masks[i] if token_masks else None)
             loss.backward()
@@ -296,7 +296,8 @@ class TorchTrainer(TrainerBackend):
         with torch.no_grad():
             current = [self._response_logprobs(self.model, m, with_entropy=False)[0] for m in micros]
         width = max(m.response_width for m in micros)
-        pad = lambda rows: torch.cat([torch.nn.functional.pad(t.to(self.device), (0, width - t.shape[1])) for t in rows])  # noqa: E731
+        def pad(rows: list[torch.Tensor]) -> torch.Tensor:
+            return stack_padded([t.to(self.device) for t in rows], width)
         args = algorithms.POLICY_LOSS_FNS.resolve_args(self.algorithm.policy_loss_fn, self.algorithm.policy_loss_fn_args)
         mask, metrics = choose(pad(current), pad([m.old_logprobs for m in micros]), pad([m.advantages for m in micros]),
                                pad([m.response_mask for m in micros]), args)
@@ -509,7 +510,3 @@ def _set_rng_state(state: dict) -> None:
     if state.get("cuda") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
-
-def _rows(values: list[torch.Tensor], width: int) -> torch.Tensor:
-    """Per-row tensors of different lengths as one [B, width] tensor, right-padded with zeros."""
-    return torch.stack([torch.nn.functional.pad(v.float(), (0, width - v.shape[0])) for v in values])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from backends.errors import PartLost
-from backends.policy import policy_for
+from backends.policy import Policy, policy_for
 from buffer.experience import Experience
 from buffer.taskset import Task
 from schemas import ExperimentConfig
@@ -31,7 +31,7 @@ def run_workflows(
     renderer = renderer_for(model.model_path, model.custom_chat_template, explorer.rollout_model.enable_thinking)
     policy = policy_for(config)
     runner = WorkflowRunner(policy.engines(), renderer, runners or explorer.runner_per_model,
-                            auxiliary=auxiliary_models(config))
+                            auxiliary=auxiliary_models(config, policy))
     try:
         result = runner.run(
             tasks,
@@ -53,14 +53,10 @@ def run_workflows(
     return result
 
 
-def auxiliary_models(config: ExperimentConfig) -> dict[str, AuxiliaryModel]:
+def auxiliary_models(config: ExperimentConfig, policy: Policy) -> dict[str, AuxiliaryModel]:
     """explorer.auxiliary_models as workflows reach them: by name, each its engines and its chat template."""
-    models = config.explorer.auxiliary_models
-    if not models:
-        return {}
-    policy = policy_for(config)
     return {m.auxiliary_name(): AuxiliaryModel(m.auxiliary_name(), policy.auxiliary_engines(j), renderer_for(m.model_path))
-            for j, m in enumerate(models)}
+            for j, m in enumerate(config.explorer.auxiliary_models)}
 
 
 def score_with_teacher(config: ExperimentConfig, experiences: list[Experience]) -> None:

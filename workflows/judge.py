@@ -18,8 +18,8 @@ from typing import Any
 from backends.rollout import SamplingSettings
 from buffer.experience import Experience
 from workflows.auxiliary import pick
-from workflows.base import Workflow, register_workflow
-from workflows.math_workflow import DEFAULT_SYSTEM_PROMPT
+from workflows.base import register_workflow
+from workflows.math_workflow import MathWorkflow
 
 JUDGE_PROMPT = (
     "Grade the response to the question from 0 (wrong) to 10 (right and clear).\n\n"
@@ -38,8 +38,8 @@ def parse_grade(reply: str) -> float | None:
 
 
 @register_workflow("llm_judge_workflow")
-class JudgeWorkflow(Workflow):
-    """Sample `repeat_times` responses; the judge grades each."""
+class JudgeWorkflow(MathWorkflow):
+    """Sample `repeat_times` responses to math_workflow's prompt; the judge grades each (no gold answer needed)."""
 
     @classmethod
     def required_keys(cls, fmt: Any) -> list[str]:
@@ -50,9 +50,7 @@ class JudgeWorkflow(Workflow):
         judge = pick(self.auxiliary, args.get("judge"), "llm_judge_workflow (workflow_args.judge)")
         fmt = self.task.format
         question = str(self.task.raw[fmt.prompt_key])
-        system = self.task.raw.get(fmt.system_prompt_key) if fmt.system_prompt_key else fmt.system_prompt
-        system = DEFAULT_SYSTEM_PROMPT if system is None else system
-        prompt = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": question}]
+        prompt = self.messages()  # the system prompt and the question, as math_workflow sends them
         reference = str(self.task.raw.get(fmt.response_key, "")) if fmt.response_key else ""
         template = str(args.get("judge_prompt", JUDGE_PROMPT))
         settings = SamplingSettings(n=1, temperature=0.0, max_tokens=int(args.get("max_judge_tokens", DEFAULT_MAX_JUDGE_TOKENS)))
