@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--full" ]]; then shift; export RFT_TEST_FULL=1; fi
 scripts/setup.sh
 .venv/bin/ruff check --quiet .  # lint (pyproject.toml [tool.ruff]): unused names, import order, line length
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"  # the 30 slowest, for CI's time budget (docs/testing.md)

@@ -87,7 +87,7 @@ def test_two_nightly_runs_the_worse_second_keeps_the_champion(tmp_path: Path) ->
         "monitor.gate": {"metric": METRIC, "margin": 0.01},
     })
     night1 = rft(config=base, name_per_flow_run=True)
-    night2 = rft(config=base, overrides={"algorithm.optimizer.lr": 1.0}, name_per_flow_run=True)
+    night2 = rft(config=base, overrides={"algorithm.optimizer.lr": 0.05}, name_per_flow_run=True)
     first, second = night1["gate"], night2["gate"]
     assert first["promoted"], first
     assert second["value"] < first["value"] - 0.01, (first, second)  # the second night is worse
