@@ -108,28 +108,25 @@ IMPORTS = {  # example: the settings still listed as not imported (they need --a
     "topr_gsm8k": ["trainer.trainer_config_path"],
     # Trinity refuses its rollout lengths too ("Unable to determine max_model_len" without model.*'s); left out here
     "asymre_math": ["explorer.rollout_model.max_prompt_tokens", "explorer.rollout_model.max_response_tokens"],
+    # read for the torch trainer (a warning says why): veRL here runs no mix or preference loss, and no critic
+    "mix_math": [],
+    "dpo_plaintext": [],
+    "ppo_countdown": ["buffer.explorer_input.default_reward_fn_type"],  # no countdown workflow
+    "ppo_countdown_megatron": ["buffer.explorer_input.default_reward_fn_type"],
 }
 REFUSED = {  # example: {field: what the reason says}
     # Trinity refuses this file's lengths too; with them under model.* it trains: tests/test_trinity_dapo.py
     "dapo_math": {"explorer.rollout_model.max_prompt_tokens": "set model.max_prompt_tokens: 1024 instead",
                   "explorer.rollout_model.max_response_tokens": "set model.max_response_tokens: 20480 instead",
                   "model.max_model_len": "cannot be derived"},
-    "mix_chord": {"buffer.explorer_input.taskset.workflow_args.with_think": "<think>",
-                  "algorithm.policy_loss_fn": "'mix_chord' has no veRL policy loss"},
-    # the mix losses run on the torch trainer (below), not on Trinity's default, veRL
-    "mix_math": {"algorithm.policy_loss_fn": "'mix' has no veRL policy loss"},
+    # read for the torch trainer (its mix_chord loss), which leaves only with_think
+    "mix_chord": {"buffer.explorer_input.taskset.workflow_args.with_think": "<think>"},
     "grpo_gsm8k_ruler": {"buffer.explorer_input.default_workflow_type": "judge model"},
     "grpo_frozen_lake": {"buffer.explorer_input.default_workflow_type": "environment"},
     "agentscope_react": {"buffer.explorer_input.taskset.default_workflow_type": "AgentScope"},
     "grpo_vlm": {"buffer.explorer_input.default_workflow_type": "images"},
     "bots_random": {"buffer.explorer_input.default_workflow_type": "class path"},
-    "ppo_countdown_megatron": {"algorithm.algorithm_type": "critic",
-                               "buffer.explorer_input.default_reward_fn_type": "countdown"},
-    "ppo_countdown": {"algorithm.algorithm_type": "trainer_type 'verl' cannot train",  # Trinity's default trainer
-                      "buffer.explorer_input.default_reward_fn_type": "countdown"},
     "dpo_humanlike": {"data": "before 0.2"},
-    # DPO on Trinity's default trainer: veRL runs no preference loss (with trainer_type torch it imports, below)
-    "dpo_plaintext": {"algorithm.policy_loss_fn": "not preference pairs"},
 }
 
 
@@ -172,6 +169,8 @@ def test_trinity_example_settings_are_followed_as_trinity_does(tmp_path: Path, m
     cispo, _ = _import_example("cispo_gsm8k", tmp_path, monkeypatch)
     assert cispo.explorer.eval_interval == 48  # 50 rounded down to a multiple of sync_interval 4, as Trinity does
     assert {"buffer.max_retry_times", "explorer.runner_num"} <= {w.split(": ")[0] for w in cispo.warnings}
+    grpo, _ = _import_example("grpo_gsm8k", tmp_path, monkeypatch)
+    assert grpo.trainer.trainer_type == "verl" and "trainer.trainer_type" not in grpo.derived  # veRL runs all of it
     tinker, _ = _import_example("tinker", tmp_path, monkeypatch)
     assert (tinker.trainer.trainer_type, tinker.synchronizer.sync_method) == ("tinker", "checkpoint")
     # asymre (the opmd loss) runs on the torch trainer; math_boxed_workflow becomes math_workflow scoring the boxed answer
@@ -182,9 +181,9 @@ def test_trinity_example_settings_are_followed_as_trinity_does(tmp_path: Path, m
     assert {u.split(": ")[0] for u in unsupported} >= {"explorer.rollout_model.max_prompt_tokens",
                                                        "explorer.rollout_model.max_response_tokens"}
     # DPO on the torch trainer: imports whole, Trinity's pair columns and loss defaults, its KL term as written
-    dpo, unsupported = _import_example("dpo_plaintext", tmp_path, monkeypatch,
-                                       **{"trainer: {save_interval": "trainer: {trainer_type: torch, save_interval"})
-    assert unsupported == [] and not dpo.warnings
+    dpo, unsupported = _import_example("dpo_plaintext", tmp_path, monkeypatch)  # as written, for veRL
+    assert unsupported == [] and dpo.trainer.trainer_type == "torch"
+    assert [w.split(": ")[0] for w in dpo.warnings] == ["trainer.trainer_type"]  # read for the torch trainer
     fmt = dpo.buffer.trainer_input.experience_buffer.format
     assert (dpo.mode, fmt.prompt_type, fmt.prompt_key, fmt.chosen_key, fmt.rejected_key) == (
         "train", "plaintext", "prompt", "chosen", "rejected")
@@ -197,8 +196,10 @@ def test_trinity_mix_imports_on_the_torch_trainer_with_its_expert_rows(tmp_path:
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """mix_math as its user would run it here, on the torch trainer: its sft_warmup_dataset (without warm-up steps)
     is the mix strategy's expert data, and the loss's per-GPU batch split is left out (noted)."""
-    config, unsupported = _import_example("mix_math", tmp_path, monkeypatch, **{"trainer_type: 'verl'": "trainer_type: torch"})
-    assert unsupported == []
+    config, unsupported = _import_example("mix_math", tmp_path, monkeypatch)  # as written: trainer_type 'verl'
+    assert unsupported == [] and config.trainer.trainer_type == "torch"
+    assert "'mix' has no veRL policy loss" in config.derived["trainer.trainer_type"]
+    assert any(w.startswith("trainer.trainer_type: read for the torch trainer") for w in config.warnings)
     alg = config.algorithm
     assert (alg.sample_strategy, alg.policy_loss_fn, alg.entropy_loss_fn) == ("mix", "mix", "mix")
     assert alg.sample_strategy_args == {"expert_data_ratio": 0.25, "sft_dataset_name": "sft_dataset"}
@@ -214,10 +215,8 @@ def test_trinity_ppo_imports_on_the_torch_trainer_with_its_critic_settings(tmp_p
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """The ppo example as its user would run it here: on the torch trainer (which trains a critic), scored by a
     math reward (no countdown workflow). Its critic settings, in veRL's tree, land in trainer.critic."""
-    config, unsupported = _import_example("ppo_countdown", tmp_path, monkeypatch, **{
-        "trainer:\n  save_interval": "trainer:\n  trainer_type: torch\n  save_interval",
-        "countdown_reward": "math_boxed_reward"})
-    assert unsupported == []
+    config, unsupported = _import_example("ppo_countdown", tmp_path, monkeypatch, countdown_reward="math_boxed_reward")
+    assert unsupported == [] and config.trainer.trainer_type == "torch"  # veRL (its default) has no critic here
     alg = config.algorithm
     assert (alg.advantage_fn, alg.advantage_fn_args) == ("ppo", {"gamma": 1.0, "lam": 1.0})
     assert config.model.critic_model_path == config.model.model_path

@@ -39,6 +39,7 @@ from schemas.base import ALIAS, ConfigRuleError
 from schemas.errors import error_items
 from schemas.experiment import ExperimentConfig
 from schemas.overrides import delete_path
+from schemas.trainer import DEFAULT_TRAINER_TYPE
 from schemas.trinity.aliases import apply_aliases
 
 TRINITY_IDENTITY_DEFAULTS = {"project": "Trinity-RFT", "name": "rft"}
@@ -77,6 +78,8 @@ NO_EFFECT_WHEN_OFF: dict[str, dict[str, str]] = {"StorageConfig": {"replay_buffe
 PRE_0_2_LAYOUT = ("Trinity's layout before 0.2 (data, buffer.train_dataset, explorer.engine_num, trainer.algorithm_type), "
                   "which Trinity itself no longer reads: write it in the current layout (buffer.explorer_input.taskset, "
                   "explorer.rollout_model, algorithm.algorithm_type)")
+# Why a file written for veRL (Trinity's default trainer) is read for the torch trainer (import_trinity).
+VERL_TO_TORCH = ("read for the torch trainer instead of veRL (Trinity's default), which here cannot run all of it: ")
 # Why some Trinity keys we do not have are not imported (said with the key; they still need --allow-unsupported).
 UNSUPPORTED_WHY = {
     "trainer.trainer_config_path": "a veRL YAML file of Trinity's repository; Trinity itself now refuses it "
@@ -94,10 +97,61 @@ def import_trinity(path: str | Path) -> tuple[ExperimentConfig, list[str]]:
     the runtime refuses (`path: why`, see schemas/support.py), all left out of the config. Keys that map
     onto a warned field stay, and are listed in the config's (and its stages') `warnings`.
 
+    Trinity's trainer is veRL (its default). Where the veRL trainer here cannot run what the file asks (a
+    critic, a preference or mix loss) and the torch trainer runs strictly more of it, the file is read for the
+    torch trainer, with a warning and a note in `derived` saying why (`VERL_TO_TORCH`).
+
     Raises `TrinityImportError` for unreadable files, pydantic's ValidationError for invalid settings, and
     ConfigRuleError listing the refused keys too when the rest does not validate.
     """
-    data, unsupported, ignored, refused = _trinity_data(path)
+    try:
+        on_verl: tuple[ExperimentConfig, list[str]] | Exception = _import_as(path, None)
+    except (ValidationError, ConfigRuleError) as exc:
+        on_verl = exc
+    if not _problems(on_verl) or not _written_for_verl(path):
+        return _result(on_verl)
+    try:
+        on_torch: tuple[ExperimentConfig, list[str]] | Exception = _import_as(path, "torch")
+    except (ValidationError, ConfigRuleError) as exc:
+        on_torch = exc
+    verl_problems, torch_problems = _problems(on_verl), _problems(on_torch)
+    if not set(torch_problems) < set(verl_problems):  # the torch trainer must run strictly more of it
+        return _result(on_verl)
+    config, unsupported = _result(on_torch)  # raises what is left to fix on the torch trainer, if anything
+    why = "; ".join(f"{p}: {verl_problems[p]}" for p in verl_problems if p not in torch_problems)
+    note = VERL_TO_TORCH + why
+    config.derived = {**config.derived, "trainer.trainer_type": f"{ALIAS}{note}"}
+    config.warnings = [*config.warnings, f"trainer.trainer_type: {note}"]
+    return config, unsupported
+
+
+def _written_for_verl(path: str | Path) -> bool:
+    """The file trains on veRL: it names it, or names no trainer (Trinity's default) and no Tinker."""
+    raw = _load_resolved(Path(path))
+    model, trainer = raw.get("model") or {}, raw.get("trainer") or {}
+    if isinstance(model, dict) and isinstance(model.get("tinker"), dict) and model["tinker"].get("enable"):
+        return False
+    return isinstance(trainer, dict) and trainer.get("trainer_type", DEFAULT_TRAINER_TYPE) == DEFAULT_TRAINER_TYPE
+
+
+def _problems(attempt: tuple[ExperimentConfig, list[str]] | Exception) -> dict[str, str]:
+    """{path: why} of what an import attempt could not take: its unsupported keys, or its errors."""
+    if isinstance(attempt, ConfigRuleError):
+        return dict(attempt.problems)
+    if isinstance(attempt, ValidationError):
+        return dict(error_items(attempt))
+    return dict(item.partition(": ")[::2] for item in attempt[1])  # type: ignore[index]
+
+
+def _result(attempt: tuple[ExperimentConfig, list[str]] | Exception) -> tuple[ExperimentConfig, list[str]]:
+    if isinstance(attempt, Exception):
+        raise attempt
+    return attempt
+
+
+def _import_as(path: str | Path, trainer_type: str | None) -> tuple[ExperimentConfig, list[str]]:
+    """`import_trinity`, with the file's trainer_type replaced by `trainer_type` when given."""
+    data, unsupported, ignored, refused = _trinity_data(path, trainer_type)
     with support.collecting() as findings:
         try:
             ExperimentConfig.model_validate(copy.deepcopy(data))
@@ -161,13 +215,17 @@ def trinity_data(path: str | Path) -> tuple[dict[str, Any], list[str]]:
     return data, unsupported
 
 
-def _trinity_data(path: str | Path) -> tuple[dict[str, Any], list[str], dict[str, str], list[tuple[str, str]]]:
+def _trinity_data(path: str | Path, trainer_type: str | None = None,
+                  ) -> tuple[dict[str, Any], list[str], dict[str, str], list[tuple[str, str]]]:
     """`trinity_data`; the keys left out because they have no effect ({path: why}, noted in `derived`); and
-    the settings of a mapped workflow that are not built [(path, why)], left out."""
+    the settings of a mapped workflow that are not built [(path, why)], left out. `trainer_type`: read the
+    file for this trainer instead of the one it names."""
     path = Path(path)
     raw = _load_resolved(path)
     if not isinstance(raw, dict):
         raise TrinityImportError(f"{path}: expected a mapping of settings at the top level")
+    if trainer_type is not None:
+        raw["trainer"] = {**(raw.get("trainer") or {}), "trainer_type": trainer_type}
     if isinstance(raw.get("data"), dict):
         raise ConfigRuleError([("data", PRE_0_2_LAYOUT)])
     unsupported: list[str] = []
