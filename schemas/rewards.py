@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# Trinity's reward functions math_workflow scores with (a taskset's default_reward_fn_type; the workflow's
+# docstring says how each scores).
+MATH_WORKFLOW_REWARD_FNS = ("math_boxed_reward", "math_reward", "accuracy_reward", "math_dapo_reward", "countdown_reward")
+
 
 class RewardArgsError(ValueError):
     """A reward_fn_args entry that is missing or wrong: `key` names it (below reward_fn_args)."""

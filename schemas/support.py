@@ -62,6 +62,7 @@ from schemas.algorithm_registry import ALGORITHM_PRESETS, BUILT, FUNCTION_REGIST
 from schemas.base import KEPT_REASONS, SECTIONS
 from schemas.explorer import ENGINE_VARIANTS
 from schemas.resolver import TRAINING_MODES
+from schemas.rewards import MATH_WORKFLOW_REWARD_FNS
 from schemas.trainer import TRAINER_VARIANTS, TrainerBase
 from schemas.trinity.workflows import CLASS_PATH, R3L, is_class_path, is_r3l
 from schemas.trinity.workflows import NOT_BUILT as TRINITY_WORKFLOWS_NOT_BUILT
@@ -83,13 +84,10 @@ def _wandb_missing(value: Any, config: ExperimentConfig) -> bool:
     return importlib.util.find_spec("wandb") is None
 
 
-# Reward functions math_workflow scores with (Trinity's names); keep in step with workflows/math_workflow.py.
-MATH_REWARD_FNS = ("math_boxed_reward", "math_reward", "accuracy_reward", "math_dapo_reward")
 # The rest of Trinity-RFT's reward registry (trinity/common/rewards), each refused with why.
 TRINITY_REFUSED_REWARD_FNS = {
     "format_reward": "Trinity's format_reward scores only a <think>/<answer> layout, which no workflow here asks "
                      "for; math_workflow's format bonus is for a \\boxed{} answer (math_boxed_reward)",
-    "countdown_reward": "there is no countdown workflow (its tasks are equations over given numbers)",
     "rm_gallery_reward": "it calls a reward model of RM-Gallery, which is not installed or served here",
     "trajectory_accuracy_grader_reward": "it asks an LLM judge (an auxiliary model), which is not built",
     "openjudge_multi_grader_reward": "it asks LLM judges (auxiliary models), which are not built",
@@ -97,7 +95,7 @@ TRINITY_REFUSED_REWARD_FNS = {
 
 
 def _unknown_reward_fn(value: Any, config: ExperimentConfig) -> bool:
-    return value is not None and value not in MATH_REWARD_FNS and value not in TRINITY_REFUSED_REWARD_FNS
+    return value is not None and value not in MATH_WORKFLOW_REWARD_FNS and value not in TRINITY_REFUSED_REWARD_FNS
 
 
 def _refuse_trinity_reward_fns(entry: Entry) -> Entry:
@@ -446,7 +444,7 @@ for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_taskset
         f"{_ts}.default_workflow_type": _refuse_trinity_workflows(honoured("buffer/taskset.py")),
         f"{_ts}.default_reward_fn_type": _refuse_trinity_reward_fns(honoured(
             "buffer/taskset.py", note="math_workflow checks it")).refuse_if(
-            _unknown_reward_fn, f"math_workflow scores with its own reward; known: {', '.join(MATH_REWARD_FNS)}"
+            _unknown_reward_fn, f"math_workflow scores with its own reward; known: {', '.join(MATH_WORKFLOW_REWARD_FNS)}"
         ).warn_if(_trinity_math_reward, "math_workflow scores math-verify accuracy plus a format bonus for a boxed answer "
                                         "(Trinity's math_boxed_reward); math_reward's <think>/<answer> bonus is not given"),
         f"{_ts}.task_selector.selector_type": honoured("buffer/taskset.py"),

@@ -18,9 +18,18 @@ from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
 from buffer.taskset import Task, load_taskset
+from schemas import FormatConfig
 from tests.test_taskset import taskset_config
 from workflows import WORKFLOWS, Workflow, get_workflow, register_workflow
-from workflows.math_workflow import DEFAULT_SYSTEM_PROMPT, gold_answer, last_boxed, overlong_penalty, score_math
+from workflows.countdown import evaluate, score_countdown
+from workflows.math_workflow import (
+    DEFAULT_SYSTEM_PROMPT,
+    gold_answer,
+    last_boxed,
+    math_reward,
+    overlong_penalty,
+    score_math,
+)
 from workflows.render import renderer_for
 from workflows.runner import AllTasksFailedError, CoalescingEngine, WorkflowRunner
 
@@ -431,6 +440,40 @@ def test_math_dapo_reward_scores_the_boxed_answer_and_penalises_overlong_respons
     assert exps[2].reward_breakdown["overlong_penalty"] == -1.0 and exps[2].reward == 0.0  # at the maximum length
     off = run_math(with_reward(tasks[0], "math_dapo_reward"), engine, repeat_times=3, max_tokens=lengths[2])
     assert [e.reward for e in off] == [1.0, 0.0, 1.0] and "overlong_penalty" not in off[2].reward_breakdown
+
+
+@pytest.mark.parametrize(("response", "reward"), [
+    ("<answer>(5 + 3 - 4) * 6</answer>", 1.0),  # 24, each of 3, 4, 5, 6 once
+    ("Try 6 * 4 first. <answer>6 * (5 + 3 - 4)</answer>", 1.0),
+    ("<answer>6 * (5 - 3) + 4</answer>", 0.1),  # the numbers are right, the value (16) is not
+    ("<answer>6 * 4 * (5 - 3) / 2</answer>", 0.1),  # 2 is not given, 3... is
+    ("<answer>(5 - 3) * 6 * 4 / 4</answer>", 0.1),  # 4 twice
+    ("<answer>(5 + 3 - 4) * 6</answer> or rather <answer>6 * 4</answer>", 0.1),  # the last answer counts
+    ("User: <answer>1</answer> Assistant: <answer>(5 + 3 - 4) * 6</answer>", 1.0),  # after an echoed prompt
+    ("<answer>__import__('os').getpid()</answer>", 0.1),  # not arithmetic: never evaluated
+    ("no answer tags: (5 + 3 - 4) * 6 = 24", 0.0),
+])
+def test_countdown_reward_is_trinitys_score(response: str, reward: float) -> None:
+    breakdown = score_countdown(response, 24.0, [3, 4, 5, 6])
+    assert math_reward(breakdown) == reward
+    assert breakdown["strict"] == breakdown["lenient"] == (reward == 1.0)
+    assert breakdown["format"] == (reward > 0)
+
+
+def test_countdown_evaluates_arithmetic_only() -> None:
+    assert evaluate("(5 + 3 - 4) * 6") == 24 and evaluate("7 / 2") == 3.5 and evaluate("-3 + 4") == 1
+    assert evaluate("2 ** 10") is None and evaluate("1 / 0") is None and evaluate("abs(-3)") is None
+    assert evaluate("9" * 300) is None  # longer than an equation of a few numbers
+
+
+def test_math_workflow_scores_countdown_tasks_by_their_json_column() -> None:
+    task = Task("countdown/train/0", {"question": "Using [3, 4, 5, 6] make 24.", "answer": '{"target": 24, "numbers": [3, 4, 5, 6]}'},
+                format=FormatConfig(prompt_key="question", response_key="answer"), reward_fn_type="countdown_reward")
+    engine = ScriptedEngine(lambda chat, i: ["<answer>(5 + 3 - 4) * 6</answer>", "<answer>6 * 4</answer>", "24"][i])
+    assert [e.reward for e in run_math(task, engine, repeat_times=3)] == [1.0, 0.1, 0.0]
+    broken = Task("countdown/train/1", {"question": "q", "answer": "24"}, format=task.format, reward_fn_type="countdown_reward")
+    with pytest.raises(ValueError, match=r"countdown/train/1: countdown_reward reads the 'answer' column as JSON"):
+        run_math(broken, engine)
 
 
 def test_accuracy_reward_gives_no_format_bonus(tasks):

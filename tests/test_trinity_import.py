@@ -481,7 +481,7 @@ def test_rollout_model_lengths_are_model_s_or_refused_naming_the_fix(tmp_path, r
         assert "the engines and the trainer here share model's lengths: set model." in item
 
 
-@pytest.mark.parametrize("name", ["format_reward", "countdown_reward", "rm_gallery_reward",
+@pytest.mark.parametrize("name", ["format_reward", "rm_gallery_reward",
                                   "trajectory_accuracy_grader_reward", "openjudge_multi_grader_reward"])
 def test_trinity_reward_functions_no_workflow_honours_are_refused_by_name(tmp_path, name):
     data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "dapo.yaml"))

@@ -111,8 +111,8 @@ IMPORTS = {  # example: the settings still listed as not imported (they need --a
     # read for the torch trainer (a warning says why): veRL here runs no mix or preference loss, and no critic
     "mix_math": [],
     "dpo_plaintext": [],
-    "ppo_countdown": ["buffer.explorer_input.default_reward_fn_type"],  # no countdown workflow
-    "ppo_countdown_megatron": ["buffer.explorer_input.default_reward_fn_type"],
+    "ppo_countdown": [],  # scored with Trinity's countdown_reward (workflows/countdown.py)
+    "ppo_countdown_megatron": [],
 }
 REFUSED = {  # example: {field: what the reason says}
     # Trinity refuses this file's lengths too; with them under model.* it trains: tests/test_trinity_dapo.py
@@ -213,10 +213,11 @@ def test_trinity_mix_imports_on_the_torch_trainer_with_its_expert_rows(tmp_path:
 
 def test_trinity_ppo_imports_on_the_torch_trainer_with_its_critic_settings(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """The ppo example as its user would run it here: on the torch trainer (which trains a critic), scored by a
-    math reward (no countdown workflow). Its critic settings, in veRL's tree, land in trainer.critic."""
-    config, unsupported = _import_example("ppo_countdown", tmp_path, monkeypatch, countdown_reward="math_boxed_reward")
+    """The ppo example as its user would run it here: on the torch trainer (which trains a critic), scored by
+    Trinity's countdown reward. Its critic settings, in veRL's tree, land in trainer.critic."""
+    config, unsupported = _import_example("ppo_countdown", tmp_path, monkeypatch)
     assert unsupported == [] and config.trainer.trainer_type == "torch"  # veRL (its default) has no critic here
+    assert config.buffer.explorer_input.taskset.default_reward_fn_type == "countdown_reward"
     alg = config.algorithm
     assert (alg.advantage_fn, alg.advantage_fn_args) == ("ppo", {"gamma": 1.0, "lam": 1.0})
     assert config.model.critic_model_path == config.model.model_path

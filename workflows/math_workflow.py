@@ -33,6 +33,8 @@ The taskset's default_reward_fn_type picks among Trinity's reward functions this
                                max_tokens). With L = max_response_length and C = cache_length, a response of
                                n tokens gets 0 up to L − C, then (L − C − n) / C × penalty_factor, and
                                −penalty_factor beyond L (`overlong_penalty`).
+  countdown_reward             Trinity's countdown score: the response's last <answer> equation must use the
+                               gold column's numbers once each and equal its target (workflows/countdown.py)
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ from typing import Any
 from math_verify import parse, verify
 
 from buffer.experience import Experience
-from schemas.rewards import dapo_overlong_args
+from schemas.rewards import MATH_WORKFLOW_REWARD_FNS, dapo_overlong_args
 from workflows.base import Workflow, register_workflow
+from workflows.countdown import COUNTDOWN_FORMAT_SCORE, countdown_truth, score_countdown
 from workflows.render import Messages
 
 # Used when the taskset's format.system_prompt is None.
@@ -55,9 +58,6 @@ DEFAULT_SYSTEM_PROMPT = (
     "Put the final answer, a number only, in \\boxed{}, e.g. \\boxed{42}."
 )
 DEFAULT_FORMAT_SCORE = 0.1
-# Trinity's reward functions this workflow's scoring stands for (a taskset's default_reward_fn_type; the
-# module docstring says how each scores).
-REWARD_FNS = ("math_boxed_reward", "math_reward", "accuracy_reward", "math_dapo_reward")
 _MAX_ANSWER_CHARS = 200  # bounds math-verify's work in runner threads, where it cannot time out
 _THOUSANDS_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 # In runner threads math-verify cannot time out (see _timeout_s) and warns so on every call; the answer
@@ -182,18 +182,20 @@ class MathWorkflow(Workflow):
         return (f"System:{system}\n" if system else "") + f"User:\n{problem}\nAssistant:\n"
 
     def run(self) -> list[Experience]:
-        if self.task.reward_fn_type not in (None, *REWARD_FNS):
+        if self.task.reward_fn_type not in (None, *MATH_WORKFLOW_REWARD_FNS):
             raise ValueError(f"task {self.task.task_id}: math_workflow scores with its own reward; reward_fn_type "
-                             f"{self.task.reward_fn_type!r} is not one of {REWARD_FNS}")
+                             f"{self.task.reward_fn_type!r} is not one of {MATH_WORKFLOW_REWARD_FNS}")
         fmt = self.task.format
         if self.task.raw.get(fmt.response_key) is None:
             raise KeyError(
                 f"task {self.task.task_id}: response_key '{fmt.response_key}' (the gold answer) "
                 f"missing; row keys: {sorted(self.task.raw)}"
             )
-        gold = gold_answer(str(self.task.raw[fmt.response_key]))
         args = self.task.reward_fn_args or {}
         kind = self.task.reward_fn_type
+        if kind == "countdown_reward":
+            return self._countdown(args)
+        gold = gold_answer(str(self.task.raw[fmt.response_key]))
         format_score = 0.0 if kind in ("accuracy_reward", "math_dapo_reward") else float(
             args.get("format_score", DEFAULT_FORMAT_SCORE))
         require_boxed = kind == "math_dapo_reward" or bool(args.get("require_boxed", False))
@@ -218,3 +220,17 @@ class MathWorkflow(Workflow):
                 )
             )
         return experiences
+
+    def _countdown(self, args: dict[str, Any]) -> list[Experience]:
+        """Trinity's countdown_reward: the gold column is {"target", "numbers"} (workflows/countdown.py)."""
+        key = self.task.format.response_key
+        target, numbers = countdown_truth(self.task.raw[key], self.task.task_id, key)
+        format_score = float(args.get("format_score", COUNTDOWN_FORMAT_SCORE))
+        prompt = self.prompt()
+        return [
+            self.make_experience(sample, index, reward=math_reward(breakdown), breakdown=breakdown,
+                                 prompt_text=prompt if isinstance(prompt, str) else prompt[-1]["content"],
+                                 info={"gold": str(self.task.raw[key])})
+            for index, sample in enumerate(self.sample(prompt))
+            for breakdown in [score_countdown(sample.text, target, numbers, format_score)]
+        ]
