@@ -476,6 +476,18 @@ def test_math_workflow_scores_countdown_tasks_by_their_json_column() -> None:
         run_math(broken, engine)
 
 
+def test_think_penalty_is_trinitys_with_think(tasks):
+    """Trinity's math_boxed_workflow with with_think: -format_score_coef unless one <think>...</think>, in order."""
+    answers = ["<think> 48 + 24 </think> \\boxed{72}", "\\boxed{72}", "</think> x <think> \\boxed{72}",
+               "<think> a </think> <think> b </think> \\boxed{72}", "<think> 48 + 24 </think> \\boxed{70}"]
+    engine = ScriptedEngine(lambda chat, i: answers[i])
+    task = with_reward(tasks[0], "math_boxed_reward", require_boxed=True, format_score=0.0, think_penalty=0.2)
+    exps = run_math(task, engine, repeat_times=5)
+    assert [e.reward for e in exps] == pytest.approx([1.0, 0.8, 0.8, 0.8, 0.0])
+    assert [e.reward_breakdown["think_penalty"] for e in exps] == [0.0, -0.2, -0.2, -0.2, 0.0]
+    assert "think_penalty" not in run_math(with_reward(tasks[0], "math_boxed_reward"), engine)[0].reward_breakdown
+
+
 def test_accuracy_reward_gives_no_format_bonus(tasks):
     engine = ScriptedEngine(lambda chat, i: ["\\boxed{72}", "72 clips"][i])
     exps = run_math(with_reward(tasks[0], "accuracy_reward"), engine, repeat_times=2)

@@ -429,22 +429,27 @@ def test_math_boxed_workflow_is_math_workflow_rewarding_the_boxed_answer_only():
     assert scores == [1.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize(("args", "refused"), [({"with_think": True}, "with_think"),
-                                               ({"use_base": False, "format_score_coef": 0.2}, None)])
-def test_math_boxed_workflow_arguments_not_built_are_refused_by_name(tmp_path, args, refused):
+def test_math_boxed_workflow_arguments_without_effect_are_dropped_and_said(tmp_path):
     data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "math_boxed.yaml"))
-    data["buffer"]["explorer_input"]["taskset"]["workflow_args"] = args
+    data["buffer"]["explorer_input"]["taskset"]["workflow_args"] = {"use_base": False, "format_score_coef": 0.2}
     (tmp_path / "c.yaml").write_text(OmegaConf.to_yaml(data))
-    if refused is None:  # without effect in Trinity too: dropped, and said so
-        config, _ = import_trinity(tmp_path / "c.yaml")
-        assert config.buffer.explorer_input.taskset.workflow_args == {}
-        assert config.derived["buffer.explorer_input.taskset.workflow_args"].startswith("alias: dropped")
-        return
-    config, unsupported = import_trinity(tmp_path / "c.yaml")  # listed with why, and left out
-    assert [u.split(": ")[0] for u in unsupported] == [f"buffer.explorer_input.taskset.workflow_args.{refused}"]
-    assert "math_boxed_workflow's" in unsupported[0] and config.buffer.explorer_input.taskset.workflow_args == {}
-    with pytest.raises(ValidationError, match=f"buffer.explorer_input.taskset.workflow_args.{refused}: math_boxed"):
-        ExperimentConfig.model_validate(data)  # our own configs: an error
+    config, unsupported = import_trinity(tmp_path / "c.yaml")  # without effect in Trinity too
+    ts = config.buffer.explorer_input.taskset
+    assert unsupported == [] and ts.workflow_args == {} and "think_penalty" not in ts.reward_fn_args
+    assert "reads only use_base and with_think" in config.derived["buffer.explorer_input.taskset.workflow_args"]
+
+
+def test_math_boxed_workflow_with_think_is_its_prompt_and_penalty(tmp_path):
+    """Trinity's with_think: its <think> system prompt, and -format_score_coef for a response without the tags."""
+    data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "math_boxed.yaml"))
+    data["buffer"]["explorer_input"]["taskset"]["workflow_args"] = {"with_think": True, "format_score_coef": 0.2}
+    (tmp_path / "c.yaml").write_text(OmegaConf.to_yaml(data))
+    config, unsupported = import_trinity(tmp_path / "c.yaml")
+    ts = config.buffer.explorer_input.taskset
+    assert unsupported == [] and ts.reward_fn_args == {"require_boxed": True, "format_score": 0.0, "think_penalty": 0.2}
+    assert ts.format.system_prompt.startswith("You are a helpful assistant that solves MATH problems")
+    assert ExperimentConfig.model_validate(data).buffer.explorer_input.taskset.reward_fn_args == ts.reward_fn_args
+    # the penalty as math_workflow gives it: tests/test_math_workflow.py
 
 
 def test_math_boxed_workflow_use_base_is_the_plain_text_prompt_of_a_base_model(tmp_path):

@@ -110,6 +110,7 @@ IMPORTS = {  # example: the settings still listed as not imported (they need --a
     "asymre_math": ["explorer.rollout_model.max_prompt_tokens", "explorer.rollout_model.max_response_tokens"],
     # read for the torch trainer (a warning says why): veRL here runs no mix or preference loss, and no critic
     "mix_math": [],
+    "mix_chord": ["trainer.trainer_config_path"],  # and with_think: the <think> prompt and penalty
     "dpo_plaintext": [],
     "ppo_countdown": [],  # scored with Trinity's countdown_reward (workflows/countdown.py)
     "ppo_countdown_megatron": [],
@@ -119,8 +120,6 @@ REFUSED = {  # example: {field: what the reason says}
     "dapo_math": {"explorer.rollout_model.max_prompt_tokens": "set model.max_prompt_tokens: 1024 instead",
                   "explorer.rollout_model.max_response_tokens": "set model.max_response_tokens: 20480 instead",
                   "model.max_model_len": "cannot be derived"},
-    # read for the torch trainer (its mix_chord loss), which leaves only with_think
-    "mix_chord": {"buffer.explorer_input.taskset.workflow_args.with_think": "<think>"},
     "grpo_gsm8k_ruler": {"buffer.explorer_input.default_workflow_type": "judge model"},
     "grpo_frozen_lake": {"buffer.explorer_input.default_workflow_type": "environment"},
     "agentscope_react": {"buffer.explorer_input.taskset.default_workflow_type": "AgentScope"},

@@ -22,6 +22,9 @@ reward_fn_args of the taskset:
   format_score (float, default 0.1)    the bonus for a \\boxed{} answer
   require_boxed (bool, default False)  when True, an answer outside \\boxed{} scores no accuracy;
                                        when False the last number/expression of the response counts
+  think_penalty (float, default 0)     subtracted from a response without one <think>...</think> (in that
+                                       order): Trinity's math_boxed_workflow with with_think, whose
+                                       format_score_coef it is (`think_penalty` in the breakdown)
 
 The taskset's default_reward_fn_type picks among Trinity's reward functions this scoring stands for:
   math_boxed_reward (or none)  the reward above
@@ -125,8 +128,16 @@ def score_math(
 
 
 def math_reward(breakdown: dict[str, float]) -> float:
-    """The reward of a score_math breakdown: accuracy + the format bonus (+ the overlong penalty of DAPO's)."""
-    return breakdown["accuracy"] + breakdown["format_bonus"] + breakdown.get("overlong_penalty", 0.0)
+    """The reward of a score_math breakdown: accuracy + the format bonus (+ DAPO's overlong penalty, + the
+    missing-<think> penalty)."""
+    return (breakdown["accuracy"] + breakdown["format_bonus"] + breakdown.get("overlong_penalty", 0.0)
+            + breakdown.get("think_penalty", 0.0))
+
+
+def thinks(response: str) -> bool:
+    """One <think>...</think>, opened before it is closed (Trinity's validate_think_pattern)."""
+    return response.count("<think>") == 1 and response.count("</think>") == 1 and (
+        response.index("<think>") < response.index("</think>"))
 
 
 def overlong_penalty(length: int, max_length: int, cache_length: int, penalty_factor: float) -> float:
@@ -200,6 +211,7 @@ class MathWorkflow(Workflow):
             args.get("format_score", DEFAULT_FORMAT_SCORE))
         require_boxed = kind == "math_dapo_reward" or bool(args.get("require_boxed", False))
         overlong = dapo_overlong_args(args, self.sampling_settings().max_tokens) if kind == "math_dapo_reward" else None
+        think_penalty = float(args.get("think_penalty", 0.0))
 
         prompt = self.prompt()
         experiences = []
@@ -209,6 +221,8 @@ class MathWorkflow(Workflow):
             )
             if overlong is not None:
                 breakdown["overlong_penalty"] = overlong_penalty(len(sample.response_token_ids), *overlong)
+            if think_penalty:
+                breakdown["think_penalty"] = 0.0 if thinks(sample.text) else -think_penalty
             experiences.append(
                 self.make_experience(
                     sample,

@@ -71,7 +71,8 @@ def apply_aliases(data: dict[str, Any], note: bool = True, refused: list[tuple[s
         _checkpoints_to_keep(trainer, notes)
         _torch_critic(trainer, notes)
     _mix(data, notes)
-    if problems := map_workflows(data, notes) + _rollout_lengths(data, notes):
+    map_workflows(data, notes)
+    if problems := _rollout_lengths(data, notes):
         if refused is None:
             raise ConfigRuleError(problems)
         refused += problems

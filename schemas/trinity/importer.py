@@ -104,17 +104,10 @@ def import_trinity(path: str | Path) -> tuple[ExperimentConfig, list[str]]:
     Raises `TrinityImportError` for unreadable files, pydantic's ValidationError for invalid settings, and
     ConfigRuleError listing the refused keys too when the rest does not validate.
     """
-    try:
-        on_verl: tuple[ExperimentConfig, list[str]] | Exception = _import_as(path, None)
-    except (ValidationError, ConfigRuleError) as exc:
-        on_verl = exc
-    if not _problems(on_verl) or not _written_for_verl(path):
+    on_verl, verl_problems = _attempt(path, None)
+    if not verl_problems or not _written_for_verl(path):
         return _result(on_verl)
-    try:
-        on_torch: tuple[ExperimentConfig, list[str]] | Exception = _import_as(path, "torch")
-    except (ValidationError, ConfigRuleError) as exc:
-        on_torch = exc
-    verl_problems, torch_problems = _problems(on_verl), _problems(on_torch)
+    on_torch, torch_problems = _attempt(path, "torch")
     if not set(torch_problems) < set(verl_problems):  # the torch trainer must run strictly more of it
         return _result(on_verl)
     config, unsupported = _result(on_torch)  # raises what is left to fix on the torch trainer, if anything
@@ -134,16 +127,25 @@ def _written_for_verl(path: str | Path) -> bool:
     return isinstance(trainer, dict) and trainer.get("trainer_type", DEFAULT_TRAINER_TYPE) == DEFAULT_TRAINER_TYPE
 
 
-def _problems(attempt: tuple[ExperimentConfig, list[str]] | Exception) -> dict[str, str]:
-    """{path: why} of what an import attempt could not take: its unsupported keys, or its errors."""
-    if isinstance(attempt, ConfigRuleError):
-        return dict(attempt.problems)
-    if isinstance(attempt, ValidationError):
-        return dict(error_items(attempt))
-    return dict(item.partition(": ")[::2] for item in attempt[1])  # type: ignore[index]
+Attempt = tuple[ExperimentConfig, list[str]] | Exception
 
 
-def _result(attempt: tuple[ExperimentConfig, list[str]] | Exception) -> tuple[ExperimentConfig, list[str]]:
+def _attempt(path: str | Path, trainer_type: str | None) -> tuple[Attempt, dict[str, str]]:
+    """An import for `trainer_type` (None: the file's), and {path: why} of all it could not take: the keys
+    left out, and the errors when it failed."""
+    try:
+        config, unsupported = _import_as(path, trainer_type)
+    except (ValidationError, ConfigRuleError) as exc:
+        errors = exc.problems if isinstance(exc, ConfigRuleError) else error_items(exc)
+        return exc, {**_by_path(_trinity_data(path, trainer_type)[1]), **dict(errors)}
+    return (config, unsupported), _by_path(unsupported)
+
+
+def _by_path(unsupported: list[str]) -> dict[str, str]:
+    return dict(item.partition(": ")[::2] for item in unsupported)
+
+
+def _result(attempt: Attempt) -> tuple[ExperimentConfig, list[str]]:
     if isinstance(attempt, Exception):
         raise attempt
     return attempt

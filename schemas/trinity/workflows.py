@@ -9,8 +9,9 @@ prompt as `format.system_prompt` when the file sets none; the answers are compar
 (Trinity: the Hendrycks MATH string normalisation), which accepts equal answers in other forms too.
 Of its workflow_args, `use_base: true` (a plain-text prompt for a base model, no chat template: "System:"
 + system prompt + "\nUser:\n" + problem + "\nAssistant:\n") is our `format.base_model_prompt: true`, the
-same text; `with_think: true` (a <think> prompt, −format_score_coef without the tags) is not built and is
-refused by name; the others have no effect there (nor here) and are dropped.
+same text; `with_think: true` (Trinity's <think> system prompt when the file sets none, and −format_score_coef,
+default 0.1, for a response without one <think>...</think>) is `reward_fn_args.think_penalty` and that prompt;
+the others have no effect there (nor here) and are dropped.
 
 Each mapping is noted in `derived` under an ALIAS reason, per task set.
 
@@ -28,6 +29,13 @@ from schemas.base import ALIAS
 MATH_BOXED = "math_boxed_workflow"
 # Trinity's default system prompt of math_boxed_workflow (without with_think).
 MATH_BOXED_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
+# ... and with with_think (Trinity's wording, kept as it is).
+MATH_BOXED_THINK_PROMPT = (
+    "You are a helpful assistant that solves MATH problems. You should first thinks about the reasoning process in "
+    "mind and then provides the user with the answer. You should present your reasoning process using the format: "
+    "<think>\n ...your reasoning process here... </think>\n first. You should always include your final answer in "
+    "\\boxed{} as closed-form results."
+)
 MATH_BOXED_REWARD_ARGS = {"require_boxed": True, "format_score": 0.0}
 _ENV = ("it plays a text-game environment (ALFWorld, ScienceWorld, WebShop or FrozenLake), which is not installed "
         "and no workflow here drives; the multi-turn workflows here are q20 and gsm8k_tool_agent")
@@ -65,44 +73,35 @@ R3L_PREFIX = "raft_baseline_"
 CLASS_PATH = ("a Python class path: Trinity loads such a workflow from its plugin folders; only this project's "
               "registered workflows run (math_workflow, q20, gsm8k_tool_agent, hello_workflow, llm_judge_workflow)")
 
-NOT_BUILT_ARGS = {
-    "with_think": "math_boxed_workflow's with_think asks for <think>...</think> and subtracts format_score_coef when "
-                  "the tags are missing; math_workflow has no such penalty",
-}
 
-
-def map_workflows(data: dict[str, Any], notes: dict[str, str]) -> list[tuple[str, str]]:
-    """Rewrite the task sets of raw config `data` that run a Trinity workflow name we cover (module
-    docstring); return the problems (path, why) of settings that cannot be mapped."""
+def map_workflows(data: dict[str, Any], notes: dict[str, str]) -> None:
+    """Rewrite the task sets of raw config `data` that run a Trinity workflow name we cover (module docstring)."""
     buffer = data.get("buffer")
     ei = buffer.get("explorer_input") if isinstance(buffer, dict) else None
     if not isinstance(ei, dict):
-        return []
+        return
     base = "buffer.explorer_input"
     default, eval_default = ei.get("default_workflow_type"), ei.get("default_eval_workflow_type")
     tasksets, eval_tasksets = (ei.get(k) if isinstance(ei.get(k), list) else [] for k in ("tasksets", "eval_tasksets"))
     train = [(f"{base}.taskset", ei.get("taskset"))] + [
         (f"{base}.taskset" if len(tasksets) == 1 else f"{base}.tasksets.{i}", ts) for i, ts in enumerate(tasksets)]
     evals = [(f"{base}.eval_tasksets.{i}", ts) for i, ts in enumerate(eval_tasksets)]  # a wrong type: validation names it
-    problems: list[tuple[str, str]] = []
     for path, ts, inherited in [*((p, t, default) for p, t in train),
                                 *((p, t, eval_default if eval_default is not None else default) for p, t in evals)]:
         if isinstance(ts, dict) and (ts.get("default_workflow_type") or inherited) == MATH_BOXED:
-            problems += _math_boxed(ts, path, ei.get("default_reward_fn_type"), notes)
+            _math_boxed(ts, path, ei.get("default_reward_fn_type"), notes)
     for key, value in (("default_workflow_type", default), ("default_eval_workflow_type", eval_default)):
         if value == MATH_BOXED:
             ei[key] = "math_workflow"
             notes[f"{base}.{key}"] = f"{ALIAS}{MATH_BOXED}: math_workflow (each task set that runs it is mapped)"
-    return problems
 
 
-def _math_boxed(ts: dict[str, Any], path: str, inherited_reward: Any, notes: dict[str, str]) -> list[tuple[str, str]]:
+def _math_boxed(ts: dict[str, Any], path: str, inherited_reward: Any, notes: dict[str, str]) -> None:
     args = ts.pop("workflow_args", None) or {}
     args = args if isinstance(args, dict) else {}  # another type: Trinity's workflow reads none of it either
-    problems = [(f"{path}.workflow_args.{key}", why) for key, why in NOT_BUILT_ARGS.items() if args.get(key)]
     if args:
-        notes[f"{path}.workflow_args"] = (f"{ALIAS}dropped: {MATH_BOXED} reads only use_base (mapped), with_think "
-                                          "and format_score_coef (with with_think); unset or false, they change nothing")
+        notes[f"{path}.workflow_args"] = (f"{ALIAS}{MATH_BOXED} reads only use_base and with_think (with "
+                                          "format_score_coef), mapped where set; the rest change nothing there either")
     fmt = ts.setdefault("format", {})
     if args.get("use_base") and isinstance(fmt, dict):
         fmt["base_model_prompt"] = True
@@ -119,10 +118,14 @@ def _math_boxed(ts: dict[str, Any], path: str, inherited_reward: Any, notes: dic
     ts["reward_fn_args"] = dict(MATH_BOXED_REWARD_ARGS)
     notes[f"{path}.reward_fn_args"] = f"{ALIAS}{MATH_BOXED}: no format bonus, no accuracy outside \\boxed{{}}" + (
         f" ({', '.join(sorted(given))} dropped: {MATH_BOXED} reads no reward_fn_args)" if given else "")
+    think = bool(args.get("with_think"))
+    if think:
+        ts["reward_fn_args"]["think_penalty"] = float(args.get("format_score_coef") or 0.1)
+        notes[f"{path}.reward_fn_args"] += (f"; think_penalty: {path}.workflow_args.with_think (−format_score_coef "
+                                            "without one <think>...</think>)")
     if isinstance(fmt, dict) and fmt.get("system_prompt") is None:
-        fmt["system_prompt"] = MATH_BOXED_PROMPT
-        notes[f"{path}.format.system_prompt"] = f"{ALIAS}{MATH_BOXED}'s default prompt"
-    return problems
+        fmt["system_prompt"] = MATH_BOXED_THINK_PROMPT if think else MATH_BOXED_PROMPT
+        notes[f"{path}.format.system_prompt"] = f"{ALIAS}{MATH_BOXED}'s default prompt" + (" with_think" if think else "")
 
 
 def is_r3l(name: object) -> bool:
