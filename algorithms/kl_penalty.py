@@ -115,22 +115,14 @@ def apply_kl_penalty(
     """Outcome advantages [B] (one per sequence) of the KL-penalised rewards (algorithm.advantage_fn over
     `group_ids`), and the metrics kl_penalty (mean KL), kl_penalty_coef (the coefficient used), reward_before_kl and
     reward_after_kl (batch means). Steps the controller once."""
-    name = penalty_name(algorithm)
-    if name is None:
-        raise ValueError(f"{FIELD} is off: there is no penalty to apply")
-    coef = controller.kl_coef
+    name, coef = _switched_on(algorithm), controller.kl_coef
     shaped, current = penalized_rewards(name, coef, rewards, logprobs, ref_logprobs, mask)
     import torch
 
     outcome = torch.ones((rewards.shape[0], 1), dtype=torch.float32)  # one advantage per sequence
     advantages = compute_advantages(algorithm, shaped, group_ids, outcome)[:, 0]
     controller.update(current, int(rewards.shape[0]))
-    return advantages, {
-        "kl_penalty": current,
-        "kl_penalty_coef": coef,
-        "reward_before_kl": float(rewards.float().mean()),
-        "reward_after_kl": float(shaped.mean()),
-    }
+    return advantages, _metrics(current, coef, rewards, shaped)
 
 
 def token_penalty(
@@ -139,12 +131,21 @@ def token_penalty(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The penalty per response token [B, T], −kl_coef·KL_t, for an advantage made per token (GAE over a critic,
     which adds it to each token's reward), and the metrics of apply_kl_penalty. Steps the controller once."""
-    name = penalty_name(algorithm)
-    if name is None:
-        raise ValueError(f"{FIELD} is off: there is no penalty to apply")
-    coef = controller.kl_coef
+    name, coef = _switched_on(algorithm), controller.kl_coef
     kl, current = batch_kl(name, logprobs, ref_logprobs, mask)
     penalty = (-coef * kl).float()
     controller.update(current, int(logprobs.shape[0]))
-    return penalty, {"kl_penalty": current, "kl_penalty_coef": coef, "reward_before_kl": float(rewards.float().mean()),
-                     "reward_after_kl": float((rewards.double() + penalty.double().sum(-1)).mean())}
+    return penalty, _metrics(current, coef, rewards, rewards.double() + penalty.double().sum(-1))
+
+
+def _switched_on(algorithm) -> str:  # noqa: ANN001
+    name = penalty_name(algorithm)
+    if name is None:
+        raise ValueError(f"{FIELD} is off: there is no penalty to apply")
+    return name
+
+
+def _metrics(kl: float, coef: float, before: torch.Tensor, after: torch.Tensor) -> dict[str, float]:
+    """Mean KL, the coefficient used, and the batch's mean reward before and after the penalty."""
+    return {"kl_penalty": kl, "kl_penalty_coef": coef, "reward_before_kl": float(before.float().mean()),
+            "reward_after_kl": float(after.float().mean())}
