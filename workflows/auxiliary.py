@@ -27,10 +27,7 @@ class AuxiliaryModel:
         with self._lock:
             engine = self.engines[next(self._turn) % len(self.engines)]
         (samples,) = engine.generate([self.renderer.render(messages)], settings)
-        for sample in samples:
-            if not sample.text and sample.response_token_ids:
-                sample.text = self.renderer.decode(sample.response_token_ids)
-        return samples
+        return self.renderer.with_text(samples)
 
 
 class NoSuchAuxiliaryModel(ValueError):

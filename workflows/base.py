@@ -117,10 +117,7 @@ class Workflow(ABC):
                 f"({self.max_prompt_tokens}); skipped"
             )
         (samples,) = self.engine.generate([prompt], self.sampling_settings())
-        for sample in samples:
-            if not sample.text and sample.response_token_ids:
-                sample.text = self.renderer.decode(sample.response_token_ids)
-        return samples
+        return self.renderer.with_text(samples)
 
     def make_experience(
         self,

@@ -193,9 +193,7 @@ class MultiTurnWorkflow(Workflow, ABC):
     def _model_turn(self, e: Episode, max_tokens: int) -> None:
         settings = self.sampling_settings()
         settings.n, settings.max_tokens = 1, max_tokens
-        ((sample,),) = self.engine.generate([e.tokens], settings)
-        if not sample.text and sample.response_token_ids:
-            sample.text = self.renderer.decode(sample.response_token_ids)
+        (sample,) = self.renderer.with_text(self.engine.generate([e.tokens], settings)[0])
         e.add(list(sample.response_token_ids), list(sample.logprobs), trained=True)
         e.last_turn = list(sample.response_token_ids)
         e.last_text = sample.text

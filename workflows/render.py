@@ -11,7 +11,7 @@ import functools
 import threading
 from typing import Any
 
-from backends.rollout import TokenIds
+from backends.rollout import Sample, TokenIds
 from checkpointing.models import resolve_model_path
 
 Messages = list[dict[str, Any]]  # an OpenAI-style chat: [{"role": ..., "content": ...}, ...]
@@ -87,6 +87,13 @@ class ChatRenderer:
     def decode(self, ids: TokenIds) -> str:
         with _LOCK:
             return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def with_text(self, samples: list[Sample]) -> list[Sample]:
+        """The samples, each with its response decoded where the engine returned ids only."""
+        for sample in samples:
+            if not sample.text and sample.response_token_ids:
+                sample.text = self.decode(sample.response_token_ids)
+        return samples
 
 
 @functools.lru_cache(maxsize=8)
