@@ -1,5 +1,6 @@
-"""Evaluate stage: every eval taskset on the current engines, as metrics and a table beside the model
-before training (explorer.eval_on_startup's evaluation at step 0)."""
+"""Evaluate stage: every eval taskset on the current engines, and the held-out preference pairs on the
+trainer where the run trains, as metrics and a table beside the model before training
+(explorer.eval_on_startup's evaluation at step 0)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,19 @@ from checkpointing import layout
 from checkpointing.layout import experiment_dir
 from checkpointing.records import read_json
 from schemas import ExperimentConfig
+from schemas.resolver import TRAINING_MODES
+from tasks.dpo import evaluate_pairs
 from tasks.evaluate import comparison_rows, evaluate_taskset
 
 
 @flow(name="evaluate", log_prints=False)
 def evaluate(config: ExperimentConfig, step: int) -> list[dict]:
-    """Score each of `buffer.explorer_input.eval_tasksets`; returns one result per taskset."""
+    """Score each of `buffer.explorer_input.eval_tasksets`, and `buffer.trainer_input.eval_pairs` where the
+    run trains; returns one result per taskset (and one for the pairs)."""
     task = evaluate_taskset.with_options(retries=config.explorer.max_retry_times)
     results = [task(config, i, step) for i in range(len(config.buffer.explorer_input.eval_tasksets))]
+    if config.buffer.trainer_input.eval_pairs is not None and config.mode in TRAINING_MODES:
+        results.append(evaluate_pairs(config))
     if results:
         at_start = {} if step == 0 else read_json(experiment_dir(config) / layout.EVAL_AT_START, {})
         table = []

@@ -37,7 +37,8 @@ def sft_warmup(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
         return summary
     step_task = dpo_step if is_preference_loss(config.algorithm.policy_loss_fn) else sft_step  # a row: a pair, or one
     with stage_session(config, total_steps, model_name) as stage:  # engines too when it evaluates (the schedule)
-        evaluates = stage.schedule.explores
+        # eval tasksets need the engines (the schedule starts them); held-out pairs only the trainer
+        evaluates = stage.schedule.explores or config.buffer.trainer_input.eval_pairs is not None
         if evaluates and not stage.done and config.explorer.eval_on_startup:
             evaluate_baseline(config, stage.run_id)
         ledger = Ledger(experiment_dir(config), stage.done)
@@ -52,8 +53,9 @@ def sft_warmup(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
             if stop is not None:  # checkpointed; a resume goes on from this step
                 stage.stopped = ledger.stopped(step, stop)
                 break
-        if evaluates and stage.stopped is None:  # the engines get the trained weights once, for the evaluation after the warm-up
-            sync(config, total_steps)
+        if evaluates and stage.stopped is None:
+            if stage.schedule.explores:  # the engines get the trained weights once, for the evaluation after the warm-up
+                sync(config, total_steps)
             stage.evals, metrics = evaluate_and_log(config, stage.run_id, total_steps)
             tracking.log_metrics(config, stage.run_id, metrics, total_steps)
     return stage.summary

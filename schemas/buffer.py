@@ -178,6 +178,11 @@ class TrainerInput(Section):
         "sample strategy's expert rows (algorithm.sample_strategy_args.sft_dataset_name, default 'sft_dataset'; "
         "docs/mix.md)."
     )
+    eval_pairs: StorageConfig | None = Field(
+        None, description="Held-out preference pairs (format.chosen_key / rejected_key), scored at every evaluation "
+        "by the trained weights: eval/<name>/preference_accuracy (the share of pairs whose chosen response has the "
+        "higher log-probability) and preference_margin (their mean log-probability difference; docs/dpo.md)."
+    )
 
 
 class BufferConfig(Section):

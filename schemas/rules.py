@@ -473,6 +473,12 @@ def _trainer_input(r: Resolver) -> None:
         _generator_args(r, eb, path)
     if eb is not None and c.mode == "train" and is_preference_loss(c.algorithm.policy_loss_fn):
         _pair_columns(r, eb.format, f"{path}.format")
+    if (pairs := ti.eval_pairs) is not None:  # held-out pairs, scored at each evaluation (tasks/dpo.py)
+        if not pairs.name:
+            r.derive(pairs, "name", "eval_pairs", "buffer.trainer_input.eval_pairs.name", "default name")
+        if generator_name(pairs.path):
+            _generator_args(r, pairs, "buffer.trainer_input.eval_pairs")
+        _pair_columns(r, pairs.format, "buffer.trainer_input.eval_pairs.format")
     if ti.sft_warmup_steps and ti.sft_warmup_dataset is None:
         r.error("buffer.trainer_input.sft_warmup_dataset",
                 f"required when buffer.trainer_input.sft_warmup_steps is {ti.sft_warmup_steps}")

@@ -527,6 +527,18 @@ SUPPORT[f"{_AUX}[].storage_type"] = warned("an auxiliary buffer is a dataset the
                                            "storage type does not matter")
 SUPPORT[f"{_AUX}[].format.chosen_key"] = warned("not read: expert rows are a prompt and a response (response_key)")
 SUPPORT[f"{_AUX}[].format.rejected_key"] = warned("not read: expert rows are a prompt and a response (response_key)")
+# Held-out preference pairs are read by the DPO reader (tasks/dpo.py) and scored by the trainer at each evaluation:
+# the entries of a DPO dataset's, less the RL-mode warnings (they are no experience buffer).
+_EP = "buffer.trainer_input.eval_pairs"
+SUPPORT[_EP] = honoured("tasks/dpo.py", "flows/evaluate.py").warn_if(
+    lambda v, c: v is not None and c.mode not in TRAINING_MODES,
+    "scored by the trainer, which only a run that trains holds (mode 'both' or 'train')")
+SUPPORT |= {f"{_EP}{key.removeprefix(_EB)}": replace(entry, rules=tuple(r for r in entry.rules if r.when not in
+                                                                          (_rl_mode, _not_preference)))
+            for key, entry in SUPPORT.items() if key.startswith(f"{_EB}.")}
+SUPPORT[f"{_EP}.storage_type"] = warned("held-out pairs are a dataset (its path); the storage type does not matter")
+SUPPORT[f"{_EP}.format.response_key"] = warned("not read: a pair's responses are format.chosen_key and "
+                                                "format.rejected_key")
 for _field in ("prompt_type", "prompt_key", "response_key", "system_prompt_key", "system_prompt", "messages_key",
                "chat_template"):
     SUPPORT[f"{_EB}.format.{_field}"] = SUPPORT[f"{_EB}.format.{_field}"].warn_if(_rl_mode, f"not used: {RL_BUFFER}")

@@ -17,8 +17,10 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from backends.policy import policy_for
 from buffer.experience import Experience
 from buffer.taskset import TasksetError, load_taskset
+from checkpointing.models import resolve_model_path
 from schemas import ExperimentConfig, StorageConfig
 from schemas.buffer import FormatConfig
 from tasks.sft import dataset_key, prompt_messages, supervised_row, train_on_rows
@@ -71,6 +73,27 @@ def preference_pairs(
     if not pairs:
         raise TasksetError(f"{dataset.path}: no rows")
     return tuple(pairs)
+
+
+@task(name="evaluate-pairs", cache_policy=NO_CACHE)
+def evaluate_pairs(config: ExperimentConfig) -> dict[str, Any]:
+    """The held-out pairs (buffer.trainer_input.eval_pairs) under the trainer's current weights, as an eval
+    result {"name", "metrics", "rows"}: preference_accuracy, the share of pairs whose chosen response has the
+    higher log-probability (summed over its tokens), and preference_margin, the mean of log π(chosen) −
+    log π(rejected). Unlike the loss's reward accuracy it needs no reference model: it is the model's own
+    preference, before training as after."""
+    dataset = config.buffer.trainer_input.eval_pairs
+    if dataset is None:
+        raise ValueError("buffer.trainer_input.eval_pairs is not set: there are no held-out pairs to score")
+    model_dir = str(resolve_model_path(config.model.model_path))  # the tokenizer (a later stage: the one before's)
+    pairs = preference_pairs(*dataset_key(config, model_dir, dataset))
+    logprobs = policy_for(config).trainer.logprobs([row for pair in pairs for row in pair])
+    margins = [sum(chosen) - sum(rejected) for chosen, rejected in zip(logprobs[::2], logprobs[1::2], strict=True)]
+    metrics = {"preference_accuracy": sum(m > 0 for m in margins) / len(margins),
+               "preference_margin": sum(margins) / len(margins), "pairs": float(len(margins))}
+    rows = [{"task_id": chosen.task_id, "margin": round(m, 4), "prefers_chosen": m > 0}
+            for (chosen, _), m in zip(pairs, margins, strict=True)]
+    return {"name": dataset.name, "metrics": metrics, "rows": rows}
 
 
 @task(name="dpo-step", cache_policy=NO_CACHE)

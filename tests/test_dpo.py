@@ -183,6 +183,19 @@ def test_the_pair_columns_are_checked_naming_the_field(fmt: dict, field: str, sa
     assert says in why, why
 
 
+def test_held_out_pairs_are_checked_like_the_training_pairs() -> None:
+    held_out = {"path": "heldout.jsonl", "format": {"prompt_type": "plaintext", "chosen_key": "prompt"}}
+    with pytest.raises(ValidationError) as exc:
+        dpo_config(**{"buffer.trainer_input.eval_pairs": held_out})
+    assert "also format.prompt_key" in problems(exc)["buffer.trainer_input.eval_pairs.format.chosen_key"]
+    config = dpo_config(**{"buffer.trainer_input.eval_pairs": {"path": "heldout.jsonl"}})
+    assert config.buffer.trainer_input.eval_pairs.name == "eval_pairs" and not config.warnings
+    explore_only = load_recipe("smoke").with_overrides({"mode": "explore",
+                                                        "buffer.trainer_input.eval_pairs": {"path": "heldout.jsonl"}})
+    assert any(w.startswith("buffer.trainer_input.eval_pairs: ") and "only a run that trains" in w
+               for w in explore_only.warnings), explore_only.warnings
+
+
 def test_dpo_learns_from_a_dataset_only() -> None:
     with pytest.raises(ValidationError) as exc:
         dpo_config(mode="both")
@@ -289,11 +302,14 @@ def test_rft_run_of_a_dpo_stage_moves_the_reward_margin_and_writes_a_checkpoint(
     from flows.rft import rft
     from tracking import progress
 
+    held_out = write_pairs(tmp_path / "heldout.jsonl", [
+        {"prompt": f"What is {i} + 3?", "chosen": f"{i} + 3 = {i + 3}.", "rejected": f"{i} + 3 = {i + 4}."} for i in (7, 9)])
     config = dpo_config(write_pairs(tmp_path / "pairs.jsonl"), **{
         "name": "dpo-smoke", "checkpoint_root_dir": str(tmp_path / "ckpt"), "cluster.ray_address": "local",
         "buffer.train_batch_size": 4, "buffer.total_steps": 3, "algorithm.optimizer.lr": 1e-5,
         "trainer.save_interval": 0, "trainer.max_checkpoints_to_keep": 1, "monitor.monitor_type": "tensorboard",
-        "explorer.eval_on_startup": False,
+        "buffer.trainer_input.eval_pairs": {"name": "held-out", "path": str(held_out),
+                                            "format": {"prompt_type": "plaintext", "system_prompt": SYSTEM}},
     })
     assert not config.warnings, config.warnings
     seen: list[tuple[int, dict[str, float]]] = []
@@ -310,3 +326,7 @@ def test_rft_run_of_a_dpo_stage_moves_the_reward_margin_and_writes_a_checkpoint(
     exp = config.experiment_dir
     assert (exp / "global_step_3").is_dir()
     assert list(Path(outcome["final_model"]).glob("*.safetensors"))
+    # the held-out pairs, scored by the trainer before the first step and after the last (no engine needed)
+    before, after = outcome["eval_at_start"]["held-out"], outcome["eval"]["held-out"]
+    assert before["pairs"] == after["pairs"] == 2.0
+    assert after["preference_margin"] > before["preference_margin"], (before, after)

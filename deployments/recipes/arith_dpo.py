@@ -18,13 +18,16 @@ ARITH_PAIRS = StorageConfig(
                         system_prompt=ARITH_SYSTEM_PROMPT),
 )
 
+# The same columns of the held-out problems: the model's own preference on pairs it never trains on.
+ARITH_HELDOUT_PAIRS = ARITH_PAIRS.model_copy(update={"name": "arith-heldout-pairs", "split": "test"})
+
 config = arith.with_overrides({
     "name": "arith-dpo",
     "mode": "train",
     # Trinity's dpo preset (beta 0.1, its k2 KL term at 0.001); a constant, small step after the warm-up's 3e-4.
     "algorithm": AlgorithmConfig(algorithm_type="dpo", optimizer=OptimizerConfig(lr=1e-5, lr_scheduler_type="constant")),
     "buffer": BufferConfig(batch_size=16, train_batch_size=16, total_steps=40,  # 16 pairs (32 rows) a step
-                           trainer_input={"experience_buffer": ARITH_PAIRS},
+                           trainer_input={"experience_buffer": ARITH_PAIRS, "eval_pairs": ARITH_HELDOUT_PAIRS},
                            explorer_input=ExplorerInput(eval_tasksets=[ARITH_EVAL])),
     "trainer.save_interval": 40,
     "synchronizer.sync_method": "checkpoint",  # mode train: the evaluations load the trained weights from a checkpoint
