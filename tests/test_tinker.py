@@ -157,7 +157,8 @@ def test_kl_in_the_reward_is_scored_by_the_starting_weights_on_the_service(serve
             assert len(ref) == len(current) and max(abs(a - b) for a, b in zip(ref, current, strict=True)) < 0.05
         first = trainer.train_step(batch)
         assert first["kl_penalty"] < 1e-3 and first["kl_penalty_coef"] == 0.1, first
-        for _ in range(3):
+        for _ in range(3):  # each step on the current policy's logprobs, as fresh rollouts would carry
+            batch = [dataclasses.replace(e, logprobs=lp) for e, lp in zip(batch, trainer.logprobs(batch), strict=True)]
             last = trainer.train_step(batch)
         assert last["kl_penalty"] > 10 * max(first["kl_penalty"], 1e-4), (first, last)
         assert last["reward_after_kl"] < last["reward_before_kl"]
