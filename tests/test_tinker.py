@@ -28,6 +28,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from backends.policy import Policy, policy_for
+from buffer.experience import Experience
 from checkpointing.models import resolve_model_path
 from deployments import load_recipe
 from schemas import ExperimentConfig
@@ -147,8 +148,9 @@ def test_kl_in_the_reward_is_scored_by_the_starting_weights_on_the_service(serve
         "algorithm.kl_penalty_fn": "k2", "algorithm.kl_penalty_fn_args": {"kl_coef": 0.1}})
     trainer = TinkerTrainer(config, resolve_model_path(config.model.model_path), total_steps=10)
     right = policy_contract.target_experience(renderer, eid="kl-0")
-    wrong = dataclasses.replace(right, eid="kl-1", response_token_ids=renderer.encode("The answer is 7."), reward=0.0)
-    wrong.logprobs = [0.0] * len(wrong.response_token_ids)
+    ids = renderer.encode("The answer is 7.")
+    wrong = Experience(eid="kl-1", task_id=right.task_id, group_id=right.group_id, prompt_token_ids=right.prompt_token_ids,
+                       response_token_ids=ids, logprobs=[0.0] * len(ids), reward=0.0, advantage=-1.0)
     try:
         batch = [dataclasses.replace(e, logprobs=lp) for e, lp in zip((right, wrong), trainer.logprobs([right, wrong]),
                                                                         strict=True)]

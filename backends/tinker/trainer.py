@@ -206,9 +206,10 @@ class TinkerTrainer(TrainerBackend):
             else:
                 self._reference = wait(self.service.create_sampling_client(base_model=self.base_model),
                                        f"the reference's sampling client of {self.base_model}", self.ep)
-        futures = [self._reference.compute_logprobs(
-            types.ModelInput.from_ints([*e.prompt_token_ids, *e.response_token_ids]),
-            prompt_logprobs_last_n=len(e.response_token_ids)) for e in batch]
+        # the whole sequence is scored (prompt_logprobs_last_n would spare the prompt, but the self-hosted
+        # server does not take it); the response's logprobs are its last ones
+        futures = [self._reference.compute_logprobs(types.ModelInput.from_ints([*e.prompt_token_ids, *e.response_token_ids]))
+                   for e in batch]
         scored = [wait(f, "compute_logprobs of the reference", self.ep) for f in futures]
         return [[float(x) for x in s[-len(e.response_token_ids):]] for e, s in zip(batch, scored, strict=True)]
 
