@@ -19,7 +19,7 @@ from algorithms.entropy import ENTROPY_LOSS_FNS, register_entropy_loss_fn
 from algorithms.inputs import LossInputs
 from algorithms.kl import KL_LOSS_FNS, register_kl_loss_fn
 from algorithms.kl_penalty import KLController, apply_kl_penalty, kl_controller, token_penalty
-from algorithms.loss import compute_loss, needs_entropy, needs_reference_model
+from algorithms.loss import compute_loss, has_kl_term, needs_entropy, needs_reference_model
 from algorithms.policy_loss import POLICY_LOSS_FNS, register_policy_loss_fn
 from algorithms.policy_loss.base import BATCH_MASKS, is_preference_loss
 from algorithms.registry import Registry, is_off
@@ -47,6 +47,7 @@ __all__ = [
     "needs_critic",
     "needs_entropy",
     "needs_reference_model",
+    "has_kl_term",
     "needs_teacher",
     "register_advantage_fn",
     "register_entropy_loss_fn",

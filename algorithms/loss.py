@@ -38,6 +38,11 @@ def _entropy_term(algorithm) -> tuple[str, float] | None:
     return (name, coef) if coef != 0.0 else None
 
 
+def has_kl_term(algorithm) -> bool:
+    """True when the loss has a KL term toward the reference (kl_loss_fn with a non-zero kl_coef)."""
+    return _kl_term(algorithm) is not None
+
+
 def needs_reference_model(algorithm) -> bool:
     """True when a KL term (kl_loss_fn) or a KL reward penalty (kl_penalty_fn) with a non-zero kl_coef is
     on (a zero coefficient would waste a forward pass), or the policy loss compares with the reference (dpo)."""

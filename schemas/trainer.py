@@ -24,7 +24,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field
 
-from algorithms import POLICY_LOSS_FNS, is_preference_loss
+from algorithms import POLICY_LOSS_FNS, has_kl_term, is_preference_loss
 from algorithms.advantage.distill import needs_teacher
 from algorithms.advantage.gae import needs_critic
 from algorithms.kl import VERL_ESTIMATORS
@@ -34,9 +34,10 @@ from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
 from schemas.wiring import Entry, honoured, refused, warned
 
 TRAINER_TYPES = ("torch", "verl", "tinker")
-# Why Tinker has no KL toward a reference (its sampler of the base weights is not wired to the trainer).
-NO_TINKER_REFERENCE = ("the Tinker trainer does not compute them (a sampling client of the base weights would; "
-                       "that is not built)")
+# Why Tinker runs no preference loss: its reference (a sampling client of the stage's starting weights) scores
+# batches for the KL terms, but the pairs' loss is not wired to it.
+NO_TINKER_REFERENCE = ("the Tinker trainer scores the reference for the KL terms only (a sampling client of the "
+                       "stage's starting weights); a preference loss on pairs is not wired to it")
 DEFAULT_TRAINER_TYPE = "verl"  # Trinity-RFT's default
 
 
@@ -296,7 +297,7 @@ class TinkerTrainerConfig(TrainerBase):
         "importance_sampling": "importance_sampling", "ppo": "ppo", "cispo": "cispo",
         "sft": "cross_entropy", "opmd": "cross_entropy",
     }
-    KL_LOSSES: ClassVar[Collection[str]] = ()  # no reference model's logprobs
+    KL_LOSSES: ClassVar[Collection[str] | None] = None  # our estimators, in the custom loss (a reference sampler scores)
     ENTROPY_LOSSES: ClassVar[Collection[str]] = ()  # Tinker returns the sampled tokens' logprobs only
     WEIGHTS: ClassVar[str] = "tinker"
     WEIGHTS_NOTE: ClassVar[str] = "stay on the Tinker server and move as tinker:// paths"
@@ -353,7 +354,7 @@ class TinkerTrainerConfig(TrainerBase):
         """The Tinker built-in loss `algorithm`'s policy loss runs as with trainer.loss_fn `loss_fn`; None:
         ours, through forward_backward_custom (no built-in, loss_fn custom, or ppo with sequence masking)."""
         masked = algorithm.policy_loss_fn == "ppo" and (algorithm.policy_loss_fn_args or {}).get("enable_sequence_masking")
-        if loss_fn == "custom" or masked:
+        if loss_fn == "custom" or masked or has_kl_term(algorithm):  # a built-in loss has no KL term
             return None
         return cls.BUILTIN_LOSSES.get(algorithm.policy_loss_fn)
 
@@ -400,26 +401,24 @@ class TinkerTrainerConfig(TrainerBase):
                    f"(rank trainer.rank = {self.rank})")
 
     def _kl(self, r: Resolver) -> None:
-        """A KL-to-reference term needs reference logprobs: not built for Tinker. A preset's default term is
-        switched off (derived); one the user asked for is refused. So is the KL penalty in the reward."""
+        """KL toward the reference, in the reward (kl_penalty_fn) and in the loss (kl_loss_fn), runs with the stage's
+        starting weights as the reference, scored by a sampling client of them on the service. A KL term in the
+        loss costs that scoring and runs the loss through forward_backward_custom, so a preset's default term is
+        switched off (derived) and one the user sets runs. Another reference model (model.ref_model_path) is refused."""
         alg = r.config.algorithm
-        if not is_off(alg.kl_penalty_fn) and (alg.kl_penalty_fn_args or {}).get("kl_coef", 0.0):
-            r.error("algorithm.kl_penalty_fn", f"{alg.kl_penalty_fn!r}: KL in the reward needs the reference model's "
-                    f"logprobs, {NO_TINKER_REFERENCE}; set kl_penalty_fn 'none' or use trainer_type 'torch' or 'verl'")
         if r.config.model.ref_model_path is not None:
-            r.error("model.ref_model_path", f"trainer_type 'tinker' has no reference model: {NO_TINKER_REFERENCE}")
+            r.error("model.ref_model_path", "trainer_type 'tinker' takes the stage's starting weights as the reference "
+                                            "(a sampling client of them); another reference model is not served")
         coef = (alg.kl_loss_fn_args or {}).get("kl_coef", 0.0)
-        if is_off(alg.kl_loss_fn) or alg.kl_loss_fn in self.KL_LOSSES or not coef:
-            return
         derived = r.config.derived
-        if not ("algorithm.kl_loss_fn" in derived and "algorithm.kl_loss_fn_args.kl_coef" in derived):
-            r.error("algorithm.kl_loss_fn", f"{alg.kl_loss_fn!r} with kl_coef {coef}: a KL-to-reference term needs the "
-                                            "reference model's logprobs, which the Tinker trainer does not compute "
-                                            "yet; set kl_loss_fn 'none'")
+        preset_default = "algorithm.kl_loss_fn" in derived and "algorithm.kl_loss_fn_args.kl_coef" in derived
+        if is_off(alg.kl_loss_fn) or not coef or not preset_default:
             return
         for key in [k for k in derived if k.startswith("algorithm.kl_loss_fn_args.")]:
             derived.pop(key)
-        reason = f"trainer_type 'tinker' has no reference model: the {alg.algorithm_type!r} preset's KL term is off"
+        reason = (f"trainer_type 'tinker': the {alg.algorithm_type!r} preset's KL term is off (it would score every "
+                  "batch on a reference sampler and run the loss through forward_backward_custom); set "
+                  "algorithm.kl_loss_fn to turn it on")
         r.derive(alg, "kl_loss_fn", "none", "algorithm.kl_loss_fn", reason)
         set_unmarked(alg, "kl_loss_fn_args", {"kl_coef": 0.0})
 

@@ -14,7 +14,7 @@ import functools
 import time
 from typing import Any
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from backends.policy import policy_for
@@ -93,6 +93,8 @@ def evaluate_pairs(config: ExperimentConfig) -> dict[str, Any]:
                "preference_margin": sum(margins) / len(margins), "pairs": float(len(margins))}
     rows = [{"task_id": chosen.task_id, "margin": round(m, 4), "prefers_chosen": m > 0}
             for (chosen, _), m in zip(pairs, margins, strict=True)]
+    get_run_logger().info("eval %s: preference accuracy %.3f, margin %.3f on %d held-out pairs", dataset.name,
+                          metrics["preference_accuracy"], metrics["preference_margin"], len(margins))
     return {"name": dataset.name, "metrics": metrics, "rows": rows}
 
 

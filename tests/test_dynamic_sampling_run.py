@@ -1,5 +1,5 @@
-"""Dynamic sampling in whole runs (the `hello` recipe on the torch trainer, or veRL, and vLLM CPU, 8-token
-answers): all-equal groups are dropped and the step is filled from more taskset batches, in turns and overlapped; a
+"""Dynamic sampling in whole runs (the `hello` recipe on the torch trainer, or veRL, and vLLM CPU, or on the local
+Tinker server; 8-token answers): all-equal groups are dropped and the step is filled from more taskset batches, in turns and overlapped; a
 run killed in the middle of a step and run again trains every experience once and loses none.
 
 The taskset is written so that which groups are all-equal is known: a row whose target shares no character
@@ -25,6 +25,7 @@ from mlflow.tracking import MlflowClient
 from buffer.experience_store import ExperienceStore
 from deployments import load_recipe
 from schemas import ExperimentConfig
+from tests.conftest import TINKER_TEST_KEY
 from tracking import tracking_uri
 
 pytestmark = pytest.mark.slow
@@ -117,6 +118,22 @@ def test_a_run_in_turns_drops_all_equal_groups_and_fills_every_step(tmp_path: Pa
     assert history("explore/dynamic_sampling_groups_kept") == {1: 2.0, 2: 2.0, 3: 2.0}
     assert history("explore/dynamic_sampling_groups_dropped") == {1: 2.0, 2: 3.0, 3: 0.0}  # all-equal ones
     assert history("explore/dynamic_sampling_dropped_share") == {1: 0.5, 2: 4 / 6, 3: 0.0}
+
+
+@pytest.mark.tinker
+def test_a_run_on_tinker_drops_all_equal_groups_and_fills_every_step(tinker_server: dict[str, str], tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same layout sampled and trained on the local Tinker server (`model.tinker.enable`): the same groups
+    are kept and dropped, with the same batches per step."""
+    from flows.rft import rft
+
+    monkeypatch.setenv("TINKER_BASE_URL", tinker_server["TINKER_BASE_URL"])
+    monkeypatch.setenv("TINKER_API_KEY", TINKER_TEST_KEY)
+    config = load_recipe("hello").with_overrides(overrides(tmp_path, "ds-tinker") | {"model.tinker.enable": True})
+    assert config.trainer.trainer_type == "tinker"
+    outcome = rft(config=config)[config.name]
+    assert outcome["steps"] == 3
+    assert check_the_record(config) == expected()
 
 
 def test_a_run_killed_mid_step_and_run_again_trains_each_experience_once(tmp_path: Path) -> None:

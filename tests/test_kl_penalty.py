@@ -121,13 +121,19 @@ def test_the_trainer_side_remakes_advantages_of_a_batch_of_experiences() -> None
     assert RewardKL.for_algorithm(SimpleNamespace(kl_penalty_fn="none")) is None
 
 
-def test_tinker_refuses_the_penalty_and_a_reference_path_naming_them() -> None:
+def test_tinker_takes_both_kl_forms_but_refuses_another_reference_model() -> None:
+    """The reference on Tinker is a sampling client of the stage's starting weights; a KL term in the loss runs
+    our loss through forward_backward_custom (no built-in loss has one)."""
     from pydantic import ValidationError
 
     from deployments import load_recipe
+    from schemas.trainer import TinkerTrainerConfig
 
     tinker = load_recipe("gsm8k-tinker")
-    with pytest.raises(ValidationError, match=r"algorithm\.kl_penalty_fn.*Tinker trainer does not compute them"):
-        tinker.with_overrides({"algorithm.kl_penalty_fn": "k3", "algorithm.kl_penalty_fn_args": {"kl_coef": 0.01}})
+    penalised = tinker.with_overrides({"algorithm.kl_penalty_fn": "k3", "algorithm.kl_penalty_fn_args": {"kl_coef": 0.01}})
+    assert penalised.algorithm.kl_penalty_fn == "k3"
+    assert TinkerTrainerConfig.builtin_loss(penalised.algorithm) == "ppo"  # the reward's KL leaves the loss built-in
+    term = tinker.with_overrides({"algorithm.kl_loss_fn": "k3", "algorithm.kl_loss_fn_args": {"kl_coef": 0.01}})
+    assert term.algorithm.kl_loss_fn == "k3" and TinkerTrainerConfig.builtin_loss(term.algorithm) is None
     with pytest.raises(ValidationError, match=r"model\.ref_model_path"):
         tinker.with_overrides({"model.ref_model_path": "HuggingFaceTB/SmolLM2-135M-Instruct"})

@@ -28,6 +28,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from backends.policy import Policy, policy_for
+from buffer.experience import Experience
 from checkpointing.models import resolve_model_path
 from deployments import load_recipe
 from schemas import ExperimentConfig
@@ -129,6 +130,52 @@ class TestContract:
         policy_contract.check_published_weights_change_samples(policy, renderer)
         [engine] = policy.engines()
         assert engine.info()["device"] == "tinker"
+
+
+@pytest.mark.slow
+@pytest.mark.tinker
+def test_kl_in_the_reward_is_scored_by_the_starting_weights_on_the_service(server_env: dict[str, str], tmp_path: Path,
+                                                                            renderer: ChatRenderer) -> None:
+    """algorithm.kl_penalty_fn on Tinker: the reference is a sampling client of the stage's starting weights
+    (here the base model). Before any step it scores the batch as the trainer does, so the first step's KL
+    is ~0; after steps that move the policy the KL is above 0 and the penalised reward below the reward."""
+    import dataclasses
+
+    from backends.tinker.trainer import TinkerTrainer
+
+    config = hello(name="kl", checkpoint_root_dir=str(tmp_path), **{
+        "algorithm.optimizer.lr": 2e-3, "model.tinker.rank": 8,
+        "algorithm.kl_penalty_fn": "k2", "algorithm.kl_penalty_fn_args": {"kl_coef": 0.1}})
+    trainer = TinkerTrainer(config, resolve_model_path(config.model.model_path), total_steps=10)
+    right = policy_contract.target_experience(renderer, eid="kl-0")
+    ids = renderer.encode("The answer is 7.")
+    wrong = Experience(eid="kl-1", task_id=right.task_id, group_id=right.group_id, prompt_token_ids=right.prompt_token_ids,
+                       response_token_ids=ids, logprobs=[0.0] * len(ids), reward=0.0, advantage=-1.0)
+    try:
+        batch = [dataclasses.replace(e, logprobs=lp) for e, lp in zip((right, wrong), trainer.logprobs([right, wrong]),
+                                                                        strict=True)]
+        reference = trainer.reference_logprobs(batch)
+        for ref, current in zip(reference, (e.logprobs for e in batch), strict=True):
+            assert len(ref) == len(current) and max(abs(a - b) for a, b in zip(ref, current, strict=True)) < 0.05
+        first = trainer.train_step(batch)
+        assert first["kl_penalty"] < 1e-3 and first["kl_penalty_coef"] == 0.1, first
+        for _ in range(3):  # each step on the current policy's logprobs, as fresh rollouts would carry
+            batch = [dataclasses.replace(e, logprobs=lp) for e, lp in zip(batch, trainer.logprobs(batch), strict=True)]
+            last = trainer.train_step(batch)
+        assert last["kl_penalty"] > 10 * max(first["kl_penalty"], 1e-4), (first, last)
+        assert last["reward_after_kl"] < last["reward_before_kl"]
+    finally:
+        trainer.close()
+    # a KL term in the loss: the same reference, in our loss through forward_backward_custom
+    config = config.with_overrides({"algorithm.kl_penalty_fn": "none", "algorithm.kl_penalty_fn_args": {"kl_coef": 0.0},
+                                    "algorithm.kl_loss_fn": "k2", "algorithm.kl_loss_fn_args": {"kl_coef": 0.1}})
+    trainer = TinkerTrainer(config, resolve_model_path(config.model.model_path), total_steps=10)
+    try:
+        assert trainer.plan.custom
+        steps = [trainer.train_step(batch) for _ in range(4)]
+        assert steps[0]["kl_loss"] < 1e-4 < steps[-1]["kl_loss"], steps
+    finally:
+        trainer.close()
 
 
 # ----------------------------------------------------------------------------- hello through the flow

@@ -187,8 +187,10 @@ def policy_metrics(plan_: LossPlan, batch: list[Experience], current: list[list[
     return metrics
 
 
-def custom_loss(algorithm: Any, batch: list[Experience], captured: dict[str, float]) -> Any:
-    """A forward_backward_custom loss function: algorithms.compute_loss on the trainer's logprobs."""
+def custom_loss(algorithm: Any, batch: list[Experience], captured: dict[str, float],
+                reference: list[list[float]] | None = None) -> Any:
+    """A forward_backward_custom loss function: algorithms.compute_loss on the trainer's logprobs (and on
+    `reference`, each response token's logprob under the reference, for a KL term)."""
     import algorithms
 
     def loss_fn(data: list[Any], logprobs: list[torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
@@ -208,6 +210,7 @@ def custom_loss(algorithm: Any, batch: list[Experience], captured: dict[str, flo
             response_mask=mask,
             global_num_tokens=int(mask.sum()),
             global_num_seqs=int((mask.sum(-1) > 0).sum()),
+            ref_logprobs=None if reference is None else torch.tensor([pad(r) for r in reference], dtype=torch.float32),
         )
         loss, metrics = algorithms.compute_loss(algorithm, inputs)
         extra = [lp.sum() * 0.0 for lp in logprobs[len(batch):]]  # padding datums: in the graph, zero gradient

@@ -11,6 +11,11 @@ paths of save_state and save_weights_for_sampler in actor/tinker_state.json (che
 
 Logprobs: Tinker's trainer and sampler both report logprobs of the unscaled distribution
 (temperature 1), so they agree whatever temperature the rollouts were sampled at.
+
+KL in the reward (algorithm.kl_penalty_fn): the reference is the stage's starting model, scored by a
+sampling client of its weights (the base model, or a chained stage's previous sampler weights) with
+`compute_logprobs`; the batch's advantages are re-made from the penalised rewards before the step, as
+the torch trainer does (backends/reward_kl.py), and the adaptive coefficient is kept in the checkpoint.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import algorithms
+from backends.reward_kl import STATE_KEY, RewardKL
 from backends.schedule import Schedule
 from backends.tinker import losses
 from backends.tinker.connection import Endpoint, ServerInfo, endpoint, preflight, service_client, unload_model, wait
@@ -91,7 +98,9 @@ class TinkerTrainer(TrainerBackend):
         self.model_dir = Path(model_dir)
         self.chained = tinker_state.of_model_dir(model_dir)  # a stage after a Tinker stage continues from it
         self.service = service_client(ep)
+        self.reward_kl = RewardKL.for_algorithm(config.algorithm)  # algorithm.kl_penalty_fn
         self._client: Any = None
+        self._reference: Any = None  # a sampling client of the stage's starting weights, made on first use
         self._step = 0
 
     # -- the training client -----------------------------------------------------------------
@@ -139,12 +148,16 @@ class TinkerTrainer(TrainerBackend):
         batch = [e for e in batch if e.response_token_ids]
         if not batch:
             raise ValueError("a train step needs experiences with at least one response token")
+        kl_metrics: dict[str, float] = {}
+        if self.reward_kl is not None:  # before the step: the reference scores the batch, advantages re-made
+            batch, kl_metrics = self.reward_kl.apply(batch, self.reference_logprobs)
         data = losses.padded([losses.datum(e, i) for e, i in zip(batch, losses.step_inputs(self.plan, self.algorithm, batch),
                                                                   strict=True)], self.pad_datums)
         captured: dict[str, float] = {}
         client = self.client
-        if self.plan.custom:
-            backward = client.forward_backward_custom(data, losses.custom_loss(self.algorithm, batch, captured))
+        reference = self.reference_logprobs(batch) if algorithms.has_kl_term(self.algorithm) else None
+        if self.plan.custom:  # a KL term always runs here (TinkerTrainerConfig.builtin_loss)
+            backward = client.forward_backward_custom(data, losses.custom_loss(self.algorithm, batch, captured, reference))
         else:
             backward = client.forward_backward(data, self.plan.tinker_loss, self.plan.config)
         lr = scheduled_lr(self.config, self._step + 1, self.total_steps)
@@ -165,6 +178,8 @@ class TinkerTrainer(TrainerBackend):
             "train_tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
             "response_length": float(np.mean([len(e.response_token_ids) for e in batch])),
             "tinker/datums": float(len(data)),
+            **kl_metrics,
+            **({"kl_loss": float(captured["kl_loss"])} if "kl_loss" in captured else {}),
         }
         for key, value in (stepped.metrics or {}).items():
             if key.endswith("grad_norm"):  # skyrl: "skyrl.ai/grad_norm"; hosted may report none
@@ -178,6 +193,25 @@ class TinkerTrainer(TrainerBackend):
         data = losses.padded([losses.datum(e, {"weights": losses.response_mask(e)}) for e in batch], self.pad_datums)
         output = wait(self.client.forward(data, "cross_entropy"), "forward (logprobs)", self.ep)
         return [losses.response_logprobs(e, out["logprobs"]) for e, out in zip(batch, output.loss_fn_outputs, strict=False)]
+
+    def reference_logprobs(self, batch: list[Experience]) -> list[list[float]]:
+        """Each response token's logprob under the stage's starting weights (the reference of the reward's KL)."""
+        from tinker import types
+
+        if self._reference is None:
+            if self.chained is not None:  # a stage after a Tinker stage starts from its sampler weights
+                path = self.chained["sampler_path"]
+                self._reference = wait(self.service.create_sampling_client(model_path=path),
+                                       f"the reference's sampling client of {path}", self.ep)
+            else:
+                self._reference = wait(self.service.create_sampling_client(base_model=self.base_model),
+                                       f"the reference's sampling client of {self.base_model}", self.ep)
+        # the whole sequence is scored (prompt_logprobs_last_n would spare the prompt, but the self-hosted
+        # server does not take it); the response's logprobs are its last ones
+        futures = [self._reference.compute_logprobs(types.ModelInput.from_ints([*e.prompt_token_ids, *e.response_token_ids]))
+                   for e in batch]
+        scored = [wait(f, "compute_logprobs of the reference", self.ep) for f in futures]
+        return [[float(x) for x in s[-len(e.response_token_ids):]] for e, s in zip(batch, scored, strict=True)]
 
     def publish_weights(self, version: int, folder: Path | None) -> WeightsHandle:
         """The current weights as `version`: sampler weights, or a training state for a sampler replica
@@ -197,6 +231,7 @@ class TinkerTrainer(TrainerBackend):
             "global_step": self._step, "state_path": str(state), "sampler_path": str(sampler),
             "base_model": self.base_model, "rank": self.config.trainer.rank, "base_url": self.ep.base_url,
             "model_id": self.model_id,
+            **({STATE_KEY: self.reward_kl.state_dict()} if self.reward_kl is not None else {}),
         })
         self._write_model_files(path / "huggingface")
 
@@ -217,6 +252,8 @@ class TinkerTrainer(TrainerBackend):
             unload_model(self.ep, self.model_id)
         self._client = client
         self._step = int(state["global_step"])
+        if self.reward_kl is not None:
+            self.reward_kl.load_state_dict(state.get(STATE_KEY))
 
     # -- internals -----------------------------------------------------------------------------
 
