@@ -134,6 +134,11 @@ def math_reward(breakdown: dict[str, float]) -> float:
             + breakdown.get("think_penalty", 0.0))
 
 
+def prompt_text(prompt: Messages | str) -> str:
+    """What an experience records as its prompt: the plain text, or the chat's last (user) message."""
+    return prompt if isinstance(prompt, str) else prompt[-1]["content"]
+
+
 def thinks(response: str) -> bool:
     """One <think>...</think>, opened before it is closed (Trinity's validate_think_pattern)."""
     return response.count("<think>") == 1 and response.count("</think>") == 1 and (
@@ -229,7 +234,7 @@ class MathWorkflow(Workflow):
                     index,
                     reward=math_reward(breakdown),
                     breakdown=breakdown,
-                    prompt_text=prompt if isinstance(prompt, str) else prompt[-1]["content"],
+                    prompt_text=prompt_text(prompt),
                     info={"gold": gold},
                 )
             )
@@ -243,7 +248,7 @@ class MathWorkflow(Workflow):
         prompt = self.prompt()
         return [
             self.make_experience(sample, index, reward=math_reward(breakdown), breakdown=breakdown,
-                                 prompt_text=prompt if isinstance(prompt, str) else prompt[-1]["content"],
+                                 prompt_text=prompt_text(prompt),
                                  info={"gold": str(self.task.raw[key])})
             for index, sample in enumerate(self.sample(prompt))
             for breakdown in [score_countdown(sample.text, target, numbers, format_score)]

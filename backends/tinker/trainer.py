@@ -12,10 +12,11 @@ paths of save_state and save_weights_for_sampler in actor/tinker_state.json (che
 Logprobs: Tinker's trainer and sampler both report logprobs of the unscaled distribution
 (temperature 1), so they agree whatever temperature the rollouts were sampled at.
 
-KL in the reward (algorithm.kl_penalty_fn): the reference is the stage's starting model, scored by a
-sampling client of its weights (the base model, or a chained stage's previous sampler weights) with
-`compute_logprobs`; the batch's advantages are re-made from the penalised rewards before the step, as
-the torch trainer does (backends/reward_kl.py), and the adaptive coefficient is kept in the checkpoint.
+KL toward the reference, the stage's starting model, scored by a sampling client of its weights (the base
+model, or a chained stage's previous sampler weights) with `compute_logprobs`, once per step: in the reward
+(algorithm.kl_penalty_fn) the batch's advantages are re-made from the penalised rewards before the step, as
+the torch trainer does (backends/reward_kl.py), the adaptive coefficient kept in the checkpoint; in the loss
+(algorithm.kl_loss_fn) the reference goes to our loss through forward_backward_custom.
 """
 
 from __future__ import annotations
@@ -148,16 +149,19 @@ class TinkerTrainer(TrainerBackend):
         batch = [e for e in batch if e.response_token_ids]
         if not batch:
             raise ValueError("a train step needs experiences with at least one response token")
+        kl_term = algorithms.has_kl_term(self.algorithm)
+        # the reference scores the batch once, for the reward's KL and the loss's KL term alike
+        reference = self.reference_logprobs(batch) if self.reward_kl is not None or kl_term else None
         kl_metrics: dict[str, float] = {}
-        if self.reward_kl is not None:  # before the step: the reference scores the batch, advantages re-made
-            batch, kl_metrics = self.reward_kl.apply(batch, self.reference_logprobs)
+        if self.reward_kl is not None:  # before the step: advantages re-made from the penalised rewards
+            batch, kl_metrics = self.reward_kl.apply(batch, lambda _: reference)
         data = losses.padded([losses.datum(e, i) for e, i in zip(batch, losses.step_inputs(self.plan, self.algorithm, batch),
                                                                   strict=True)], self.pad_datums)
         captured: dict[str, float] = {}
         client = self.client
-        reference = self.reference_logprobs(batch) if algorithms.has_kl_term(self.algorithm) else None
         if self.plan.custom:  # a KL term always runs here (TinkerTrainerConfig.builtin_loss)
-            backward = client.forward_backward_custom(data, losses.custom_loss(self.algorithm, batch, captured, reference))
+            backward = client.forward_backward_custom(
+                data, losses.custom_loss(self.algorithm, batch, captured, reference if kl_term else None))
         else:
             backward = client.forward_backward(data, self.plan.tinker_loss, self.plan.config)
         lr = scheduled_lr(self.config, self._step + 1, self.total_steps)
@@ -195,7 +199,7 @@ class TinkerTrainer(TrainerBackend):
         return [losses.response_logprobs(e, out["logprobs"]) for e, out in zip(batch, output.loss_fn_outputs, strict=False)]
 
     def reference_logprobs(self, batch: list[Experience]) -> list[list[float]]:
-        """Each response token's logprob under the stage's starting weights (the reference of the reward's KL)."""
+        """Each response token's logprob under the stage's starting weights (the reference of both KL forms)."""
         from tinker import types
 
         if self._reference is None:
