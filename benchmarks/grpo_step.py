@@ -34,6 +34,7 @@ import traceback
 from pathlib import Path
 
 from report import write_plot  # benchmarks/report.py, beside this script
+from step_profile import profile
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_PER_PROMPT = 8
@@ -190,6 +191,7 @@ def run_variant(name: str, sync: dict[str, int], shape: dict, steps: int, extra:
         "buffer.total_steps": steps + 1,
         "buffer.explorer_input.eval_tasksets": [],
         "trainer.save_interval": 0,
+        "monitor.enable_ray_timeline": True,  # where each step's time goes (benchmarks/step_profile.py)
         **sync,
         **parse_set_args(extra),
     })
@@ -222,9 +224,20 @@ def run_variant(name: str, sync: dict[str, int], shape: dict, steps: int, extra:
         "staleness_mean": mean("train/staleness_mean"),
         "rollout_tokens_per_s_mean": mean("explore/rollout_tokens_per_s"),
         "run_wall_s_including_startup": total_wall,
+        "profile": step_profile(config.experiment_dir, [m.timestamp / 1000 for m in sorted(
+            client.get_metric_history(outcome["mlflow_run_id"], "time/step_wall_s"), key=lambda m: m.step)]),
     }
     shutil.rmtree(root, ignore_errors=True)  # the run's checkpoints, exports and MLflow store: ~2 GB a variant
     return result
+
+
+def step_profile(experiment: Path, step_ends: list[float]) -> dict[str, object]:
+    """Sampling, training, sync, checkpoint and orchestration as shares of the measured steps, from the
+    run's Ray timeline (the first step's end opens the window)."""
+    timeline = experiment / "log" / "ray_timeline.json"
+    if not timeline.is_file():
+        return {"error": f"no Ray timeline at {timeline}"}
+    return profile(json.loads(timeline.read_text()), step_ends)
 
 
 def run_trl(config: str, shape: dict, steps: int, log: Path) -> dict[str, object]:

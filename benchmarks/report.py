@@ -109,7 +109,23 @@ def render(report: dict, json_link: str, plot_link: str | None) -> str:
                 ratio = f"{number(side['speedup_vs_trl'])}×" if "speedup_vs_trl" in side else "–"
             lines.append(f"| {shape['shape']} | {label} | {number(s['median'])} [{number(s['min'])}–{number(s['max'])}]"
                          f" | {number(side['generated_samples_per_s'])} | {number(side['trained_samples_per_s'])} | {ratio} |")
-    return "\n".join(lines)
+    return "\n".join(lines + profile_table(report))
+
+
+def profile_table(report: dict) -> list[str]:
+    """Where our steps' time goes (benchmarks/step_profile.py), where the JSON holds a profile."""
+    rows = [(shape["shape"], name, side["profile"]) for shape in report["shapes"] for name, side in shape["sides"].items()
+            if "shares" in side.get("profile", {})]
+    if not rows:
+        return []
+    parts = ("sampling", "training", "sync", "checkpoint", "orchestration")
+    lines = ["", "Where the measured steps' wall time goes, from each run's Ray timeline (benchmarks/step_profile.py): the"
+             " share of the time when an engine or trainer call of that part ran (overlapped parts add up to more than"
+             " 1); orchestration is the share when none ran (Prefect, Ray calls, rewards, the buffer).", "",
+             "| shape | side | " + " | ".join(parts) + " |", "|---|---|" + "---|" * len(parts)]
+    for shape, name, found in rows:
+        lines.append(f"| {shape} | {side_label(name, report)} | " + " | ".join(number(found['shares'][p]) for p in parts) + " |")
+    return lines
 
 
 def write_plot(report: dict, path: Path) -> None:

@@ -30,6 +30,8 @@ def grid() -> dict:
         sides = {name: {"sync_offset": int(name[6]), **grpo_step.summarise(w, n, trained)} for name, w in walls.items()}
         sides["trl-transformers-generate"] = {"config": "transformers-generate", **grpo_step.summarise([31.7, 23.41, 22.87, 24.96], n, n)}
         sides["trl-vllm-colocate"] = {"config": "vllm-colocate", "error": trl_error}
+        sides["offset0-interval1"]["profile"] = {"shares": {"sampling": 0.6123, "training": 0.2311, "sync": 0.0412,
+                                                            "checkpoint": 0.0, "orchestration": 0.1154}}
         return {**spec, **grpo_step.compare(sides)}
 
     return {
@@ -111,6 +113,7 @@ def test_the_section_holds_the_json_numbers_and_no_others(page: tuple[Path, Path
     assert "| 20.2 [13.5–21.4] | 0.396 | 0.297 | 1.16× |" in section
     assert "| 23.4 [22.9–25.0] | 0.342 | 0.342 | reference |" in section
     assert "not measured: ValueError: vLLM's CPU worker refused external_launcher" in section
+    assert "| 1x128 | ours, in turns, sync every step (`offset0-interval1`) | 0.612 | 0.231 | 0.041 | 0.000 | 0.115 |" in section
     assert "](../measured/grpo_step.json)" in section and "](../measured/grpo_step.png)" in section
     assert json_path.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the page outside the markers is untouched
