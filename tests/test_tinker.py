@@ -7,6 +7,7 @@ the `tinker_server` fixture of conftest.py, which enforces a key as the hosted s
   it resumes and finishes; the reward rises, MLflow has the metrics, no vLLM or Ray was started, and
   `rft convert` downloads the final adapter and merges it into a model that differs from the base;
 - an SFT warm-up → GRPO run in stages: the GRPO stage starts from the SFT stage's Tinker state.
+- dynamic sampling in a whole run (tests/dynamic_sampling_layout.py's layout), on this module's server.
 
 Shapes stay fixed (one prompt bucket, 8 samples, batches padded) so the server compiles each program
 once. Measured on 2 shared cores: ~45 s to start the server, then ~6 min (contract ~95 s, hello's two runs
@@ -32,6 +33,7 @@ from buffer.experience import Experience
 from checkpointing.models import resolve_model_path
 from deployments import load_recipe
 from schemas import ExperimentConfig
+from tests import dynamic_sampling_layout as dynamic_sampling
 from tests import policy_contract
 from tests.conftest import TINKER_TEST_KEY
 from workflows.render import ChatRenderer, renderer_for
@@ -179,6 +181,24 @@ def test_kl_in_the_reward_is_scored_by_the_starting_weights_on_the_service(serve
 
 
 # ----------------------------------------------------------------------------- hello through the flow
+@pytest.mark.slow
+@pytest.mark.tinker
+def test_a_run_on_tinker_drops_all_equal_groups_and_fills_every_step(tinker_server: dict[str, str], tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/test_dynamic_sampling_run.py's layout sampled and trained on the local Tinker server
+    (`model.tinker.enable`): the same groups are kept and dropped, with the same batches per step. Here, not
+    in that module, so that the module's one server serves it."""
+    from flows.rft import rft
+
+    monkeypatch.setenv("TINKER_BASE_URL", tinker_server["TINKER_BASE_URL"])
+    monkeypatch.setenv("TINKER_API_KEY", TINKER_TEST_KEY)
+    config = load_recipe("hello").with_overrides(dynamic_sampling.overrides(tmp_path, "ds-tinker") | {"model.tinker.enable": True})
+    assert config.trainer.trainer_type == "tinker"
+    outcome = rft(config=config)[config.name]
+    assert outcome["steps"] == 3
+    assert dynamic_sampling.check_the_record(config) == dynamic_sampling.expected()
+
+
 def rft_run(root: Path, log: str, *settings: str, env: dict[str, str]) -> subprocess.Popen:
     """`rft run hello` on Tinker in its own process group (with its own temporary Prefect server)."""
     home = root / f"prefect-{log}"
