@@ -20,7 +20,9 @@ from pathlib import Path
 
 PARTS: dict[str, tuple[str, ...]] = {
     "sampling": ("VLLMEngine.generate", "VLLMEngine.score"),
-    "training": ("TrainerActor.train_step", "TrainerActor.logprobs"),
+    # the torch trainer's actor; veRL's FSDP workers (their calls as the timeline names them)
+    "training": ("TrainerActor.train_step", "TrainerActor.logprobs", "update_actor", "compute_log_prob",
+                 "compute_ref_log_prob", "update_critic", "compute_values"),
     "sync": ("publish_weights", "push_weights", "load_weights", "init_weight_transfer_engine", "start_weight_update",
              "update_weights", "finish_weight_update"),
     "checkpoint": ("save_checkpoint", "load_checkpoint"),
@@ -45,7 +47,9 @@ def union_length(spans: list[tuple[float, float]], lo: float, hi: float) -> floa
 
 
 def spans_by_part(timeline: list[dict]) -> dict[str, list[tuple[float, float]]]:
-    """The complete ('X') events of actor method calls, in seconds since the epoch, by part."""
+    """The complete ('X') events of actor method calls, in seconds since the epoch, by part. Ray names a call
+    by its method (`name`) and its class and method (`cat`: 'task::VLLMEngine.generate'); `ts` and `dur` are
+    microseconds."""
     spans: dict[str, list[tuple[float, float]]] = {part: [] for part in PARTS}
     for event in timeline:
         if event.get("ph") != "X" or "dur" not in event:

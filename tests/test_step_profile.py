@@ -14,7 +14,8 @@ T0 = 1_800_000_000.0  # seconds since the epoch; Ray's timeline holds microsecon
 
 
 def call(name: str, start: float, seconds: float) -> dict:
-    return {"ph": "X", "name": name, "cat": "task::" + name, "ts": (T0 + start) * 1e6, "dur": seconds * 1e6}
+    """An actor call as Ray's timeline writes it: the method as its name, class and method as its category."""
+    return {"ph": "X", "name": name.rsplit(".", 1)[-1], "cat": "task::" + name, "ts": (T0 + start) * 1e6, "dur": seconds * 1e6}
 
 
 def test_overlapping_spans_count_once_and_are_clipped_to_the_window() -> None:
@@ -29,7 +30,7 @@ def test_the_first_step_is_left_out_and_the_rest_split_into_parts() -> None:
         call("TrainerActor.publish_weights", 18.5, 0.5), call("VLLMEngine.load_weights", 18.5, 1),
         call("VLLMEngine.generate", 20, 8), call("TrainerActor.train_step", 24, 4),  # step 3: 20 → 30, overlapped
         {"ph": "i", "name": "VLLMEngine.generate", "ts": (T0 + 21) * 1e6},  # an instant: no span
-        call("ray.get", 20, 10),  # a call of no part: orchestration's
+        call("Reward.score_batch", 20, 10),  # a call of no part: orchestration's
     ]
     out = profile(timeline, [T0 + 10, T0 + 20, T0 + 30])
     assert out["window_s"] == 20 and out["steps_measured"] == 2
