@@ -211,7 +211,8 @@ def run_variant(name: str, sync: dict[str, int], shape: dict, steps: int, extra:
         values = measured(key)
         return statistics.mean(values) if values else 0.0
 
-    walls = [m.value for m in sorted(client.get_metric_history(outcome["mlflow_run_id"], "time/step_wall_s"), key=lambda m: m.step)]
+    step_walls = sorted(client.get_metric_history(outcome["mlflow_run_id"], "time/step_wall_s"), key=lambda m: m.step)
+    walls = [m.value for m in step_walls]
     generated = mean("explore/experiences")
     schedule = Schedule.of(config)
     result = {
@@ -224,8 +225,7 @@ def run_variant(name: str, sync: dict[str, int], shape: dict, steps: int, extra:
         "staleness_mean": mean("train/staleness_mean"),
         "rollout_tokens_per_s_mean": mean("explore/rollout_tokens_per_s"),
         "run_wall_s_including_startup": total_wall,
-        "profile": step_profile(config.experiment_dir, [m.timestamp / 1000 for m in sorted(
-            client.get_metric_history(outcome["mlflow_run_id"], "time/step_wall_s"), key=lambda m: m.step)]),
+        "profile": step_profile(config.experiment_dir, [m.timestamp / 1000 for m in step_walls]),  # logged as each step ends
     }
     shutil.rmtree(root, ignore_errors=True)  # the run's checkpoints, exports and MLflow store: ~2 GB a variant
     return result
@@ -234,7 +234,10 @@ def run_variant(name: str, sync: dict[str, int], shape: dict, steps: int, extra:
 def step_profile(experiment: Path, step_ends: list[float]) -> dict[str, object]:
     """Sampling, training, sync, checkpoint and orchestration as shares of the measured steps, from the
     run's Ray timeline (the first step's end opens the window)."""
-    timeline = experiment / "log" / "ray_timeline.json"
+    from checkpointing import layout
+    from tasks.setup import RAY_TIMELINE
+
+    timeline = layout.log_dir(experiment) / RAY_TIMELINE
     if not timeline.is_file():
         return {"error": f"no Ray timeline at {timeline}"}
     return profile(json.loads(timeline.read_text()), step_ends)

@@ -15,6 +15,8 @@ import math
 import os
 from pathlib import Path
 
+from step_profile import PARTS  # beside this script
+
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 SCHEMA = "grpo_step/2"
 
@@ -118,7 +120,7 @@ def profile_table(report: dict) -> list[str]:
             if "shares" in side.get("profile", {})]
     if not rows:
         return []
-    parts = ("sampling", "training", "sync", "checkpoint", "orchestration")
+    parts = (*PARTS, "orchestration")
     lines = ["", "Where the measured steps' wall time goes, from each run's Ray timeline (benchmarks/step_profile.py): the"
              " share of the time when an engine or trainer call of that part ran (overlapped parts add up to more than"
              " 1); orchestration is the share when none ran (Prefect, Ray calls, rewards, the buffer).", "",

@@ -183,16 +183,13 @@ def test_kl_in_the_reward_is_scored_by_the_starting_weights_on_the_service(serve
 # ----------------------------------------------------------------------------- hello through the flow
 @pytest.mark.slow
 @pytest.mark.tinker
-def test_a_run_on_tinker_drops_all_equal_groups_and_fills_every_step(tinker_server: dict[str, str], tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_on_tinker_drops_all_equal_groups_and_fills_every_step(server_env: dict[str, str], tmp_path: Path) -> None:
     """tests/test_dynamic_sampling_run.py's layout sampled and trained on the local Tinker server
     (`model.tinker.enable`): the same groups are kept and dropped, with the same batches per step. Here, not
     in that module, so that the module's one server serves it."""
     from flows.rft import rft
 
-    monkeypatch.setenv("TINKER_BASE_URL", tinker_server["TINKER_BASE_URL"])
-    monkeypatch.setenv("TINKER_API_KEY", TINKER_TEST_KEY)
-    config = load_recipe("hello").with_overrides(dynamic_sampling.overrides(tmp_path, "ds-tinker") | {"model.tinker.enable": True})
+    config = hello(**dynamic_sampling.overrides(tmp_path, "ds-tinker"))
     assert config.trainer.trainer_type == "tinker"
     outcome = rft(config=config)[config.name]
     assert outcome["steps"] == 3
