@@ -66,6 +66,9 @@ class TrainerBase(Variant):
     # Why it cannot train a critic (advantage_fn 'ppo', GAE; schemas/rules.py refuses it naming the field);
     # None: it trains one (its settings: the variant's `critic` section).
     NO_CRITIC: ClassVar[str | None] = None
+    # True: the trainer actor only drives worker processes of its own that hold the devices (the resource
+    # plan gives the actor none and the workers the trainer's share).
+    DEVICES_IN_WORKERS: ClassVar[bool] = False
 
     save_interval: int = Field(0, ge=0, description="Checkpoint every this many train steps (0: only at the end).")
     max_checkpoints_to_keep: int | None = Field(
@@ -177,6 +180,7 @@ class VerlTrainerConfig(TrainerBase):
     KL_LOSSES: ClassVar[Collection[str]] = VERL_ESTIMATORS  # veRL's own kl_penalty computes the term
     NO_CRITIC: ClassVar[str | None] = ("the veRL trainer here runs veRL's actor (and reference) workers only: its "
                                        "critic worker is not wired; use trainer_type 'torch'")
+    DEVICES_IN_WORKERS: ClassVar[bool] = True  # veRL's engine workers
     MODULES: ClassVar[tuple[str, ...]] = ("backends/verl/", "algorithms/verl_compat.py", "algorithms/policy_loss/")
     SETTINGS: ClassVar[dict[str, Entry]] = {
         "grad_clip": honoured("backends/verl/config.py"),

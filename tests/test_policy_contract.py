@@ -40,6 +40,10 @@ def test_the_policy_plans_resources_from_the_config() -> None:
     assert (on_gpus.engine_gpus, on_gpus.trainer_gpus) == (1, 1)
     overlapping_on_gpus = plan_resources(config.with_overrides({"synchronizer.sync_offset": 1}), {"GPU": 2.0}, cores=8)
     assert overlapping_on_gpus.trainer_nice == 0  # each side has its own device
+    # veRL's variant declares that its worker processes hold the devices: its actor asks Ray for none
+    verl_on_gpus = plan_resources(config.with_overrides({"trainer.trainer_type": "verl"}), {"GPU": 4.0}, cores=8)
+    assert (verl_on_gpus.trainer_gpus, verl_on_gpus.trainer_actor_gpus) == (3, 0)
+    assert (on_gpus.trainer_gpus, on_gpus.trainer_actor_gpus) == (1, 1)
     assert isinstance(policy_for(config), LocalPolicy)
 
 

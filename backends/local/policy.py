@@ -77,7 +77,7 @@ def plan_resources(config, cluster: dict[str, float], cores: int | None = None, 
     # engines keep every core and the trainer's half-share is oversubscribed for its few seconds, at a
     # lower priority (measured: 12.0 s per step, against 15.3 s with the cores split between the two).
     trainer_threads = max(cores // 2, 1) if overlap else cores
-    in_workers = config.trainer.trainer_type == "verl"
+    in_workers = config.trainer.DEVICES_IN_WORKERS
     if not gpus:
         trainer_gpus = 0
     elif in_workers:  # trainer devices = total - rollout devices
