@@ -61,19 +61,16 @@ def per_file(junit: Path) -> dict[str, dict]:
 
 
 def summarise(before: Path, after: Path, runs: dict | None = None) -> dict:
-    files_before, files_after = per_file(before), per_file(after)
-    total = {side: round(sum(v["seconds"] for v in files.values()), 1)
-             for side, files in (("before", files_before), ("after", files_after))}
+    files = {"before": per_file(before), "after": per_file(after)}
+    total = {side: round(sum(v["seconds"] for v in by_file.values()), 1) for side, by_file in files.items()}
     return {
         "what": "the default tests both trees hold, each tree's code, one after the other",
         "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine()},
         "runs": runs or {},
-        "tests": {side: sum(v["tests"] for v in files.values())
-                  for side, files in (("before", files_before), ("after", files_after))},
+        "tests": {side: sum(v["tests"] for v in by_file.values()) for side, by_file in files.items()},
         "seconds_in_tests": total,
         "after_over_before": round(total["after"] / total["before"], 3) if total["before"] else None,
-        "files": {f: {"before": files_before.get(f), "after": files_after.get(f)}
-                  for f in sorted(set(files_before) | set(files_after))},
+        "files": {f: {side: files[side].get(f) for side in files} for f in sorted(set(files["before"]) | set(files["after"]))},
     }
 
 
@@ -88,13 +85,13 @@ def main() -> int:
     if a.junit:
         result = summarise(*a.junit, {side: {"commit": c} for side, c in zip(("before", "after"), a.commits or ())})
     elif a.before and a.after:
-        before, after = collect(a.before.resolve()), collect(a.after.resolve())
-        runs = {}
-        for side, tree, own, other in (("before", a.before, before, after), ("after", a.after, after, before)):
-            junit = a.out.with_suffix(f".{side}.xml")
-            runs[side] = {"tree": str(tree), "commit": _commit(tree), "tests_run": len(before & after),
-                          **run(tree.resolve(), own - other, junit)}
-        result = summarise(a.out.with_suffix(".before.xml"), a.out.with_suffix(".after.xml"), runs)
+        trees = {"before": a.before.resolve(), "after": a.after.resolve()}
+        ids = {side: collect(tree) for side, tree in trees.items()}
+        common = ids["before"] & ids["after"]
+        junits = {side: a.out.with_suffix(f".{side}.xml") for side in trees}
+        runs = {side: {"tree": str(tree), "commit": _commit(tree), "tests_run": len(common),
+                       **run(tree, ids[side] - common, junits[side])} for side, tree in trees.items()}
+        result = summarise(junits["before"], junits["after"], runs)
     else:
         parser.error("give --before and --after, or --junit BEFORE AFTER")
     a.out.write_text(json.dumps(result, indent=1) + "\n")
