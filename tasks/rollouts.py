@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from backends.errors import PartLost
 from backends.policy import Policy, policy_for
@@ -68,8 +69,10 @@ def score_with_teacher(config: ExperimentConfig, experiences: list[Experience]) 
     sequences = [e.prompt_token_ids + e.response_token_ids for e in experiences]
     starts = [len(e.prompt_token_ids) for e in experiences]
     share = -(-len(sequences) // len(teachers))  # a slice per engine of the teacher
-    scored: list[list[float]] = []
-    for i, teacher in enumerate(teachers):
-        scored += teacher.score(sequences[i * share : (i + 1) * share], starts[i * share : (i + 1) * share])
+    slices = [slice(i * share, (i + 1) * share) for i in range(len(teachers)) if i * share < len(sequences)]
+    # Each engine scores its slice at the same time as the others (a `score` call blocks until its engine is done).
+    with ThreadPoolExecutor(max_workers=len(slices)) as pool:
+        parts = pool.map(lambda pair: pair[0].score(sequences[pair[1]], starts[pair[1]]), zip(teachers, slices))
+        scored = [logprobs for part in parts for logprobs in part]
     for exp, logprobs in zip(experiences, scored, strict=True):
         exp.teacher_logprobs = logprobs

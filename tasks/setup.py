@@ -53,7 +53,7 @@ def revive_engines(config: ExperimentConfig) -> list[str]:
     crashed engine then finds a working one); returns the names restarted (counted as engine_restarts)."""
     revived = policy_for(config).revive()
     if revived:
-        get_run_logger().warning("rollout engines %s had died: started again", ", ".join(revived))
+        get_run_logger().warning("engines %s had died: started again", ", ".join(revived))
         tracking.count_restart(config, "engine", len(revived))
     return revived
 

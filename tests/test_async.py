@@ -4,16 +4,20 @@ deployments of one experiment, each killed and retried: tests/test_deployment.py
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
 
 from backends.schedule import Schedule
 from buffer.experience_store import ExperienceStore
+from checkpointing.layout import complete_steps
 from deployments import load_recipe
 from flows import meeting
 from schemas import ExperimentConfig
@@ -97,6 +101,62 @@ def test_overlapped_run_keeps_staleness_exactly_as_configured(overlapped: tuple[
     # the final model only: the explorer evaluates the due versions (every eval_interval = 2) it loads, and
     # with sync_offset 1 it samples its last step (3) with version 1, so it never loads version 2
     assert evaluated == [3]
+
+
+def trained_versions(experiment: Path) -> list[tuple[int, int, int, str]]:
+    """(explore step, weights version it sampled with, train step, task) of every experience."""
+    with sqlite3.connect(experiment / "buffer" / "experiences.db") as conn:
+        rows = conn.execute("SELECT eid, explore_step, model_version, train_step FROM experiences").fetchall()
+    return sorted((explored, version, trained, eid.split("@")[0]) for eid, explored, version, trained in rows)
+
+
+def explored_tokens(experiment: Path) -> dict[str, float]:
+    store = ExperienceStore.for_experiment(experiment)
+    try:
+        return {str(step): store.explored_tokens(step)["explore/tokens_sampled"] for step in (1, 2, 3)}
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+def test_an_overlapped_run_stops_at_its_budget_and_resumes_to_the_unbudgeted_state(
+        tmp_path: Path, overlapped: tuple[ExperimentConfig, dict]) -> None:
+    """sync_offset 1: the explorer runs a step ahead. The trainer keeps the ledger (what the explorer sampled for
+    each step is in the buffer) and stops at the budget; the explorer stops at its next step, and what it
+    explored ahead is trained by the resume. The unbudgeted run it ends equal to is this module's `overlapped`
+    (its evaluation at step 3 and its checkpoint of every step change no task, version or train step)."""
+    from flows.rft import rft
+
+    base = load_recipe("smoke").with_overrides({
+        "checkpoint_root_dir": str(tmp_path / "checkpoints"), "buffer.total_steps": 3, "trainer.save_interval": 3,
+        "synchronizer.sync_offset": 1, "explorer.eval_on_startup": False, "buffer.explorer_input.eval_tasksets": [],
+        "model.max_response_tokens": 16,
+    })
+    budgeted = base.with_overrides({"name": "overlap-budgeted", "budget.max_tokens": 1})
+    assert not budgeted.warnings
+    stopped = rft(config=budgeted, return_state=True)
+    assert stopped.is_completed() and stopped.name == "BudgetReached", stopped
+    exp = budgeted.experiment_dir
+    summary: dict[str, Any] = json.loads((exp / "summary.json").read_text())
+    assert summary["steps"] == 1 and summary["planned_steps"] == 3 and "budget.max_tokens 1" in summary["stopped"]
+    assert complete_steps(exp) == [1]
+    assert [trained for _, _, trained, _ in trained_versions(exp)].count(1) == 4  # step 1 trained, nothing after it
+
+    rft(config=budgeted.with_overrides({"budget.max_tokens": None}))
+    other = overlapped[0].experiment_dir
+    # the same final state: each step explored the same tasks with the same weights version, trained once by its step
+    assert trained_versions(exp) == trained_versions(other)
+    assert [(explored, version, trained) for explored, version, trained, _ in trained_versions(exp)] == (
+        [(1, 0, 1)] * 4 + [(2, 0, 2)] * 4 + [(3, 1, 3)] * 4)
+    assert complete_steps(exp)[-1] == complete_steps(other)[-1] == 3
+    finished = json.loads((exp / "summary.json").read_text())
+    assert finished["steps"] == 3 and "stopped" not in finished
+    usage = json.loads((exp / "usage.json").read_text())["steps"]
+    assert {step: entry["tokens_sampled"] for step, entry in usage.items()} == explored_tokens(exp)  # once each
+    assert finished["usage"]["tokens_sampled"] == sum(explored_tokens(exp).values())
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'checkpoints' / 'mlflow.db'}")
+    assert client.get_run(finished["mlflow_run_id"]).info.run_id == summary["mlflow_run_id"]  # continued
+    assert sorted(m.step for m in client.get_metric_history(summary["mlflow_run_id"], "usage/tokens_sampled")) == [1, 2, 3]
 
 
 @pytest.mark.slow

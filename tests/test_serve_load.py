@@ -20,7 +20,7 @@ def test_endpoint_under_load_keeps_serving_batch_rollouts(tmp_path: Path) -> Non
     out = tmp_path / "serve_load.json"
     key = secrets.token_urlsafe(24)
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "serve_load.py"), "--clients", "4", "--seconds",
-                           "20", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                           "6", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "RFT_LOAD_TEST_API_KEY": key, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())

@@ -229,6 +229,43 @@ def test_our_losses_run_inside_verls_ppo_loss(verl, preset: str) -> None:
     assert first["grad_norm"] == pytest.approx(expected["grad_norm"], rel=1e-3), (first, expected)
 
 
+def test_kl_penalty_on_verl_matches_the_torch_trainer(verl, tmp_path: Path) -> None:
+    """algorithm.kl_penalty_fn on veRL (its own reference engine, no KL loss): the same batch and weights
+    give the torch trainer's KL, penalised rewards and adaptive coefficient, and the coefficient is saved in
+    veRL's state file. A one-rank trainer of its own beside the module's (no engine needed)."""
+    from backends.torch_trainer import TorchTrainer
+    from backends.trainer import TrainerDevices
+    from backends.verl.trainer import STATE_FILE, VerlTrainer
+
+    config, _, model_dir = verl
+    config = config.with_overrides({
+        "trainer.cpu_workers": 1,
+        "algorithm.kl_loss_fn": "none", "algorithm.kl_loss_fn_args": {"kl_coef": 0.0},
+        "algorithm.kl_penalty_fn": "k2",
+        "algorithm.kl_penalty_fn_args": {"kl_coef": 0.05, "adaptive": True, "target_kl": 0.01, "horizon": 10},
+    })
+    batch = parity_batch()  # rollout logprobs 0: far from the reference's, a large KL
+    torch_side = TorchTrainer(config.with_overrides({"trainer.trainer_type": "torch", "trainer.num_threads": 2}),
+                              Path(model_dir), total_steps=10)
+    ours = torch_side.train_step(batch)
+    del torch_side
+    trainer = VerlTrainer(config, Path(model_dir), total_steps=10, devices=TrainerDevices(threads=2))
+    try:
+        assert trainer.configs.ref is not None and not trainer.configs.use_kl_loss
+        theirs = trainer.train_step(batch)
+        trainer.save_checkpoint(tmp_path / "ckpt")
+        state = json.loads((tmp_path / "ckpt" / STATE_FILE).read_text())
+    finally:
+        trainer.close()
+    print(f"kl penalty: torch {ours['kl_penalty']:.6f} veRL {theirs['kl_penalty']:.6f}; rewards after "
+          f"{ours['reward_after_kl']:.6f} / {theirs['reward_after_kl']:.6f}")
+    assert ours["kl_penalty"] > 1.0  # k2 of logprob 0 against the reference's: far from 0
+    for key in ("kl_penalty", "reward_after_kl"):  # forward passes ~1e-4 apart (see the parity test above)
+        assert theirs[key] == pytest.approx(ours[key], rel=1e-3), (key, ours, theirs)
+    assert theirs["kl_penalty_coef"] == ours["kl_penalty_coef"] == 0.05
+    assert state["reward_kl"]["kl_coef"] == pytest.approx(0.05 * (1 + 0.2 * 4 / 10))  # KL ≫ target: +20 % × 4/10
+
+
 # Last: it kills the module's engine.
 def test_a_dead_engine_is_named_and_every_rank_stops_before_its_gathers(verl, renderer: ChatRenderer) -> None:
     """A push toward a dead engine fails at once naming it, on every rank: none is left waiting in a

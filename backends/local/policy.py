@@ -174,13 +174,13 @@ class LocalPolicy(Policy):
         settings = vllm_engine.EngineSettings.from_config(self.config, model_dir)
         vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus, plan.spread)
         for j in range(len(self.config.explorer.auxiliary_models)):
-            self._start_auxiliary(j)
+            self._start_auxiliary(j, plan)
         return self.engine_names + self._all_auxiliary_names
 
-    def _start_auxiliary(self, index: int, names: list[str] | None = None) -> None:
+    def _start_auxiliary(self, index: int, plan: ResourcePlan, names: list[str] | None = None) -> None:
         """Auxiliary model `index`'s engines; on CPU each computes with every core, like a rollout engine (a
         teacher scores after the sampling, not beside it)."""
-        aux, plan = self.config.explorer.auxiliary_models[index], self.plan()
+        aux = self.config.explorer.auxiliary_models[index]
         settings = vllm_engine.EngineSettings.for_auxiliary(self.config, index)
         vllm_engine.start_engine_actors(settings, names or self.auxiliary_names(index), plan.engine_threads,
                                         aux.tensor_parallel_size if plan.engine_gpus else 0, plan.spread)
@@ -240,7 +240,7 @@ class LocalPolicy(Policy):
                 logger.warning("auxiliary engines %s died: starting them again", ", ".join(names))
                 for name in names:
                     vllm_engine.stop_engine_actor(name)
-                self._start_auxiliary(j, names)
+                self._start_auxiliary(j, self.plan(), names)
         dead = [name for name in self.engine_names if not self._alive(name)]
         if not dead:
             return [n for names in dead_aux.values() for n in names]
