@@ -60,11 +60,14 @@ def per_file(junit: Path) -> dict[str, dict]:
     return {f: {"seconds": round(seconds[f], 1), "tests": tests[f]} for f in sorted(seconds)}
 
 
-def summarise(before: Path, after: Path, runs: dict | None = None) -> dict:
+WHAT = "the default tests both trees hold, each tree's code, one after the other"
+
+
+def summarise(before: Path, after: Path, runs: dict | None = None, what: str = WHAT) -> dict:
     files = {"before": per_file(before), "after": per_file(after)}
     total = {side: round(sum(v["seconds"] for v in by_file.values()), 1) for side, by_file in files.items()}
     return {
-        "what": "the default tests both trees hold, each tree's code, one after the other",
+        "what": what,
         "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine()},
         "runs": runs or {},
         "tests": {side: sum(v["tests"] for v in by_file.values()) for side, by_file in files.items()},
@@ -80,10 +83,11 @@ def main() -> int:
     parser.add_argument("--after", type=Path)
     parser.add_argument("--junit", type=Path, nargs=2, metavar=("BEFORE", "AFTER"))
     parser.add_argument("--commits", nargs=2, metavar=("BEFORE", "AFTER"), help="with --junit: the trees' commits")
+    parser.add_argument("--what", default=WHAT, help="with --junit: what the two files hold")
     parser.add_argument("--out", type=Path, required=True)
     a = parser.parse_args()
     if a.junit:
-        result = summarise(*a.junit, {side: {"commit": c} for side, c in zip(("before", "after"), a.commits or ())})
+        result = summarise(*a.junit, {side: {"commit": c} for side, c in zip(("before", "after"), a.commits or ())}, a.what)
     elif a.before and a.after:
         trees = {"before": a.before.resolve(), "after": a.after.resolve()}
         ids = {side: collect(tree) for side, tree in trees.items()}
