@@ -72,7 +72,7 @@ def score_with_teacher(config: ExperimentConfig, experiences: list[Experience]) 
     slices = [slice(i * share, (i + 1) * share) for i in range(len(teachers)) if i * share < len(sequences)]
     # Each engine scores its slice at the same time as the others (a `score` call blocks until its engine is done).
     with ThreadPoolExecutor(max_workers=len(slices)) as pool:
-        parts = pool.map(lambda pair: pair[0].score(sequences[pair[1]], starts[pair[1]]), zip(teachers, slices))
+        parts = pool.map(lambda teacher, part: teacher.score(sequences[part], starts[part]), teachers, slices)
         scored = [logprobs for part in parts for logprobs in part]
     for exp, logprobs in zip(experiences, scored, strict=True):
         exp.teacher_logprobs = logprobs

@@ -127,12 +127,10 @@ def test_an_overlapped_run_stops_at_its_budget_and_resumes_to_the_unbudgeted_sta
     (its evaluation at step 3 and its checkpoint of every step change no task, version or train step)."""
     from flows.rft import rft
 
-    base = load_recipe("smoke").with_overrides({
-        "checkpoint_root_dir": str(tmp_path / "checkpoints"), "buffer.total_steps": 3, "trainer.save_interval": 3,
-        "synchronizer.sync_offset": 1, "explorer.eval_on_startup": False, "buffer.explorer_input.eval_tasksets": [],
-        "model.max_response_tokens": 16,
+    budgeted = overlapped[0].with_overrides({  # the same run, in a folder of its own, no evaluation
+        "name": "overlap-budgeted", "checkpoint_root_dir": str(tmp_path / "checkpoints"), "trainer.save_interval": 3,
+        "buffer.explorer_input.eval_tasksets": [], "budget.max_tokens": 1,
     })
-    budgeted = base.with_overrides({"name": "overlap-budgeted", "budget.max_tokens": 1})
     assert not budgeted.warnings
     stopped = rft(config=budgeted, return_state=True)
     assert stopped.is_completed() and stopped.name == "BudgetReached", stopped
