@@ -38,6 +38,17 @@ def critic_dir(actor_dir: Path) -> Path:
     return Path(actor_dir).parent / "critic"
 
 
+def value_metrics(returns: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """How well the old values [B, R] predicted the returns, over the response tokens (every trainer's critic logs
+    these under the same names)."""
+    tokens = max(float(mask.sum()), 1.0)
+    return {
+        "critic/vf_explained_var": algorithms.explained_variance(returns, values, mask),
+        "critic/values_mean": float((values * mask).sum() / tokens),
+        "critic/returns_mean": float((returns * mask).sum() / tokens),
+    }
+
+
 class Critic:
     """The value model and its optimizer; `step` runs the critic's part of a train step."""
 
@@ -114,14 +125,12 @@ class Critic:
                 self.optimizer.step()
         self.scheduler.step()  # the schedule moves once per train step, as the policy's
 
-        all_old, all_mask = stack_padded(old, width), stack_padded(masks, width)
+        all_mask = stack_padded(masks, width)
         tokens = float(all_mask.sum())
         metrics = {
             "critic/value_loss": loss_sum,
             "critic/vf_clipfrac": clipped / tokens if tokens else 0.0,
-            "critic/vf_explained_var": algorithms.explained_variance(returns, all_old, all_mask),
-            "critic/values_mean": float((all_old * all_mask).sum() / max(tokens, 1.0)),
-            "critic/returns_mean": float((returns * all_mask).sum() / max(tokens, 1.0)),
+            **value_metrics(returns, stack_padded(old, width), all_mask),
             "critic/grad_norm": sum(norms) / len(norms),
             "critic/lr": float(lr),
         }

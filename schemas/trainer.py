@@ -122,6 +122,23 @@ class CriticConfig(Section):
         "the policy keeps its weights until the values have settled.")
 
 
+def critic_settings(step: str, warmup: str) -> dict[str, Entry]:
+    """The `critic` section's entries of a trainer that trains one: `step` reads the critic's settings, `warmup` its
+    critic_warmup."""
+    return {
+        "critic": honoured(step).warn_if(
+            lambda v, c: not needs_critic(c.algorithm),
+            "has no effect: only advantage_fn 'ppo' (GAE, the ppo preset) trains a critic"),
+        **{f"critic.{key}": honoured(step) for key in ("optim", "optim.lr", "cliprange_value", "grad_clip", "ppo_epochs")},
+        "critic.critic_warmup": honoured(warmup),
+    }
+
+
+def critic_field() -> Any:  # noqa: ANN401  (a pydantic FieldInfo)
+    return Field(default_factory=CriticConfig,
+                 description="The critic of advantage_fn 'ppo' (GAE): learning rate, value clip.")
+
+
 class TorchTrainerConfig(TrainerBase):
     """The native torch trainer: a transformers model (optionally LoRA via peft), CPU or one GPU."""
 
@@ -135,15 +152,7 @@ class TorchTrainerConfig(TrainerBase):
         "num_threads": honoured("backends/torch_trainer.py"),
         "skip_zero_advantage": honoured("backends/torch_trainer.py"),
         "share_prompt": honoured("backends/torch_trainer.py"),
-        "critic": honoured("backends/critic.py").warn_if(
-            lambda v, c: not needs_critic(c.algorithm),
-            "has no effect: only advantage_fn 'ppo' (GAE, the ppo preset) trains a critic"),
-        "critic.optim": honoured("backends/critic.py"),
-        "critic.optim.lr": honoured("backends/critic.py"),
-        "critic.cliprange_value": honoured("backends/critic.py"),
-        "critic.grad_clip": honoured("backends/critic.py"),
-        "critic.ppo_epochs": honoured("backends/critic.py"),
-        "critic.critic_warmup": honoured("backends/torch_trainer.py"),
+        **critic_settings("backends/critic.py", "backends/torch_trainer.py"),
     }
 
     trainer_type: Literal["torch"] = Field("torch", description="The native torch trainer.")
@@ -162,9 +171,7 @@ class TorchTrainerConfig(TrainerBase):
         "let every response attend to it: the same loss and gradient with fewer tokens. Off with "
         "gradient_checkpointing.",
     )
-    critic: CriticConfig = Field(
-        default_factory=CriticConfig, description="The critic of advantage_fn 'ppo' (GAE): learning rate, value clip."
-    )
+    critic: CriticConfig = critic_field()
 
 
 class VerlTrainerConfig(TrainerBase):
@@ -178,8 +185,6 @@ class VerlTrainerConfig(TrainerBase):
     ADAPTED_LOSSES: ClassVar[tuple[str, ...]] = ("opmd", "topr", "sapo", "sppo", "rec", "importance_sampling",
                                                  "sft_is", "sft_phi")
     KL_LOSSES: ClassVar[Collection[str]] = VERL_ESTIMATORS  # veRL's own kl_penalty computes the term
-    NO_CRITIC: ClassVar[str | None] = ("the veRL trainer here runs veRL's actor (and reference) workers only: its "
-                                       "critic worker is not wired; use trainer_type 'torch'")
     DEVICES_IN_WORKERS: ClassVar[bool] = True  # veRL's engine workers
     MODULES: ClassVar[tuple[str, ...]] = ("backends/verl/", "algorithms/verl_compat.py", "algorithms/policy_loss/")
     SETTINGS: ClassVar[dict[str, Entry]] = {
@@ -201,6 +206,7 @@ class VerlTrainerConfig(TrainerBase):
         "optimizer_offload": honoured("backends/verl/config.py"),
         "seed": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
         "trainer_config": honoured("backends/verl/config.py", note="veRL's own tree, merged last"),
+        **critic_settings("backends/verl/config.py", "backends/verl/trainer.py"),
     }
     ALGORITHM_SETTINGS: ClassVar[dict[str, Entry]] = {
         "algorithm.optimizer.lr_scheduler_type": honoured(
@@ -260,6 +266,7 @@ class VerlTrainerConfig(TrainerBase):
         description="veRL's own config tree, merged last over what the other settings map to "
         "(Trinity's trainer.trainer_config), e.g. {actor_rollout_ref: {actor: {...}}}.",
     )
+    critic: CriticConfig = critic_field()  # veRL's critic section (its value-model engine), before trainer_config
 
     @classmethod
     def policy_losses(cls) -> Collection[str]:

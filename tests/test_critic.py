@@ -90,18 +90,23 @@ def test_a_wrong_critic_setting_is_an_error_naming_the_field(overrides: dict, fi
     assert any(line.startswith(f"{field}:") for line in describe_errors(exc.value)), describe_errors(exc.value)
 
 
-@pytest.mark.parametrize(("trainer", "says"), [("verl", "critic worker is not wired"), ("tinker", "no value model")])
-def test_verl_and_tinker_refuse_the_critic_naming_algorithm_type(trainer: str, says: str) -> None:
+def test_tinker_refuses_the_critic_naming_algorithm_type() -> None:
     with pytest.raises(ValidationError) as exc:
-        ppo_config(**{"trainer": {"trainer_type": trainer}, "explorer.rollout_model.engine_type":
-                      "tinker" if trainer == "tinker" else "vllm"})
+        ppo_config(**{"trainer": {"trainer_type": "tinker"}, "explorer.rollout_model.engine_type": "tinker"})
     lines = [line for line in describe_errors(exc.value) if line.startswith("algorithm.algorithm_type:")]
-    assert lines and f"trainer_type '{trainer}' cannot train" in lines[0] and says in lines[0], describe_errors(exc.value)
+    assert lines and "trainer_type 'tinker' cannot train" in lines[0] and "no value model" in lines[0], \
+        describe_errors(exc.value)
+
+
+def test_the_ppo_preset_validates_on_verl_with_its_critic_settings() -> None:
+    config = ppo_config(**{"trainer": {"trainer_type": "verl", "critic": {"optim": {"lr": 2e-5}, "critic_warmup": 2}}})
+    assert config.trainer.critic.optim.lr == 2e-5 and config.trainer.critic.critic_warmup == 2 and not config.warnings
 
 
 def test_gae_named_under_another_preset_is_refused_naming_advantage_fn() -> None:
     with pytest.raises(ValidationError) as exc:
-        load_recipe("smoke").with_overrides({"algorithm.advantage_fn": "ppo", "trainer": {"trainer_type": "verl"}})
+        load_recipe("smoke").with_overrides({"algorithm.advantage_fn": "ppo", "trainer": {"trainer_type": "tinker"},
+                                             "explorer.rollout_model.engine_type": "tinker"})
     assert any(line.startswith("algorithm.advantage_fn: 'ppo' needs a critic") for line in describe_errors(exc.value))
 
 
@@ -197,6 +202,15 @@ def test_trinity_critic_warmup_and_epochs_are_read_into_the_torch_critic() -> No
         "trainer": {"critic_warmup": 5}, "critic": {"ppo_epochs": 2, "optim": {"lr": 2e-5}}}}})
     assert data["trainer"]["critic"] == {"critic_warmup": 5, "ppo_epochs": 2, "optim": {"lr": 2e-5}}
     assert "trainer_config" not in data["trainer"]
+
+
+def test_trinity_critic_settings_are_read_into_the_verl_critic_and_the_rest_stays_in_its_tree() -> None:
+    from schemas.trinity.aliases import apply_aliases
+
+    data = apply_aliases({"trainer": {"trainer_type": "verl", "trainer_config": {
+        "trainer": {"critic_warmup": 3}, "critic": {"cliprange_value": 0.2, "forward_micro_batch_size_per_gpu": 4}}}})
+    assert data["trainer"]["critic"] == {"critic_warmup": 3, "cliprange_value": 0.2}
+    assert data["trainer"]["trainer_config"]["critic"] == {"forward_micro_batch_size_per_gpu": 4}  # veRL merges it
 
 
 def test_gae_adds_the_reward_kl_penalty_to_each_tokens_reward() -> None:

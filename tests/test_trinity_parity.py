@@ -108,11 +108,12 @@ IMPORTS = {  # example: the settings still listed as not imported (they need --a
     "topr_gsm8k": ["trainer.trainer_config_path"],
     # Trinity refuses its rollout lengths too ("Unable to determine max_model_len" without model.*'s); left out here
     "asymre_math": ["explorer.rollout_model.max_prompt_tokens", "explorer.rollout_model.max_response_tokens"],
-    # read for the torch trainer (a warning says why): veRL here runs no mix or preference loss, and no critic
+    # read for the torch trainer (a warning says why): veRL here runs no mix or preference loss
     "mix_math": [],
     "mix_chord": ["trainer.trainer_config_path"],  # and with_think: the <think> prompt and penalty
     "dpo_plaintext": [],
-    "ppo_countdown": [],  # scored with Trinity's countdown_reward (workflows/countdown.py)
+    # on veRL with its critic; scored with Trinity's countdown_reward (workflows/countdown.py)
+    "ppo_countdown": [],
     "ppo_countdown_megatron": [],
 }
 REFUSED = {  # example: {field: what the reason says}
@@ -210,12 +211,12 @@ def test_trinity_mix_imports_on_the_torch_trainer_with_its_expert_rows(tmp_path:
     assert ExperimentConfig.model_validate(config.user_data()).user_data() == config.user_data()  # as a recipe
 
 
-def test_trinity_ppo_imports_on_the_torch_trainer_with_its_critic_settings(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The ppo example as its user would run it here: on the torch trainer (which trains a critic), scored by
+def test_trinity_ppo_imports_on_verl_with_its_critic_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ppo example as its user would run it here: on veRL (its default, which trains the critic), scored by
     Trinity's countdown reward. Its critic settings, in veRL's tree, land in trainer.critic."""
     config, unsupported = _import_example("ppo_countdown", tmp_path, monkeypatch)
-    assert unsupported == [] and config.trainer.trainer_type == "torch"  # veRL (its default) has no critic here
+    assert unsupported == [] and config.trainer.trainer_type == "verl"
+    assert not [w for w in config.warnings if w.startswith("trainer.")], config.warnings
     assert config.buffer.explorer_input.taskset.default_reward_fn_type == "countdown_reward"
     alg = config.algorithm
     assert (alg.advantage_fn, alg.advantage_fn_args) == ("ppo", {"gamma": 1.0, "lam": 1.0})

@@ -266,6 +266,68 @@ def test_kl_penalty_on_verl_matches_the_torch_trainer(verl, tmp_path: Path) -> N
     assert state["reward_kl"]["kl_coef"] == pytest.approx(0.05 * (1 + 0.2 * 4 / 10))  # KL ≫ target: +20 % × 4/10
 
 
+def test_ppo_with_a_critic_on_verl_matches_the_torch_trainer(verl, tmp_path: Path) -> None:
+    """advantage_fn 'ppo' (GAE) on veRL: a value-model engine beside the actor in the worker. From the same policy
+    and value-head weights, veRL's steps give the torch trainer's critic metrics, policy loss (on GAE's per-token
+    advantages) and gradient norm; critic_warmup 1 holds the policy in the first step; the critic is checkpointed
+    beside the actor, and loading the checkpoint restores it (the next step gives the same numbers again)."""
+    import torch
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    from backends.critic import critic_dir
+    from backends.torch_trainer import TorchTrainer
+    from backends.trainer import TrainerDevices
+    from backends.verl.trainer import VerlTrainer
+
+    base, _, model_dir = verl
+    critic_model = tmp_path / "critic-model"  # one value head for both (each trainer would draw its own)
+    torch.manual_seed(0)
+    AutoModelForTokenClassification.from_pretrained(model_dir, num_labels=1).save_pretrained(critic_model)
+    AutoTokenizer.from_pretrained(model_dir).save_pretrained(critic_model)
+    config = base.with_overrides({
+        "trainer.cpu_workers": 1, "algorithm.algorithm_type": "ppo", "model.critic_model_path": str(critic_model),
+        "trainer.critic.optim.lr": 1e-4, "trainer.critic.critic_warmup": 1,
+    })
+    assert config.algorithm.advantage_fn == "ppo" and not config.warnings, config.warnings
+    steps = [[replace(e, eid=f"{step}/{e.eid}", advantage=None, reward=e.reward + step) for e in parity_batch()]
+             for step in range(3)]
+    torch_side = TorchTrainer(config.with_overrides({"trainer.trainer_type": "torch", "trainer.num_threads": 2}),
+                              Path(model_dir), total_steps=10)
+    for batch in steps:  # on-policy: ratio 1 at each step's start
+        for exp, logprobs in zip(batch, torch_side.logprobs(batch), strict=True):
+            exp.logprobs = logprobs
+    ours = [torch_side.train_step(batch) for batch in steps[:2]]
+    del torch_side
+
+    trainer = VerlTrainer(config, Path(model_dir), total_steps=10, devices=TrainerDevices(threads=2))
+    try:
+        assert trainer.critic is not None and trainer.configs.critic.model_type == "value_model"
+        start = trainer.logprobs(steps[0])
+        theirs = [trainer.train_step(steps[0])]
+        assert trainer.logprobs(steps[0]) == start  # critic_warmup: the policy waited
+        theirs.append(trainer.train_step(steps[1]))
+        actor = tmp_path / "ckpt" / "global_step_2" / "actor"
+        trainer.save_checkpoint(actor)
+        after = trainer.train_step(steps[2])
+        trainer.load_checkpoint(actor)
+        again = trainer.train_step(steps[2])
+    finally:
+        trainer.close()
+    print(f"critic parity: torch {ours}\nveRL {theirs}")
+    assert theirs[0]["critic/warmup"] == ours[0]["critic/warmup"] == 1.0 and "critic/warmup" not in theirs[1]
+    critic_keys = ("critic/value_loss", "critic/values_mean", "critic/returns_mean", "critic/vf_explained_var",
+                   "critic/grad_norm")
+    for ours_step, theirs_step in zip(ours, theirs, strict=True):
+        for key in critic_keys:  # forward passes ~1e-4 apart (see the parity test above)
+            assert theirs_step[key] == pytest.approx(ours_step[key], rel=1e-3, abs=1e-5), (key, ours_step, theirs_step)
+    assert theirs[1]["pg_loss"] == pytest.approx(ours[1]["pg_loss"], abs=1e-5), (ours[1], theirs[1])
+    assert theirs[1]["grad_norm"] == pytest.approx(ours[1]["grad_norm"], rel=1e-3), (ours[1], theirs[1])
+    assert ours[1]["critic/values_mean"] != ours[0]["critic/values_mean"]  # the critic learned in between
+    assert any(critic_dir(actor).iterdir())
+    for key in (*critic_keys, "pg_loss", "grad_norm"):
+        assert again[key] == pytest.approx(after[key], rel=1e-6, abs=1e-7), (key, after, again)
+
+
 # Last: it kills the module's engine.
 def test_a_dead_engine_is_named_and_every_rank_stops_before_its_gathers(verl, renderer: ChatRenderer) -> None:
     """A push toward a dead engine fails at once naming it, on every rank: none is left waiting in a

@@ -52,9 +52,12 @@ def with_advantage(experiences: list[Experience]) -> list[Experience]:
 
 
 def to_tensordict(
-    experiences: list[Experience], pad_token_id: int, temperature: float, ref_log_prob: torch.Tensor | None = None
+    experiences: list[Experience], pad_token_id: int, temperature: float, ref_log_prob: torch.Tensor | None = None,
+    **response_tensors: torch.Tensor,
 ):  # noqa: ANN201  (a tensordict.TensorDict)
-    """The batch veRL's workers take (jagged input_ids/position_ids/loss_mask, dense response tensors)."""
+    """The batch veRL's workers take (jagged input_ids/position_ids/loss_mask, dense response tensors).
+    `response_tensors`: more [B, R] tensors by name, or replacing one (a critic's per-token `advantages`, its old
+    `values` and `returns`)."""
     from verl.utils import tensordict_utils as tu
     from verl.workers.utils.padding import left_right_2_no_padding
 
@@ -71,15 +74,17 @@ def to_tensordict(
     }
     if ref_log_prob is not None:
         tensors["ref_log_prob"] = ref_log_prob
+    tensors.update(response_tensors)
     return left_right_2_no_padding(tu.get_tensordict(tensors, non_tensor_dict={"temperature": float(temperature)}))
 
 
-def response_logprobs(output, batch) -> torch.Tensor:  # noqa: ANN001
-    """[B, R] log-probs of the response tokens from a worker's (jagged, whole-sequence) output."""
+def response_logprobs(output, batch, key: str = "log_probs") -> torch.Tensor:  # noqa: ANN001
+    """[B, R] log-probs (or the critic's `values`) of the response tokens from a worker's (jagged, whole-sequence)
+    output: for token j, read where the model predicts it."""
     from verl.utils import tensordict_utils as tu
     from verl.workers.utils.padding import no_padding_2_padding
 
-    return no_padding_2_padding(tu.get(output, "log_probs"), batch).float()
+    return no_padding_2_padding(tu.get(output, key), batch).float()
 
 
 def sequences_trained(experiences: list[Experience]) -> int:

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from algorithms import POLICY_LOSS_FNS
+from algorithms.advantage.gae import needs_critic
 from algorithms.registry import is_off
 from algorithms.verl_compat import clip_ranges
 from backends.verl.losses import loss_mode as adapted_mode
+from checkpointing.models import resolve_model_path
 from schemas.trainer import VerlTrainerConfig
 
 if TYPE_CHECKING:
@@ -88,6 +90,24 @@ def verl_overrides(config: ExperimentConfig, model_dir: Path | str, total_steps:
     }
     micro = trainer.micro_batch_size
     tokens = max_token_len(config)
+
+    def optim(lr: float, clip_grad: float) -> dict[str, Any]:
+        """veRL's optimizer section: AdamW with the policy's schedule, betas, eps and weight decay (the critic's too)."""
+        return {
+            "optimizer": _OPTIMIZERS[opt.optimizer_type],
+            "optimizer_impl": "torch.optim",
+            "lr": lr,
+            "betas": list(opt.betas),
+            "weight_decay": opt.weight_decay,
+            "clip_grad": clip_grad,
+            "lr_warmup_steps": opt.lr_warmup_steps,
+            "lr_warmup_steps_ratio": opt.lr_warmup_steps_ratio,
+            "lr_scheduler_type": opt.lr_scheduler_type,
+            "min_lr_ratio": opt.min_lr_ratio,
+            "total_training_steps": max(int(total_steps), 1),
+            "override_optimizer_config": {"eps": opt.eps},  # FSDPOptimizerConfig has no eps field
+        }
+
     log_prob_sizes = {
         "log_prob_micro_batch_size_per_gpu": micro,
         "log_prob_use_dynamic_bsz": trainer.use_dynamic_bsz,
@@ -110,7 +130,36 @@ def verl_overrides(config: ExperimentConfig, model_dir: Path | str, total_steps:
     if lora:
         model.update(lora_alpha=lora.lora_alpha, target_modules=lora.target_modules, lora_adapter_path=lora.path)
     loss = _sft_overrides(algorithm) if is_sft(config) else actor_overrides(algorithm)
+    sections: dict[str, Any] = {}
+    if needs_critic(algorithm):  # veRL's critic: a value-model engine (its own model, optimizer and lr)
+        critic = trainer.critic
+        critic_model = config.model.critic_model_path
+        critic_dir = str(resolve_model_path(critic_model)) if critic_model else str(model_dir)
+        sections["critic"] = {
+            "strategy": trainer.strategy,
+            "model": {  # the actor's model settings, without its adapter
+                **{k: v for k, v in model.items() if k not in ("lora_alpha", "target_modules", "lora_adapter_path")},
+                "path": critic_dir, "lora_rank": 0,
+                "override_config": {**model["override_config"], **special_token_ids(critic_dir)},
+            },
+            "optim": optim(critic.optim.lr, critic.grad_clip),
+            "fsdp": fsdp,
+            "ppo_mini_batch_size": int(config.buffer.train_batch_size or 1),
+            "ppo_micro_batch_size_per_gpu": micro,
+            "use_dynamic_bsz": trainer.use_dynamic_bsz,
+            "ppo_max_token_len_per_gpu": tokens,
+            "ppo_infer_max_token_len_per_gpu": tokens,
+            "ppo_infer_micro_batch_size_per_gpu": micro,
+            "ppo_epochs": critic.ppo_epochs,
+            "shuffle": False,
+            "cliprange_value": critic.cliprange_value,
+            "loss_agg_mode": "token-mean",  # the torch critic's (algorithms.value_loss)
+            "grad_clip": critic.grad_clip,
+            "ulysses_sequence_parallel_size": trainer.ulysses_sequence_parallel_size,
+            "checkpoint": {"save_contents": SAVE_CONTENTS, "load_contents": SAVE_CONTENTS},
+        }
     return {
+        **sections,
         "actor_rollout_ref": {
             "model": model,
             "actor": {
@@ -127,20 +176,7 @@ def verl_overrides(config: ExperimentConfig, model_dir: Path | str, total_steps:
                 "ulysses_sequence_parallel_size": trainer.ulysses_sequence_parallel_size,
                 "use_torch_compile": compile_,
                 "grad_clip": trainer.grad_clip,  # read by veRL's trainer; the engine reads optim.clip_grad
-                "optim": {
-                    "optimizer": _OPTIMIZERS[opt.optimizer_type],
-                    "optimizer_impl": "torch.optim",
-                    "lr": opt.lr,
-                    "betas": list(opt.betas),
-                    "weight_decay": opt.weight_decay,
-                    "clip_grad": trainer.grad_clip,
-                    "lr_warmup_steps": opt.lr_warmup_steps,
-                    "lr_warmup_steps_ratio": opt.lr_warmup_steps_ratio,
-                    "lr_scheduler_type": opt.lr_scheduler_type,
-                    "min_lr_ratio": opt.min_lr_ratio,
-                    "total_training_steps": max(int(total_steps), 1),
-                    "override_optimizer_config": {"eps": opt.eps},  # FSDPOptimizerConfig has no eps field
-                },
+                "optim": optim(opt.lr, trainer.grad_clip),
                 "fsdp_config": fsdp,
                 "checkpoint": {"save_contents": SAVE_CONTENTS, "load_contents": SAVE_CONTENTS},
             },
@@ -230,6 +266,8 @@ class WorkerConfigs:
     ref: Any | None  # TrainingWorkerConfig of a forward-only engine, or None
     use_kl_loss: bool
     is_lora: bool
+    critic: Any | None = None  # TrainingWorkerConfig of the value model (advantage_fn 'ppo'), or None
+    critic_loss_fn: Any | None = None  # functools.partial(verl.workers.utils.losses.value_loss, config=its CriticConfig)
 
 
 def worker_configs(
@@ -286,13 +324,37 @@ def worker_configs(
         ref_engine.infer_max_token_len_per_gpu = ref.ppo_max_token_len_per_gpu
         ref_engine.infer_micro_batch_size_per_gpu = ref.ppo_micro_batch_size_per_gpu
         ref_engine.use_remove_padding = model_config.use_remove_padding
+    critic, critic_loss = _critic_worker(tree) if "critic" in tree and algorithm is not None and needs_critic(algorithm) \
+        else (None, None)
     return WorkerConfigs(
         actor=actor_worker,
         loss_fn=_loss_fn(actor, sft, algorithm),
         ref=ref_worker,
         use_kl_loss=bool(actor.use_kl_loss),
         is_lora=is_lora,
+        critic=critic,
+        critic_loss_fn=critic_loss,
     )
+
+
+def _critic_worker(tree: DictConfig) -> tuple[Any, Any]:
+    """The `critic` subtree as a value-model engine config and its loss (veRL's value_loss), as veRL's
+    RayPPOTrainer.init_workers makes them (verl/trainer/ppo/ray_trainer.py:798-830)."""
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.config import TrainingWorkerConfig
+    from verl.workers.utils.losses import value_loss
+
+    critic = omega_conf_to_dataclass(tree.critic)
+    engine = critic.engine
+    engine.use_dynamic_bsz = critic.use_dynamic_bsz
+    engine.max_token_len_per_gpu = critic.ppo_max_token_len_per_gpu
+    engine.infer_max_token_len_per_gpu = critic.ppo_infer_max_token_len_per_gpu
+    engine.micro_batch_size_per_gpu = critic.ppo_micro_batch_size_per_gpu
+    engine.infer_micro_batch_size_per_gpu = critic.ppo_infer_micro_batch_size_per_gpu
+    engine.use_remove_padding = critic.model.use_remove_padding
+    worker = TrainingWorkerConfig(model_type="value_model", model_config=critic.model, engine_config=engine,
+                                  optimizer_config=critic.optim, checkpoint_config=critic.checkpoint)
+    return worker, partial(value_loss, config=critic)
 
 
 def _loss_fn(actor: Any, sft: bool, algorithm: Any) -> Any:

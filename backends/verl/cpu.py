@@ -25,6 +25,9 @@ The workers' training step is the same code on CPU and GPU; only the device laye
    _fully_shard/_fsdp_param.py:315: "Cannot access accelerator device when none is available").
    The same policy without pinning is exact (parameters already live in CPU memory); it replaces
    torch's class before verl.utils.fsdp_utils imports it (this module is imported first).
+6. A value model (PPO's critic) is loaded with attn_implementation="flash_attention_2" written into the call
+   (verl/utils/model.py:load_valuehead_model); flash-attn needs CUDA. The same load with the attention the
+   model's config names (sdpa here, as the actor's) replaces it; the engine imports it at each build.
 """
 
 from __future__ import annotations
@@ -183,6 +186,26 @@ def _unpinned_cpu_offload() -> None:
     fsdp.CPUOffloadPolicy = UnpinnedCPUOffloadPolicy
 
 
+def _value_model_attention() -> None:
+    """(6) veRL's value-model load, with the attention of the model's config instead of flash_attention_2."""
+    import verl.utils.model as model_utils
+
+    if getattr(model_utils.load_valuehead_model, "_rft_cpu", False):
+        return
+
+    def load_valuehead_model(local_path: str, torch_dtype: Any, model_config: Any, trust_remote_code: bool) -> Any:
+        from transformers import AutoModelForTokenClassification
+
+        return AutoModelForTokenClassification.from_pretrained(
+            local_path, torch_dtype=torch_dtype, config=model_config, trust_remote_code=trust_remote_code,
+            attn_implementation=getattr(model_config, "_attn_implementation", None) or "sdpa",
+        )
+
+    load_valuehead_model._rft_cpu = True  # type: ignore[attr-defined]
+    model_utils.load_valuehead_model = load_valuehead_model
+
+
 if is_active():  # imported by verl/__init__.py in a CPU worker
     _register_platform()
     _unpinned_cpu_offload()
+    _value_model_attention()

@@ -18,11 +18,13 @@ import numpy as np
 import torch
 
 import algorithms
+from backends.critic import critic_dir
 from backends.reward_kl import STATE_KEY, RewardKL
 from backends.trainer import TrainerBackend, TrainerDevices
 from backends.verl import batch as vb
 from backends.verl import cpu
 from backends.verl.config import is_sft, verl_tree, worker_configs
+from backends.verl.critic import VerlCritic
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
 from checkpointing.models import resolve_model_path
@@ -57,6 +59,7 @@ class VerlTrainer(TrainerBackend):
         self.temperature = float(self.tree.actor_rollout_ref.rollout.temperature)
         tokenizer = self.configs.actor.model_config.tokenizer
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.critic: VerlCritic | None = None  # made with the workers below
         sp = self.settings.ulysses_sequence_parallel_size
         if self.num_workers % sp:
             raise ValueError(
@@ -65,6 +68,8 @@ class VerlTrainer(TrainerBackend):
         self.dp_size = self.num_workers // sp
         self._step = 0
         self._pool, self.workers = self._start_workers(devices)
+        if self.configs.critic is not None:  # advantage_fn 'ppo' (GAE): the workers hold a value model too
+            self.critic = VerlCritic(self.workers, config, self.pad_token_id, self.temperature)
 
     # -- workers -------------------------------------------------------------------------------
 
@@ -122,13 +127,24 @@ class VerlTrainer(TrainerBackend):
 
         started = time.perf_counter()
         kl_metrics: dict[str, float] = {}
-        if self.reward_kl is not None:  # before the step: the reference scores the batch, advantages re-made
+        penalties: dict[str, torch.Tensor] = {}
+        if self.reward_kl is not None and self.critic is not None:  # GAE takes the penalty per token, in its rewards
+            penalties, kl_metrics = self.reward_kl.token_penalties(batch, self.reference_logprobs)
+        elif self.reward_kl is not None:  # before the step: the reference scores the batch, advantages re-made
             batch, kl_metrics = self.reward_kl.apply(batch, self.reference_logprobs)
         rows = vb.padded(vb.with_advantage(batch), self._rows_multiple())
+        critic_metrics: dict[str, float] = {}
+        token_advantages: dict[str, torch.Tensor] = {}
+        if self.critic is not None:  # before the policy: the old values make the advantages (veRL's order)
+            advantages, critic_metrics = self.critic.step(rows, penalties)
+            token_advantages = {"advantages": advantages}
+        # critic_warmup: the first steps train the critic only; the policy keeps its weights (and its schedule)
+        if self.critic is not None and self._step < self.config.trainer.critic.critic_warmup:
+            return self._finish(batch, rows, started, {**kl_metrics, **critic_metrics, "critic/warmup": 1.0})
         ref = None
         if self.configs.use_kl_loss:
             ref = self._logprobs(rows, self.workers.compute_ref_log_prob)
-        data = vb.to_tensordict(rows, self.pad_token_id, self.temperature, ref_log_prob=ref)
+        data = vb.to_tensordict(rows, self.pad_token_id, self.temperature, ref_log_prob=ref, **token_advantages)
         tu.assign_non_tensor(
             data,
             calculate_entropy=True,  # the entropy metric, and the term when entropy_coeff is set
@@ -141,12 +157,16 @@ class VerlTrainer(TrainerBackend):
         )
         output = self.workers.update_actor(data)
         metrics = vb.our_metrics(tu.get(output, "metrics"))
+        return self._finish(batch, rows, started, {**metrics, **kl_metrics, **critic_metrics})
+
+    def _finish(self, batch: list[Experience], rows: list[Experience], started: float,
+                metrics: dict[str, float]) -> dict[str, float]:
+        """The step counted, and its metrics with the batch's sizes and speed."""
         self._step += 1
         seconds = time.perf_counter() - started
         tokens = sum(len(e.prompt_token_ids) + len(e.response_token_ids) for e in rows)
         return {
             **metrics,
-            **kl_metrics,
             "train_tokens": float(tokens),
             "train_tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
             "response_length": float(np.mean([len(e.response_token_ids) for e in batch])),
@@ -195,6 +215,11 @@ class VerlTrainer(TrainerBackend):
                 "resume with the same number of training processes"
             )
         check_folder(path)  # veRL's manager unpickles fully: only files that load weights-only reach it
+        if self.critic is not None:
+            if not critic_dir(path).is_dir():
+                raise FileNotFoundError(f"{critic_dir(path)}: no critic in this checkpoint; it was written by a run "
+                                        "without advantage_fn 'ppo'")
+            check_folder(critic_dir(path))
         self.workers.load_checkpoint(str(path))
         self._step = int(state["global_step"])
         if self.reward_kl is not None:

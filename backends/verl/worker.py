@@ -19,6 +19,7 @@ from verl.utils import tensordict_utils as tu
 from verl.workers.engine_workers import TrainingWorker
 
 from backends.cpu_time import process_tree_cpu_s
+from backends.critic import critic_dir
 from backends.verl import cpu
 from backends.verl.config import WorkerConfigs
 from backends.verl.weights import EngineWeights, config_dtype
@@ -34,6 +35,7 @@ class VerlWorker(Worker):
         self.seed = seed
         self.actor: TrainingWorker | None = None
         self.ref: TrainingWorker | None = None
+        self.critic: TrainingWorker | None = None
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def init_model(self) -> dict[str, Any]:
@@ -46,6 +48,10 @@ class VerlWorker(Worker):
         if self.configs.ref is not None:
             self.ref = TrainingWorker(config=self.configs.ref)
             self.ref.reset()
+        if self.configs.critic is not None:  # advantage_fn 'ppo': the value model, on the same ranks as the actor
+            self.critic = TrainingWorker(config=self.configs.critic)
+            self.critic.reset()
+            self.critic.set_loss_fn(self.configs.critic_loss_fn)
         return {"rank": self.rank, "pid": os.getpid(), "threads": torch.get_num_threads(), "device": self.actor.device_name}
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
@@ -74,17 +80,38 @@ class VerlWorker(Worker):
         tu.get(output, "metrics")["lr_used"] = [float(lr)]
         return output.cpu()
 
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
+    def compute_values(self, data: Any) -> Any:
+        """The critic's value of the state before each token (jagged, the whole sequence)."""
+        output = self.critic.infer_batch(data)
+        return output.cpu() if output is not None else None
+
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
+    def update_critic(self, data: Any) -> Any:
+        """The critic's optimizer steps on the batch (veRL's value_loss on the values and returns it holds)."""
+        lr = self.critic.engine.lr_scheduler.get_last_lr()[0]
+        output = self.critic.train_mini_batch(data)
+        if output is None:
+            return None
+        tu.get(output, "metrics")["lr_used"] = [float(lr)]
+        return output.cpu()
+
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def cpu_seconds(self) -> float:
         return process_tree_cpu_s()
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def save_checkpoint(self, path: str, global_step: int) -> None:
+        """The actor into `path` (global_step_N/actor), the critic beside it (global_step_N/critic)."""
         self.actor.save_checkpoint(path, global_step=global_step)
+        if self.critic is not None:
+            self.critic.save_checkpoint(str(critic_dir(Path(path))), global_step=global_step)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def load_checkpoint(self, path: str) -> None:
         self.actor.load_checkpoint(path)
+        if self.critic is not None:
+            self.critic.load_checkpoint(str(critic_dir(Path(path))))
 
     def _weights(self) -> EngineWeights:
         return EngineWeights(self.actor.engine, config_dtype(self.actor.model_config.hf_config))

@@ -8,9 +8,10 @@
 - a `trainer` without `trainer_type` is Trinity's default, veRL.
 - veRL's `max_actor_ckpt_to_keep` (in Trinity's `trainer.trainer_config.trainer`, or written flat as
   `trainer.max_actor_ckpt_to_keep`) → `trainer.max_checkpoints_to_keep` (our pruning keeps the checkpoints).
-- with `trainer_type: torch`, the critic's settings in Trinity's `trainer.trainer_config.critic` (veRL's
-  names: `optim.lr`, `cliprange_value`, `grad_clip`) → `trainer.critic` (the same names); the rest of
-  that veRL tree stays where it is, reported as not imported (the torch trainer has no `trainer_config`).
+- with a trainer that trains a critic (torch, veRL), the critic's settings in Trinity's
+  `trainer.trainer_config.critic` (veRL's names: `optim.lr`, `cliprange_value`, `grad_clip`, `ppo_epochs`) and
+  `trainer.trainer_config.trainer.critic_warmup` → `trainer.critic` (the same names), their one place; the rest of
+  that veRL tree stays where it is (veRL merges it last; the torch trainer reports it as not imported).
 - the mix family (`algorithm_type` mix / mix_chord): expert rows given as `buffer.trainer_input.sft_warmup_dataset`
   (without warm-up steps; Trinity's layout before `auxiliary_buffers`) → `auxiliary_buffers.<sft_dataset_name>`;
   the loss's per-GPU batch bookkeeping in `policy_loss_fn_args` (MIX_BATCH_ARGS) is dropped (noted).
@@ -37,7 +38,7 @@ from pydantic import Field, ValidationError
 
 from schemas.base import ALIAS, ConfigRuleError, Section
 from schemas.errors import error_items
-from schemas.trainer import DEFAULT_TRAINER_TYPE
+from schemas.trainer import DEFAULT_TRAINER_TYPE, TRAINER_VARIANTS
 from schemas.trinity.names import SYNC_METHOD_ALIASES
 from schemas.trinity.workflows import map_workflows
 
@@ -69,7 +70,7 @@ def apply_aliases(data: dict[str, Any], note: bool = True, refused: list[tuple[s
         trainer["trainer_type"] = DEFAULT_TRAINER_TYPE
     if isinstance(trainer, dict):
         _checkpoints_to_keep(trainer, notes)
-        _torch_critic(trainer, notes)
+        _critic(trainer, notes)
     _mix(data, notes)
     map_workflows(data, notes)
     if problems := _rollout_lengths(data, notes):
@@ -171,20 +172,21 @@ def _checkpoints_to_keep(trainer: dict[str, Any], notes: dict[str, str]) -> None
         raise ConfigRuleError(problems)
 
 
-# Trinity's (veRL's) critic settings the torch trainer's `trainer.critic` has, under the same names.
-TORCH_CRITIC_KEYS = (("optim", "lr"), ("cliprange_value",), ("grad_clip",), ("ppo_epochs",))
+# Trinity's (veRL's) critic settings that `trainer.critic` has, under the same names.
+CRITIC_KEYS = (("optim", "lr"), ("cliprange_value",), ("grad_clip",), ("ppo_epochs",))
 
 
-def _torch_critic(trainer: dict[str, Any], notes: dict[str, str]) -> None:
+def _critic(trainer: dict[str, Any], notes: dict[str, str]) -> None:
     """trainer.trainer_config.critic.{optim.lr, cliprange_value, grad_clip, ppo_epochs} and
-    trainer.trainer_config.trainer.critic_warmup → trainer.critic, for the torch trainer."""
+    trainer.trainer_config.trainer.critic_warmup → trainer.critic, for a trainer that trains a critic."""
     tree = trainer.get("trainer_config")
     verl_critic = tree.get("critic") if isinstance(tree, dict) else None
-    if trainer.get("trainer_type") != "torch" or not isinstance(verl_critic, dict):
+    variant = TRAINER_VARIANTS.get(trainer.get("trainer_type"))
+    if variant is None or variant.NO_CRITIC is not None or not isinstance(verl_critic, dict):
         return
     ours = trainer.setdefault("critic", {})
     problems = []
-    for keys in TORCH_CRITIC_KEYS:
+    for keys in CRITIC_KEYS:
         holder = verl_critic
         for key in keys[:-1]:
             holder = holder.get(key) if isinstance(holder, dict) else None
