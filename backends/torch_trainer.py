@@ -23,7 +23,7 @@ import algorithms
 from backends.batch import TrainBatch, collate, micro_batches, stack_padded
 from backends.critic import Critic, critic_dir
 from backends.reward_kl import STATE_KEY, RewardKL
-from backends.trainer import TrainerBackend, TrainerDevices
+from backends.trainer import TrainerBackend, TrainerDevices, scoring_temperature
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
 from checkpointing.models import resolve_model_path
@@ -73,7 +73,7 @@ class TorchTrainer(TrainerBackend):
         self.config = config
         self.algorithm = config.algorithm
         self.device = _pick_device(settings.device)
-        self.temperature = _rollout_temperature(config)
+        self.temperature = scoring_temperature(config)
         self._step = 0
 
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -478,16 +478,6 @@ def _pick_device(setting: str) -> torch.device:
     if setting == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(setting)
-
-
-def _rollout_temperature(config: ExperimentConfig) -> float:
-    """The trainer scores tokens under the distribution they were sampled from; preference pairs were not
-    sampled: the model's own distribution (temperature 1), for the policy and the reference alike."""
-    if algorithms.is_preference_loss(config.algorithm.policy_loss_fn):
-        return 1.0
-    taskset = config.buffer.explorer_input.taskset
-    temperature = taskset.rollout_args.temperature if taskset is not None else 1.0
-    return temperature if temperature > 0 else 1.0
 
 
 def _rng_state() -> dict:

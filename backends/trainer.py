@@ -6,11 +6,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import algorithms
 from backends.cpu_time import process_tree_cpu_s
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
+
+if TYPE_CHECKING:
+    from schemas import ExperimentConfig
 
 
 @dataclass(frozen=True)
@@ -67,3 +71,13 @@ class TrainerBackend(ABC):
 
     def close(self) -> None:
         """Free what the trainer holds beyond its own process (worker processes, placement groups)."""
+
+
+def scoring_temperature(config: ExperimentConfig) -> float:
+    """The temperature a trainer scores tokens at: the one they were sampled at. Preference pairs were not sampled:
+    the model's own distribution (temperature 1), for the policy and the reference alike."""
+    if algorithms.is_preference_loss(config.algorithm.policy_loss_fn):
+        return 1.0
+    taskset = config.buffer.explorer_input.taskset
+    temperature = taskset.rollout_args.temperature if taskset is not None else 1.0
+    return temperature if temperature and temperature > 0 else 1.0

@@ -270,7 +270,8 @@ class VerlTrainerConfig(TrainerBase):
 
     @classmethod
     def policy_losses(cls) -> Collection[str]:
-        return (*cls.POLICY_LOSSES, *cls.ADAPTED_LOSSES)
+        """veRL's own, ours as its ppo_loss's mode, and the preference losses (ours, on pairs of rows)."""
+        return (*cls.POLICY_LOSSES, *cls.ADAPTED_LOSSES, *(name for name in POLICY_LOSS_FNS if is_preference_loss(name)))
 
     def check(self, r: Resolver) -> None:
         """What veRL can train: its own loss functions, FSDP2 on CPU, sequence parallel over packed sequences."""
@@ -279,10 +280,22 @@ class VerlTrainerConfig(TrainerBase):
             return
         alg = c.algorithm
         if alg.policy_loss_fn not in self.policy_losses():
-            pairs = " (veRL's losses score each response alone, not preference pairs)" if is_preference_loss(
-                alg.policy_loss_fn) else ""
-            r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} has no veRL policy loss{pairs}; with trainer_type "
+            r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} has no veRL policy loss; with trainer_type "
                     f"'verl' use one of {', '.join(self.policy_losses())} (or trainer_type 'torch')")
+        if is_preference_loss(alg.policy_loss_fn):  # (chosen, rejected) rows must reach the loss side by side
+            splits = (f"veRL packs micro-batches by token count, which splits the (chosen, rejected) pairs of "
+                      f"{alg.policy_loss_fn!r}")
+            if self.use_dynamic_bsz and "use_dynamic_bsz" in self.model_fields_set:
+                r.error("trainer.use_dynamic_bsz", f"{splits}; set false (fixed micro-batches, in order)")
+            elif self.use_dynamic_bsz:
+                r.derive(self, "use_dynamic_bsz", False, "trainer.use_dynamic_bsz",
+                         f"{splits}: fixed micro-batches of trainer.micro_batch_size rows, in order")
+            if self.micro_batch_size % 2 and "micro_batch_size" in self.model_fields_set:
+                r.error("trainer.micro_batch_size", f"{self.micro_batch_size}: {alg.policy_loss_fn!r} trains whole "
+                        "(chosen, rejected) pairs; use an even size")
+            elif self.micro_batch_size % 2:
+                r.derive(self, "micro_batch_size", 2, "trainer.micro_batch_size",
+                         f"{alg.policy_loss_fn!r} trains whole (chosen, rejected) pairs: one pair a micro-batch")
         kl_args = alg.kl_loss_fn_args or {}
         if not is_off(alg.kl_loss_fn) and float(kl_args.get("kl_coef", 0.0)) != 0.0 and alg.kl_loss_fn not in self.KL_LOSSES:
             r.error("algorithm.kl_loss_fn", f"{alg.kl_loss_fn!r} has no veRL estimator; with trainer_type 'verl' use "

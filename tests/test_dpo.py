@@ -162,12 +162,23 @@ def test_bad_dpo_arguments_are_named(args: dict, field: str) -> None:
     assert f"algorithm.policy_loss_fn_args.{field}" in problems(exc)
 
 
-@pytest.mark.parametrize(("trainer_type", "says"), [("verl", "not preference pairs"), ("tinker", "reference model's logprobs")])
-def test_verl_and_tinker_refuse_dpo_by_name(trainer_type: str, says: str) -> None:
+def test_tinker_refuses_dpo_by_name() -> None:
     with pytest.raises(ValidationError) as exc:
-        dpo_config(**{"trainer.trainer_type": trainer_type})
+        dpo_config(**{"trainer.trainer_type": "tinker"})
     why = problems(exc)["algorithm.policy_loss_fn"]
-    assert "'dpo'" in why and says in why and "trainer_type 'torch'" in why, why
+    assert "'dpo'" in why and "reference model's logprobs" in why and "trainer_type 'torch'" in why, why
+
+
+def test_dpo_on_verl_trains_fixed_micro_batches_of_whole_pairs() -> None:
+    config = dpo_config(**{"trainer": {"trainer_type": "verl"}})  # veRL's defaults: packed by length, 1 row a micro-batch
+    assert not config.trainer.use_dynamic_bsz and "splits the (chosen, rejected)" in config.derived["trainer.use_dynamic_bsz"]
+    assert config.trainer.micro_batch_size == 2 and "one pair a micro-batch" in config.derived["trainer.micro_batch_size"]
+    assert not config.warnings, config.warnings
+    with pytest.raises(ValidationError) as exc:  # asked for by name: micro-batches packed by length
+        dpo_config(**{"trainer.trainer_type": "verl", "trainer.use_dynamic_bsz": True, "trainer.micro_batch_size": 3})
+    found = problems(exc)
+    assert "splits the (chosen, rejected) pairs" in found["trainer.use_dynamic_bsz"], found
+    assert "use an even size" in found["trainer.micro_batch_size"], found
 
 
 @pytest.mark.parametrize(("fmt", "field", "says"), [
@@ -266,11 +277,11 @@ def test_preflight_reads_the_pair_columns(tmp_path: Path) -> None:
 
 
 def test_pairs_are_scored_at_temperature_one_whatever_a_taskset_samples_at() -> None:
-    from backends.torch_trainer import _rollout_temperature
+    from backends.trainer import scoring_temperature
 
     hot = {"buffer.explorer_input.taskset.rollout_args.temperature": 0.7}
-    assert _rollout_temperature(dpo_config(**hot)) == 1.0  # not sampled: the model's own distribution
-    assert _rollout_temperature(load_recipe("smoke").with_overrides(hot)) == 0.7
+    assert scoring_temperature(dpo_config(**hot)) == 1.0  # not sampled: the model's own distribution
+    assert scoring_temperature(load_recipe("smoke").with_overrides(hot)) == 0.7
 
 
 # ----------------------------------------------------------------------------- steps on the real model

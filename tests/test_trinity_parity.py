@@ -108,10 +108,10 @@ IMPORTS = {  # example: the settings still listed as not imported (they need --a
     "topr_gsm8k": ["trainer.trainer_config_path"],
     # Trinity refuses its rollout lengths too ("Unable to determine max_model_len" without model.*'s); left out here
     "asymre_math": ["explorer.rollout_model.max_prompt_tokens", "explorer.rollout_model.max_response_tokens"],
-    # read for the torch trainer (a warning says why): veRL here runs no mix or preference loss
+    # read for the torch trainer (a warning says why): veRL here runs no mix loss
     "mix_math": [],
     "mix_chord": ["trainer.trainer_config_path"],  # and with_think: the <think> prompt and penalty
-    "dpo_plaintext": [],
+    "dpo_plaintext": [],  # on veRL, as written
     # on veRL with its critic; scored with Trinity's countdown_reward (workflows/countdown.py)
     "ppo_countdown": [],
     "ppo_countdown_megatron": [],
@@ -180,10 +180,11 @@ def test_trinity_example_settings_are_followed_as_trinity_does(tmp_path: Path, m
     assert (ts.default_workflow_type, ts.reward_fn_args) == ("math_workflow", {"require_boxed": True, "format_score": 0.0})
     assert {u.split(": ")[0] for u in unsupported} >= {"explorer.rollout_model.max_prompt_tokens",
                                                        "explorer.rollout_model.max_response_tokens"}
-    # DPO on the torch trainer: imports whole, Trinity's pair columns and loss defaults, its KL term as written
-    dpo, unsupported = _import_example("dpo_plaintext", tmp_path, monkeypatch)  # as written, for veRL
-    assert unsupported == [] and dpo.trainer.trainer_type == "torch"
-    assert [w.split(": ")[0] for w in dpo.warnings] == ["trainer.trainer_type"]  # read for the torch trainer
+    # DPO on veRL, as written: imports whole, Trinity's pair columns and loss defaults, its KL term as written;
+    # veRL's micro-batches are fixed pairs (derived, noted)
+    dpo, unsupported = _import_example("dpo_plaintext", tmp_path, monkeypatch)
+    assert unsupported == [] and dpo.trainer.trainer_type == "verl" and not dpo.warnings, dpo.warnings
+    assert (dpo.trainer.use_dynamic_bsz, dpo.trainer.micro_batch_size) == (False, 2)
     fmt = dpo.buffer.trainer_input.experience_buffer.format
     assert (dpo.mode, fmt.prompt_type, fmt.prompt_key, fmt.chosen_key, fmt.rejected_key) == (
         "train", "plaintext", "prompt", "chosen", "rejected")

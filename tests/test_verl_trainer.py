@@ -328,6 +328,41 @@ def test_ppo_with_a_critic_on_verl_matches_the_torch_trainer(verl, tmp_path: Pat
         assert again[key] == pytest.approx(after[key], rel=1e-6, abs=1e-7), (key, after, again)
 
 
+def test_dpo_on_verl_matches_the_torch_trainer(verl, tmp_path: Path) -> None:
+    """A preference loss on veRL (ours, inside its engine; its reference engine scores the pairs): two ranks, each
+    given one whole (chosen, rejected) pair, take the torch trainer's steps on the same pairs: the same DPO loss,
+    implicit rewards, margin, the preset's KL term and gradient norm, step after step."""
+    from backends.torch_trainer import TorchTrainer
+    from backends.trainer import TrainerDevices
+    from backends.verl.trainer import VerlTrainer
+    from tests.test_dpo import SYSTEM, _pairs, dpo_config, write_pairs
+
+    _, _, model_dir = verl
+    path = write_pairs(tmp_path / "pairs.jsonl")
+    config = dpo_config(path, **{"cluster.ray_address": "local", "trainer.trainer_type": "verl", "trainer.cpu_workers": 2,
+                                 "trainer.use_dynamic_bsz": False, "trainer.micro_batch_size": 2,
+                                 "trainer.gradient_checkpointing": False, "algorithm.optimizer.lr": 1e-5})
+    pairs = _pairs({"path": str(path), "format": {"prompt_type": "plaintext", "system_prompt": SYSTEM}})
+    batch = [e for pair in pairs[:2] for e in pair]
+    torch_side = TorchTrainer(config.with_overrides({"trainer.trainer_type": "torch", "trainer.num_threads": 2}),
+                              Path(model_dir), total_steps=3)
+    ours = [torch_side.train_step(batch) for _ in range(2)]
+    del torch_side
+    trainer = VerlTrainer(config, Path(model_dir), total_steps=3, devices=TrainerDevices(threads=2))
+    try:
+        assert trainer.configs.ref is not None and trainer.dp_size == 2
+        theirs = [trainer.train_step(batch) for _ in range(2)]
+    finally:
+        trainer.close()
+    print(f"dpo parity: torch {ours}\nveRL {theirs}")
+    assert theirs[1]["reward_margin"] > theirs[0]["reward_margin"]  # it learns: the chosen side moves up
+    for ours_step, theirs_step in zip(ours, theirs, strict=True):
+        for key in ("dpo_loss", "pg_loss", "chosen_reward", "rejected_reward", "reward_margin", "kl_loss", "entropy",
+                    "grad_norm"):
+            assert theirs_step[key] == pytest.approx(ours_step[key], rel=1e-3, abs=1e-5), (key, ours_step, theirs_step)
+        assert theirs_step["reward_accuracy"] == ours_step["reward_accuracy"]
+
+
 # Last: it kills the module's engine.
 def test_a_dead_engine_is_named_and_every_rank_stops_before_its_gathers(verl, renderer: ChatRenderer) -> None:
     """A push toward a dead engine fails at once naming it, on every rank: none is left waiting in a

@@ -33,6 +33,9 @@ METRIC_NAMES = {
     "kl_loss": "kl_loss",
     "grad_norm": "grad_norm",
     "lr_used": "lr",  # the lr this step used (veRL's own "lr" is read after its scheduler step)
+    # a preference loss's (algorithms/policy_loss/dpo.py, through backends/verl/losses.py)
+    **{f"actor/{name}": name for name in ("dpo_loss", "chosen_reward", "rejected_reward", "reward_margin",
+                                           "reward_accuracy")},
 }
 
 

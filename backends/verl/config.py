@@ -18,10 +18,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from algorithms import POLICY_LOSS_FNS
+from algorithms import POLICY_LOSS_FNS, is_preference_loss
 from algorithms.advantage.gae import needs_critic
 from algorithms.registry import is_off
 from algorithms.verl_compat import clip_ranges
+from backends.trainer import scoring_temperature
 from backends.verl.losses import loss_mode as adapted_mode
 from checkpointing.models import resolve_model_path
 from schemas.trainer import VerlTrainerConfig
@@ -37,13 +38,6 @@ _OPTIMIZERS = {"adam": "AdamW", "adamw": "AdamW"}
 # What a checkpoint holds: never "hf_model" — it would write huggingface/model.safetensors (for LoRA a
 # peft-named unmerged state dict), which our convert flow takes for an already converted step.
 SAVE_CONTENTS = ["model", "optimizer", "extra"]
-
-
-def rollout_temperature(config: ExperimentConfig) -> float:
-    """The temperature the experiences were sampled at: the trainer scores tokens under it."""
-    taskset = config.buffer.explorer_input.taskset
-    temperature = taskset.rollout_args.temperature if taskset is not None else 1.0
-    return temperature if temperature and temperature > 0 else 1.0
 
 
 def max_token_len(config: ExperimentConfig) -> int:
@@ -129,7 +123,9 @@ def verl_overrides(config: ExperimentConfig, model_dir: Path | str, total_steps:
     }
     if lora:
         model.update(lora_alpha=lora.lora_alpha, target_modules=lora.target_modules, lora_adapter_path=lora.path)
-    loss = _sft_overrides(algorithm) if is_sft(config) else actor_overrides(algorithm)
+    # veRL's ppo_loss reads these; the SFT and preference losses are ours and read none of them
+    own_loss = is_sft(config) or is_preference_loss(algorithm.policy_loss_fn)
+    loss = _sft_overrides(algorithm) if own_loss else actor_overrides(algorithm)
     sections: dict[str, Any] = {}
     if needs_critic(algorithm):  # veRL's critic: a value-model engine (its own model, optimizer and lr)
         critic = trainer.critic
@@ -187,7 +183,7 @@ def verl_overrides(config: ExperimentConfig, model_dir: Path | str, total_steps:
                 "fsdp_config": {**fsdp, "forward_only": True, "param_offload": False, "optimizer_offload": False},
                 **log_prob_sizes,
             },
-            "rollout": {"n": int(algorithm.repeat_times or 1), "temperature": rollout_temperature(config), **log_prob_sizes},
+            "rollout": {"n": int(algorithm.repeat_times or 1), "temperature": scoring_temperature(config), **log_prob_sizes},
         }
     }
 
@@ -229,7 +225,8 @@ def actor_overrides(algorithm: Any) -> dict[str, Any]:
 
 
 def _sft_overrides(algorithm: Any) -> dict[str, Any]:
-    """The actor's loss settings under SFT: no clipping, KL or entropy term (sft_loss reads none)."""
+    """The actor's loss settings under SFT or a preference loss: no clipping, KL or entropy term of veRL's (our
+    losses read none of these; a preference loss's own KL and entropy terms are algorithms.compute_loss's)."""
     return {
         "policy_loss": {"loss_mode": "vanilla"},
         "clip_ratio_low": 0.2,
@@ -361,11 +358,13 @@ def _loss_fn(actor: Any, sft: bool, algorithm: Any) -> Any:
     """veRL's ppo_loss (its own loss mode, or one of ours: backends/verl/losses.py), or the SFT loss."""
     from verl.workers.utils.losses import ppo_loss
 
-    from backends.verl.losses import algorithm_loss, sft_response_loss
+    from backends.verl.losses import algorithm_loss, preference_loss, sft_response_loss
 
     if sft:
         return partial(sft_response_loss, config=actor)
     name = getattr(algorithm, "policy_loss_fn", None)
+    if is_preference_loss(name):
+        return partial(preference_loss, config=actor, algorithm=algorithm)
     if name in VerlTrainerConfig.ADAPTED_LOSSES:
         args = POLICY_LOSS_FNS.resolve_args(name, algorithm.policy_loss_fn_args)
         return partial(algorithm_loss, config=actor, name=name, args=args)

@@ -60,6 +60,7 @@ class VerlTrainer(TrainerBackend):
         tokenizer = self.configs.actor.model_config.tokenizer
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.critic: VerlCritic | None = None  # made with the workers below
+        self.pairs = algorithms.is_preference_loss(config.algorithm.policy_loss_fn)  # dpo: (chosen, rejected) rows
         sp = self.settings.ulysses_sequence_parallel_size
         if self.num_workers % sp:
             raise ValueError(
@@ -142,7 +143,7 @@ class VerlTrainer(TrainerBackend):
         if self.critic is not None and self._step < self.config.trainer.critic.critic_warmup:
             return self._finish(batch, rows, started, {**kl_metrics, **critic_metrics, "critic/warmup": 1.0})
         ref = None
-        if self.configs.use_kl_loss:
+        if self.configs.use_kl_loss or self.pairs:  # veRL's KL term, or a preference loss (it compares)
             ref = self._logprobs(rows, self.workers.compute_ref_log_prob)
         data = vb.to_tensordict(rows, self.pad_token_id, self.temperature, ref_log_prob=ref, **token_advantages)
         tu.assign_non_tensor(
