@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from algorithms import is_preference_loss
+from algorithms import POLICY_LOSS_FNS, is_preference_loss, uses_expert_rows
 from algorithms.advantage.distill import needs_teacher
 from algorithms.advantage.gae import needs_critic
 from algorithms.registry import is_off
@@ -486,7 +486,8 @@ def _trainer_input(r: Resolver) -> None:
 
 # Workflows that reach an auxiliary model by name: {workflow: (its workflow_args key, whether it needs one)}.
 AUXILIARY_ARGS = {"llm_judge_workflow": ("judge", True), "q20": ("answerer", False)}
-MIX_LOSSES = ("mix", "mix_chord")  # the losses that train on the mix strategy's expert rows (algorithms/policy_loss/mix.py)
+# the losses that train on the mix strategy's expert rows (algorithms/policy_loss/mix.py)
+MIX_LOSSES = tuple(name for name in POLICY_LOSS_FNS if uses_expert_rows(name))
 
 
 def _expert_rows(r: Resolver) -> None:

@@ -24,7 +24,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field
 
-from algorithms import POLICY_LOSS_FNS, has_kl_term, is_preference_loss
+from algorithms import POLICY_LOSS_FNS, has_kl_term, is_preference_loss, uses_expert_rows
 from algorithms.advantage.distill import needs_teacher
 from algorithms.advantage.gae import needs_critic
 from algorithms.kl import VERL_ESTIMATORS
@@ -270,8 +270,15 @@ class VerlTrainerConfig(TrainerBase):
 
     @classmethod
     def policy_losses(cls) -> Collection[str]:
-        """veRL's own, ours as its ppo_loss's mode, and the preference losses (ours, on pairs of rows)."""
-        return (*cls.POLICY_LOSSES, *cls.ADAPTED_LOSSES, *(name for name in POLICY_LOSS_FNS if is_preference_loss(name)))
+        """veRL's own, ours as its ppo_loss's mode, and ours run whole inside its engine."""
+        return (*cls.POLICY_LOSSES, *cls.ADAPTED_LOSSES, *(name for name in POLICY_LOSS_FNS if cls.runs_whole(name)))
+
+    @staticmethod
+    def runs_whole(name: str | None) -> bool:
+        """Losses veRL's ppo_loss cannot carry, run whole (with their KL and entropy terms) as the engine's loss
+        (backends/verl/losses.py): a preference loss (pairs of rows, the reference's log-probs) or a mix loss (expert
+        rows beside the sampled ones)."""
+        return is_preference_loss(name) or uses_expert_rows(name)
 
     def check(self, r: Resolver) -> None:
         """What veRL can train: its own loss functions, FSDP2 on CPU, sequence parallel over packed sequences."""
@@ -353,8 +360,9 @@ class TinkerTrainerConfig(TrainerBase):
 
     @classmethod
     def policy_losses(cls) -> Collection[str]:
-        """Every policy loss but the preference losses (dpo), which score against the reference model."""
-        return [name for name in POLICY_LOSS_FNS if not is_preference_loss(name)]
+        """Every policy loss but the preference losses (dpo), which score against the reference model, and the mix
+        family, whose expert rows its trainer does not take (backends/tinker/losses.py: one advantage a sequence)."""
+        return [name for name in POLICY_LOSS_FNS if not is_preference_loss(name) and not uses_expert_rows(name)]
 
     trainer_type: Literal["tinker"] = Field("tinker", description="The Tinker service.")
     base_model: str | None = Field(None, description="The service's name of the base model; None: model.model_path.")

@@ -130,9 +130,12 @@ def test_the_mix_strategy_and_the_mix_losses_need_each_other(tmp_path: Path) -> 
     grpo = _config(tmp_path, **{"algorithm.algorithm_type": "grpo"})
     assert any(w.startswith("buffer.trainer_input.auxiliary_buffers: read only by algorithm.sample_strategy 'mix'")
                for w in grpo.warnings)
-    with pytest.raises(ValidationError) as exc:  # veRL's actor runs its own losses, not these
-        _config(tmp_path, trainer={"trainer_type": "verl"})
-    assert any(line.startswith("algorithm.policy_loss_fn: 'mix' has no veRL policy loss") for line in describe_errors(exc.value))
+    assert _config(tmp_path, trainer={"trainer_type": "verl"}).trainer.trainer_type == "verl"  # our loss in its engine
+    with pytest.raises(ValidationError) as exc:  # Tinker's trainer takes no expert rows
+        _config(tmp_path, trainer={"trainer_type": "tinker"}, **{"explorer.rollout_model.engine_type": "tinker",
+                                                                 "synchronizer.sync_method": "checkpoint"})
+    assert any(line.startswith("algorithm.policy_loss_fn: 'mix' has no implementation the Tinker trainer can run")
+               for line in describe_errors(exc.value)), describe_errors(exc.value)
     with pytest.raises(ValidationError) as exc:  # an expert dataset is read like an SFT dataset: its settings too
         _config(tmp_path, **{"buffer.trainer_input.auxiliary_buffers.sft_dataset.format.prompt_type": "chatpair"})
     assert any(line.startswith("buffer.trainer_input.auxiliary_buffers.sft_dataset.format.prompt_type: 'chatpair'")

@@ -108,7 +108,7 @@ IMPORTS = {  # example: the settings still listed as not imported (they need --a
     "topr_gsm8k": ["trainer.trainer_config_path"],
     # Trinity refuses its rollout lengths too ("Unable to determine max_model_len" without model.*'s); left out here
     "asymre_math": ["explorer.rollout_model.max_prompt_tokens", "explorer.rollout_model.max_response_tokens"],
-    # read for the torch trainer (a warning says why): veRL here runs no mix loss
+    # the mix family on veRL, as written
     "mix_math": [],
     "mix_chord": ["trainer.trainer_config_path"],  # and with_think: the <think> prompt and penalty
     "dpo_plaintext": [],  # on veRL, as written
@@ -193,14 +193,12 @@ def test_trinity_example_settings_are_followed_as_trinity_does(tmp_path: Path, m
     assert ExperimentConfig.model_validate(dpo.user_data()).user_data() == dpo.user_data()  # as a recipe
 
 
-def test_trinity_mix_imports_on_the_torch_trainer_with_its_expert_rows(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """mix_math as its user would run it here, on the torch trainer: its sft_warmup_dataset (without warm-up steps)
+def test_trinity_mix_imports_on_verl_with_its_expert_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mix_math as its user would run it here, on veRL as written: its sft_warmup_dataset (without warm-up steps)
     is the mix strategy's expert data, and the loss's per-GPU batch split is left out (noted)."""
     config, unsupported = _import_example("mix_math", tmp_path, monkeypatch)  # as written: trainer_type 'verl'
-    assert unsupported == [] and config.trainer.trainer_type == "torch"
-    assert "'mix' has no veRL policy loss" in config.derived["trainer.trainer_type"]
-    assert any(w.startswith("trainer.trainer_type: read for the torch trainer") for w in config.warnings)
+    assert unsupported == [] and config.trainer.trainer_type == "verl"
+    assert not [w for w in config.warnings if w.startswith("trainer.")], config.warnings
     alg = config.algorithm
     assert (alg.sample_strategy, alg.policy_loss_fn, alg.entropy_loss_fn) == ("mix", "mix", "mix")
     assert alg.sample_strategy_args == {"expert_data_ratio": 0.25, "sft_dataset_name": "sft_dataset"}

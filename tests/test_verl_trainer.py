@@ -363,6 +363,41 @@ def test_dpo_on_verl_matches_the_torch_trainer(verl, tmp_path: Path) -> None:
         assert theirs_step["reward_accuracy"] == ours_step["reward_accuracy"]
 
 
+def test_a_mix_loss_on_verl_matches_the_torch_trainer(verl, tmp_path: Path) -> None:
+    """The mix family on veRL (ours whole inside its engine): two sampled rows and two expert rows, split over two
+    ranks (one holds only expert rows), give the torch trainer's loss, its PPO and SFT parts and gradient norm."""
+    import torch
+
+    from backends.torch_trainer import TorchTrainer
+    from backends.trainer import TrainerDevices
+    from backends.verl.trainer import VerlTrainer
+    from tests.test_mix import _config
+
+    _, _, model_dir = verl
+    config = _config(tmp_path, **{"cluster.ray_address": "local", "trainer.trainer_type": "verl", "trainer.cpu_workers": 2,
+                                  "trainer.gradient_checkpointing": False, "algorithm.optimizer.lr": 1e-4,
+                                  "algorithm.policy_loss_fn_args": {"mu": 0.5}})
+    batch = [replace(e, expert=i >= 2, advantage=0.0 if i >= 2 else e.advantage) for i, e in enumerate(parity_batch())]
+    torch_side = TorchTrainer(config.with_overrides({"trainer.trainer_type": "torch", "trainer.num_threads": 2}),
+                              Path(model_dir), total_steps=3)
+    for exp, logprobs in zip(batch, torch_side.logprobs(batch), strict=True):
+        exp.logprobs = logprobs
+    ours = [torch_side.train_step(batch) for _ in range(2)]
+    del torch_side
+    trainer = VerlTrainer(config, Path(model_dir), total_steps=3, devices=TrainerDevices(threads=2))
+    try:
+        assert trainer.expert_rows and trainer.dp_size == 2
+        theirs = [trainer.train_step(batch) for _ in range(2)]
+    finally:
+        trainer.close()
+    print(f"mix parity: torch {ours}\nveRL {theirs}")
+    for ours_step, theirs_step in zip(ours, theirs, strict=True):
+        for key in ("pg_loss", "loss", "mu", "expert/sft_loss", "grad_norm"):
+            if key in ours_step:
+                assert theirs_step[key] == pytest.approx(ours_step[key], rel=1e-3, abs=1e-5), (key, ours_step, theirs_step)
+    assert torch.isfinite(torch.tensor(theirs[1]["loss"])) and theirs[1]["pg_loss"] != theirs[0]["pg_loss"]
+
+
 # Last: it kills the module's engine.
 def test_a_dead_engine_is_named_and_every_rank_stops_before_its_gathers(verl, renderer: ChatRenderer) -> None:
     """A push toward a dead engine fails at once naming it, on every rank: none is left waiting in a

@@ -50,6 +50,18 @@ class PreferenceArgs(Args):
     refuses it."""
 
 
+class ExpertRowsArgs(Args):
+    """A loss over the policy's own samples and expert (SFT) rows that the `mix` sample strategy adds to the batch
+    (`LossInputs.expert_mask`): the mix family. The rules (schemas/rules.py) pair such a loss with that strategy,
+    and a trainer hands the loss the rows' expert mask and their whole-batch counts (`uses_expert_rows`)."""
+
+
+def uses_expert_rows(name: str | None) -> bool:
+    """True when policy loss `name` trains on expert rows beside sampled ones (its arguments are ExpertRowsArgs)."""
+    args = POLICY_LOSS_FNS.args.get(name or "")
+    return args is not None and issubclass(args, ExpertRowsArgs)
+
+
 def is_preference_loss(name: str | None) -> bool:
     """True when policy loss `name` learns from (chosen, rejected) pairs (its arguments are PreferenceArgs)."""
     args = POLICY_LOSS_FNS.args.get(name or "")

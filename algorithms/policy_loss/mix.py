@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from algorithms.policy_loss.base import register_policy_loss_fn
+from algorithms.policy_loss.base import ExpertRowsArgs, register_policy_loss_fn
 from algorithms.policy_loss.ppo import PPOArgs, ppo
 from algorithms.policy_loss.sft import sft
 from algorithms.policy_loss.sft_phi import sft_phi
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from algorithms.inputs import LossInputs
 
 
-class MixArgs(PPOArgs):
+class MixArgs(PPOArgs, ExpertRowsArgs):
     """PPO-clip on the sampled rows, NLL on the expert rows, weighted (1 − μ) and μ."""
 
     mu: float = Field(0.1, ge=0, le=1, description="Weight of the expert rows' SFT loss (the sampled rows' PPO "
@@ -39,7 +39,7 @@ class MixArgs(PPOArgs):
         "first (seq-mean-token-mean), Trinity's default for mix.")
 
 
-class ChordArgs(PPOArgs):
+class ChordArgs(PPOArgs, ExpertRowsArgs):
     """CHORD: mix with a scheduled μ and (by default) φ-weighted expert tokens."""
 
     mu_warmup_steps: int = Field(0, ge=0, description="Steps over which μ rises linearly from 0 to mu_peak.")

@@ -33,10 +33,8 @@ METRIC_NAMES = {
     "kl_loss": "kl_loss",
     "grad_norm": "grad_norm",
     "lr_used": "lr",  # the lr this step used (veRL's own "lr" is read after its scheduler step)
-    # a preference loss's (algorithms/policy_loss/dpo.py, through backends/verl/losses.py)
-    **{f"actor/{name}": name for name in ("dpo_loss", "chosen_reward", "rejected_reward", "reward_margin",
-                                           "reward_accuracy")},
 }
+OURS = "rft/"  # our whole loss's other metrics (backends/verl/losses.py), under their own names
 
 
 def padded(experiences: list[Experience], multiple: int) -> list[Experience]:
@@ -97,8 +95,9 @@ def sequences_trained(experiences: list[Experience]) -> int:
 
 def our_metrics(verl_metrics: dict) -> dict[str, float]:
     """veRL's per-mini-batch metric lists (one mini-batch per step) under our names."""
+    names = {**METRIC_NAMES, **{key: key.removeprefix(OURS) for key in verl_metrics if key.startswith(OURS)}}
     out = {}
-    for theirs, ours in METRIC_NAMES.items():
+    for theirs, ours in names.items():
         if theirs in verl_metrics:
             value = verl_metrics[theirs]
             out[ours] = float(np.mean(value)) if isinstance(value, (list, tuple)) else float(value)

@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from algorithms import POLICY_LOSS_FNS, is_preference_loss
+from algorithms import POLICY_LOSS_FNS
 from algorithms.advantage.gae import needs_critic
 from algorithms.registry import is_off
 from algorithms.verl_compat import clip_ranges
@@ -124,7 +124,7 @@ def verl_overrides(config: ExperimentConfig, model_dir: Path | str, total_steps:
     if lora:
         model.update(lora_alpha=lora.lora_alpha, target_modules=lora.target_modules, lora_adapter_path=lora.path)
     # veRL's ppo_loss reads these; the SFT and preference losses are ours and read none of them
-    own_loss = is_sft(config) or is_preference_loss(algorithm.policy_loss_fn)
+    own_loss = is_sft(config) or VerlTrainerConfig.runs_whole(algorithm.policy_loss_fn)
     loss = _sft_overrides(algorithm) if own_loss else actor_overrides(algorithm)
     sections: dict[str, Any] = {}
     if needs_critic(algorithm):  # veRL's critic: a value-model engine (its own model, optimizer and lr)
@@ -358,13 +358,13 @@ def _loss_fn(actor: Any, sft: bool, algorithm: Any) -> Any:
     """veRL's ppo_loss (its own loss mode, or one of ours: backends/verl/losses.py), or the SFT loss."""
     from verl.workers.utils.losses import ppo_loss
 
-    from backends.verl.losses import algorithm_loss, preference_loss, sft_response_loss
+    from backends.verl.losses import algorithm_loss, sft_response_loss, whole_loss
 
     if sft:
         return partial(sft_response_loss, config=actor)
     name = getattr(algorithm, "policy_loss_fn", None)
-    if is_preference_loss(name):
-        return partial(preference_loss, config=actor, algorithm=algorithm)
+    if VerlTrainerConfig.runs_whole(name):
+        return partial(whole_loss, config=actor, algorithm=algorithm)
     if name in VerlTrainerConfig.ADAPTED_LOSSES:
         args = POLICY_LOSS_FNS.resolve_args(name, algorithm.policy_loss_fn_args)
         return partial(algorithm_loss, config=actor, name=name, args=args)

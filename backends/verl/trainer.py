@@ -25,10 +25,12 @@ from backends.verl import batch as vb
 from backends.verl import cpu
 from backends.verl.config import is_sft, verl_tree, worker_configs
 from backends.verl.critic import VerlCritic
+from backends.verl.losses import STEP
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
 from checkpointing.models import resolve_model_path
 from checkpointing.safe_load import check_folder
+from schemas.trainer import VerlTrainerConfig
 
 if TYPE_CHECKING:
     from schemas import ExperimentConfig
@@ -60,7 +62,10 @@ class VerlTrainer(TrainerBackend):
         tokenizer = self.configs.actor.model_config.tokenizer
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.critic: VerlCritic | None = None  # made with the workers below
-        self.pairs = algorithms.is_preference_loss(config.algorithm.policy_loss_fn)  # dpo: (chosen, rejected) rows
+        # Our whole loss as the engine's (dpo, the mix family): it scores the reference itself when it compares
+        name = config.algorithm.policy_loss_fn
+        self.whole_ref = VerlTrainerConfig.runs_whole(name) and algorithms.needs_reference_model(config.algorithm)
+        self.expert_rows = algorithms.uses_expert_rows(name)  # the mix family: expert rows beside sampled ones
         sp = self.settings.ulysses_sequence_parallel_size
         if self.num_workers % sp:
             raise ValueError(
@@ -143,9 +148,18 @@ class VerlTrainer(TrainerBackend):
         if self.critic is not None and self._step < self.config.trainer.critic.critic_warmup:
             return self._finish(batch, rows, started, {**kl_metrics, **critic_metrics, "critic/warmup": 1.0})
         ref = None
-        if self.configs.use_kl_loss or self.pairs:  # veRL's KL term, or a preference loss (it compares)
+        if self.configs.use_kl_loss or self.whole_ref:  # veRL's KL term, or our whole loss's reference
             ref = self._logprobs(rows, self.workers.compute_ref_log_prob)
-        data = vb.to_tensordict(rows, self.pad_token_id, self.temperature, ref_log_prob=ref, **token_advantages)
+        extra: dict[str, torch.Tensor] = dict(token_advantages)
+        if self.expert_rows:  # the mix family: which rows are expert rows, their whole-batch counts, the step
+            extra["expert_mask"] = torch.tensor([e.expert for e in rows], dtype=torch.bool)
+        data = vb.to_tensordict(rows, self.pad_token_id, self.temperature, ref_log_prob=ref, **extra)
+        if self.expert_rows:
+            tu.assign_non_tensor(data, **{
+                STEP: self._step + 1,
+                "global_expert_tokens": sum(sum(e.response_mask) for e in batch if e.expert),
+                "global_expert_seqs": sum(1 for e in batch if e.expert and any(e.response_mask)),
+            })
         tu.assign_non_tensor(
             data,
             calculate_entropy=True,  # the entropy metric, and the term when entropy_coeff is set
