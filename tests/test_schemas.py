@@ -75,9 +75,9 @@ def test_package_reexports_every_section_model():
 def test_contract_defaults():
     minimal = dict(project="p", name="n", model={"model_path": "m", "max_model_len": 64},
                    buffer={"explorer_input": {"taskset": {"path": "d", "default_workflow_type": "w"}}})
-    # Trinity's default algorithm is ppo, which needs a critic: refused, naming the field
-    with pytest.raises(ValidationError, match="algorithm.algorithm_type: 'ppo' needs a critic"):
-        ExperimentConfig(**minimal)
+    # Trinity's defaults: algorithm ppo (GAE over a critic) on veRL, which trains the critic
+    ppo = ExperimentConfig(**minimal)
+    assert (ppo.algorithm.algorithm_type, ppo.algorithm.advantage_fn, ppo.trainer.trainer_type) == ("ppo", "ppo", "verl")
     c = ExperimentConfig(**minimal, algorithm={"algorithm_type": "grpo"})
     assert c.mode == "both" and c.group == "" and c.checkpoint_root_dir == "./checkpoints"
     assert c.monitor.monitor_type == "mlflow" and c.monitor.tracking_uri is None

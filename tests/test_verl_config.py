@@ -151,9 +151,8 @@ def test_the_tree_becomes_the_engine_configs_and_trainer_config_wins(model_dir: 
 
 
 def test_settings_the_verl_trainer_cannot_train_are_refused() -> None:
-    with pytest.raises(ValidationError, match="algorithm.policy_loss_fn"):  # pairs: veRL scores each response alone
-        verl_config(**{"mode": "train", "algorithm.algorithm_type": "dpo", "buffer.train_batch_size": 2,
-                       "buffer.trainer_input.experience_buffer": {"path": "pairs.jsonl", "format": {"prompt_type": "plaintext"}}})
+    with pytest.raises(ValidationError, match="algorithm.policy_loss_fn_args.enable_sequence_masking"):
+        verl_config(**{"algorithm.policy_loss_fn_args": {"enable_sequence_masking": True}})
     verl_config(**{"algorithm.policy_loss_fn": "opmd"})  # ours, as the loss mode of veRL's ppo_loss (backends/verl/losses.py)
     with pytest.raises(ValidationError, match="corrected_k3"):
         verl_config(**{"algorithm.kl_loss_fn": "corrected_k3", "algorithm.kl_loss_fn_args": {"kl_coef": 0.1}})

@@ -181,7 +181,8 @@ def _critic(trainer: dict[str, Any], notes: dict[str, str]) -> None:
     trainer.trainer_config.trainer.critic_warmup → trainer.critic, for a trainer that trains a critic."""
     tree = trainer.get("trainer_config")
     verl_critic = tree.get("critic") if isinstance(tree, dict) else None
-    variant = TRAINER_VARIANTS.get(trainer.get("trainer_type"))
+    kind = trainer.get("trainer_type")
+    variant = TRAINER_VARIANTS.get(kind) if isinstance(kind, str) else None  # a wrong value is the schema's to name
     if variant is None or variant.NO_CRITIC is not None or not isinstance(verl_critic, dict):
         return
     ours = trainer.setdefault("critic", {})
