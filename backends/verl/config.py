@@ -2,8 +2,9 @@
 
 `verl_tree` is the one mapping: veRL's own full default tree (`_generated_ppo_trainer.yaml`, so its
 interpolations resolve) with every setting of ours written onto it, and `trainer.trainer_config`
-(Trinity's raw veRL tree) merged last. Only `actor_rollout_ref` is read: the actor, the reference
-model and the log-prob micro-batch sizes of `rollout` (our rollout is vLLM on our side).
+(Trinity's raw veRL tree) merged last. Only `actor_rollout_ref` is read (the actor, the reference
+model and the log-prob micro-batch sizes of `rollout`; our rollout is vLLM on our side), and `critic` when
+advantage_fn 'ppo' needs one.
 `worker_configs` turns that subtree into the `TrainingWorkerConfig`s the engine workers take, as
 veRL's ActorRolloutRefWorker.init_model does (verl/workers/engine_workers.py:538-647) without its
 rollout and checkpoint engine.
@@ -126,34 +127,8 @@ def verl_overrides(config: ExperimentConfig, model_dir: Path | str, total_steps:
     # veRL's ppo_loss reads these; the SFT and preference losses are ours and read none of them
     own_loss = is_sft(config) or VerlTrainerConfig.runs_whole(algorithm.policy_loss_fn)
     loss = _sft_overrides(algorithm) if own_loss else actor_overrides(algorithm)
-    sections: dict[str, Any] = {}
-    if needs_critic(algorithm):  # veRL's critic: a value-model engine (its own model, optimizer and lr)
-        critic = trainer.critic
-        critic_model = config.model.critic_model_path
-        critic_dir = str(resolve_model_path(critic_model)) if critic_model else str(model_dir)
-        sections["critic"] = {
-            "strategy": trainer.strategy,
-            "model": {  # the actor's model settings, without its adapter
-                **{k: v for k, v in model.items() if k not in ("lora_alpha", "target_modules", "lora_adapter_path")},
-                "path": critic_dir, "lora_rank": 0,
-                "override_config": {**model["override_config"], **special_token_ids(critic_dir)},
-            },
-            "optim": optim(critic.optim.lr, critic.grad_clip),
-            "fsdp": fsdp,
-            "ppo_mini_batch_size": int(config.buffer.train_batch_size or 1),
-            "ppo_micro_batch_size_per_gpu": micro,
-            "use_dynamic_bsz": trainer.use_dynamic_bsz,
-            "ppo_max_token_len_per_gpu": tokens,
-            "ppo_infer_max_token_len_per_gpu": tokens,
-            "ppo_infer_micro_batch_size_per_gpu": micro,
-            "ppo_epochs": critic.ppo_epochs,
-            "shuffle": False,
-            "cliprange_value": critic.cliprange_value,
-            "loss_agg_mode": "token-mean",  # the torch critic's (algorithms.value_loss)
-            "grad_clip": critic.grad_clip,
-            "ulysses_sequence_parallel_size": trainer.ulysses_sequence_parallel_size,
-            "checkpoint": {"save_contents": SAVE_CONTENTS, "load_contents": SAVE_CONTENTS},
-        }
+    # veRL's critic (advantage_fn 'ppo'): a value-model engine with its own model, optimizer and lr
+    sections = {"critic": _critic_section(config, model_dir, model, fsdp, optim)} if needs_critic(algorithm) else {}
     return {
         **sections,
         "actor_rollout_ref": {
@@ -185,6 +160,37 @@ def verl_overrides(config: ExperimentConfig, model_dir: Path | str, total_steps:
             },
             "rollout": {"n": int(algorithm.repeat_times or 1), "temperature": scoring_temperature(config), **log_prob_sizes},
         }
+    }
+
+
+def _critic_section(config: ExperimentConfig, model_dir: Path | str, model: dict[str, Any], fsdp: dict[str, Any],
+                    optim: Any) -> dict[str, Any]:  # noqa: ANN401
+    """veRL's `critic` section: the actor's model settings (without its adapter) on model.critic_model_path, the
+    actor's FSDP and batching, and trainer.critic's optimizer, value clip and epochs."""
+    trainer, critic = config.trainer, config.trainer.critic
+    path = str(resolve_model_path(config.model.critic_model_path)) if config.model.critic_model_path else str(model_dir)
+    return {
+        "strategy": trainer.strategy,
+        "model": {
+            **{k: v for k, v in model.items() if k not in ("lora_alpha", "target_modules", "lora_adapter_path")},
+            "path": path, "lora_rank": 0,
+            "override_config": {**model["override_config"], **special_token_ids(path)},
+        },
+        "optim": optim(critic.optim.lr, critic.grad_clip),
+        "fsdp": fsdp,
+        "ppo_mini_batch_size": int(config.buffer.train_batch_size or 1),
+        "ppo_micro_batch_size_per_gpu": trainer.micro_batch_size,
+        "use_dynamic_bsz": trainer.use_dynamic_bsz,
+        "ppo_max_token_len_per_gpu": max_token_len(config),
+        "ppo_infer_max_token_len_per_gpu": max_token_len(config),
+        "ppo_infer_micro_batch_size_per_gpu": trainer.micro_batch_size,
+        "ppo_epochs": critic.ppo_epochs,
+        "shuffle": False,
+        "cliprange_value": critic.cliprange_value,
+        "loss_agg_mode": "token-mean",  # the torch critic's (algorithms.value_loss)
+        "grad_clip": critic.grad_clip,
+        "ulysses_sequence_parallel_size": trainer.ulysses_sequence_parallel_size,
+        "checkpoint": {"save_contents": SAVE_CONTENTS, "load_contents": SAVE_CONTENTS},
     }
 
 
