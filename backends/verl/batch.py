@@ -93,9 +93,10 @@ def sequences_trained(experiences: list[Experience]) -> int:
     return sum(1 for e in experiences if any(e.response_mask))
 
 
-def our_metrics(verl_metrics: dict) -> dict[str, float]:
-    """veRL's per-mini-batch metric lists (one mini-batch per step) under our names."""
-    names = {**METRIC_NAMES, **{key: key.removeprefix(OURS) for key in verl_metrics if key.startswith(OURS)}}
+def our_metrics(verl_metrics: dict, known: dict[str, str] = METRIC_NAMES) -> dict[str, float]:
+    """veRL's per-mini-batch metric lists (one mini-batch per step) under our names (`known`: veRL's name -> ours;
+    our whole loss's own metrics keep theirs)."""
+    names = {**known, **{key: key.removeprefix(OURS) for key in verl_metrics if key.startswith(OURS)}}
     out = {}
     for theirs, ours in names.items():
         if theirs in verl_metrics:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
 import algorithms
@@ -20,9 +19,9 @@ from backends.critic import value_metrics
 from backends.verl import batch as vb
 from buffer.experience import Experience
 
-# veRL's value-loss metric names -> ours (those of the torch critic)
-METRIC_NAMES = {"vf_loss": "critic/value_loss", "vf_clipfrac": "critic/vf_clipfrac", "grad_norm": "critic/grad_norm",
-                "lr_used": "critic/lr"}
+# veRL's value-loss and engine metric names -> ours (those of the torch critic)
+METRIC_NAMES = {"critic/vf_loss": "critic/value_loss", "critic/vf_clipfrac": "critic/vf_clipfrac",
+                "grad_norm": "critic/grad_norm", "lr_used": "critic/lr"}
 
 
 class VerlCritic:
@@ -61,16 +60,5 @@ class VerlCritic:
             data, compute_loss=True, global_batch_size=vb.sequences_trained(rows), mini_batch_size=len(rows),
             epochs=self.settings.ppo_epochs, seed=self.seed, dataloader_kwargs={"shuffle": False},
         )
-        theirs = tu.get(self.workers.update_critic(data), "metrics")
-        metrics = {ours: _mean(theirs[key]) for key, ours in _named(theirs).items()}
+        metrics = vb.our_metrics(tu.get(self.workers.update_critic(data), "metrics"), METRIC_NAMES)
         return advantages, {**metrics, **value_metrics(returns, old, mask)}
-
-
-def _named(metrics: dict[str, Any]) -> dict[str, str]:
-    """veRL's key (with or without its "critic/" prefix) -> our name, for the metrics it reported."""
-    return {key: METRIC_NAMES[key.removeprefix("critic/")] for key in metrics
-            if key.removeprefix("critic/") in METRIC_NAMES}
-
-
-def _mean(value: Any) -> float:  # noqa: ANN401
-    return float(np.mean(value)) if isinstance(value, (list, tuple)) else float(value)

@@ -56,45 +56,30 @@ class VerlWorker(Worker):
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
     def compute_log_prob(self, data: Any) -> Any:
-        output = self.actor.infer_batch(data)
-        return output.cpu() if output is not None else None
+        return _infer(self.actor, data)
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
     def compute_ref_log_prob(self, data: Any) -> Any:
         """The reference model's log-probs: its own engine, or with LoRA the actor with the adapter off."""
         if self.ref is not None:
-            output = self.ref.infer_batch(data)
-        else:
-            tu.assign_non_tensor(data, no_lora_adapter=True)
-            output = self.actor.infer_batch(data)
-        return output.cpu() if output is not None else None
+            return _infer(self.ref, data)
+        tu.assign_non_tensor(data, no_lora_adapter=True)
+        return _infer(self.actor, data)
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
     def update_actor(self, data: Any) -> Any:
-        """One optimizer step (one mini-batch); metrics gain `lr_used`, the lr of this step (veRL's own
-        `lr` is read after its scheduler step)."""
-        lr = self.actor.engine.lr_scheduler.get_last_lr()[0]
-        output = self.actor.train_mini_batch(data)
-        if output is None:
-            return None
-        tu.get(output, "metrics")["lr_used"] = [float(lr)]
-        return output.cpu()
+        """One optimizer step (one mini-batch)."""
+        return _train(self.actor, data)
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
     def compute_values(self, data: Any) -> Any:
         """The critic's value of the state before each token (jagged, the whole sequence)."""
-        output = self.critic.infer_batch(data)
-        return output.cpu() if output is not None else None
+        return _infer(self.critic, data)
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
     def update_critic(self, data: Any) -> Any:
         """The critic's optimizer steps on the batch (veRL's value_loss on the values and returns it holds)."""
-        lr = self.critic.engine.lr_scheduler.get_last_lr()[0]
-        output = self.critic.train_mini_batch(data)
-        if output is None:
-            return None
-        tu.get(output, "metrics")["lr_used"] = [float(lr)]
-        return output.cpu()
+        return _train(self.critic, data)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def cpu_seconds(self) -> float:
@@ -137,3 +122,20 @@ class VerlWorker(Worker):
         """GPU: stream the weights into the running vLLM workers (vLLM's weight-transfer API); rank 0
         sends, every rank takes part in the gathers."""
         return transport.push_weights(engine_actors, self._weights(), version, rank=self.rank)
+
+
+def _infer(engine: TrainingWorker, data: Any) -> Any:
+    """A forward pass of one engine (the actor, the reference or the critic), its output on the CPU."""
+    output = engine.infer_batch(data)
+    return output.cpu() if output is not None else None
+
+
+def _train(engine: TrainingWorker, data: Any) -> Any:
+    """An engine's optimizer step(s) on the batch; metrics gain `lr_used`, the lr the step used (veRL's own `lr` is
+    read after its scheduler step)."""
+    lr = engine.engine.lr_scheduler.get_last_lr()[0]
+    output = engine.train_mini_batch(data)
+    if output is None:
+        return None
+    tu.get(output, "metrics")["lr_used"] = [float(lr)]
+    return output.cpu()
