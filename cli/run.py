@@ -48,7 +48,8 @@ def run(target: Target, set_: SetOption = None, allow_unsupported: AllowUnsuppor
 
     for i, (name, summary) in enumerate(outcome.items()):  # what changed, per eval taskset: before beside after
         for taskset, metrics in (summary.get("eval", {}) if isinstance(summary, dict) else {}).items():
-            console.rule(f"{name}: {taskset}, {int(metrics.get('tasks', 0))} held-out tasks")
+            count = f"{int(metrics['pairs'])} held-out pairs" if "pairs" in metrics else f"{int(metrics.get('tasks', 0))} held-out tasks"
+            console.rule(f"{name}: {taskset}, {count}")
             console.print(comparison_text(summary.get("eval_at_start", {}).get(taskset), metrics, "after training",
                                           before_label(i)), highlight=False)
 

@@ -111,6 +111,15 @@ def test_the_dpo_recipe_pairs_the_solution_against_the_near_miss():
     assert warm_up.algorithm.algorithm_type == "sft" and warm_up.buffer.total_steps == 50 and not dpo.warnings
 
 
+def test_the_dpo_pairs_are_rows_the_warm_up_did_not_train_on():
+    """The warm-up learns its rows word for word; pairs whose chosen side it just learned carry no new preference."""
+    warm_up, dpo = load_recipe("arith-dpo").resolve_stages()
+    seen = load_taskset(warm_up.buffer.trainer_input.experience_buffer)[: warm_up.buffer.total_steps * warm_up.buffer.train_batch_size]
+    pairs = load_taskset(dpo.buffer.trainer_input.experience_buffer)
+    assert pairs[0].raw == arith(ArithArgs(), "train")[len(seen)]  # the first row after the warm-up's
+    assert len(pairs) >= dpo.buffer.total_steps * dpo.buffer.batch_size
+
+
 def test_the_warm_up_trains_on_the_train_split_of_the_same_arguments():
     sft, _ = load_recipe("arith").resolve_stages()
     rows = sft.buffer.trainer_input.experience_buffer

@@ -11,9 +11,12 @@ from deployments.recipes.arith import ARITH_EVAL, ARITH_SYSTEM_PROMPT
 from deployments.recipes.arith import config as arith
 from schemas import AlgorithmConfig, BufferConfig, ExplorerInput, FormatConfig, OptimizerConfig, StorageConfig
 
-# The generator's own columns: the question, the worked answer (chosen) and the near miss (rejected).
+# The warm-up's length: 50 steps of 16 rows, the first 800 rows of the train split.
+WARMUP_STEPS = 50
+# The generator's own columns: the question, the worked answer (chosen) and the near miss (rejected), from the rows
+# after the warm-up's: pairs whose chosen side the warm-up has just learned word for word carry nothing new.
 ARITH_PAIRS = StorageConfig(
-    name="arith-pairs", path="generator:arith", split="train",
+    name="arith-pairs", path="generator:arith", split=f"train[{WARMUP_STEPS * 16}:]",
     format=FormatConfig(prompt_type="plaintext", prompt_key="question", chosen_key="solution", rejected_key="rejected",
                         system_prompt=ARITH_SYSTEM_PROMPT),
 )
@@ -31,6 +34,6 @@ config = arith.with_overrides({
                            explorer_input=ExplorerInput(eval_tasksets=[ARITH_EVAL])),
     "trainer.save_interval": 40,
     "synchronizer.sync_method": "checkpoint",  # mode train: the evaluations load the trained weights from a checkpoint
-    "stages": [arith.stages[0].model_copy(update={"buffer": arith.stages[0].buffer.model_copy(update={"total_steps": 50})}),
+    "stages": [arith.stages[0].model_copy(update={"buffer": arith.stages[0].buffer.model_copy(update={"total_steps": WARMUP_STEPS})}),
                {"stage_name": "dpo"}],
 })
