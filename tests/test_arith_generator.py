@@ -114,9 +114,9 @@ def test_the_dpo_recipe_pairs_the_solution_against_the_near_miss():
 def test_the_dpo_pairs_are_rows_the_warm_up_did_not_train_on():
     """The warm-up learns its rows word for word; pairs whose chosen side it just learned carry no new preference."""
     warm_up, dpo = load_recipe("arith-dpo").resolve_stages()
-    seen = load_taskset(warm_up.buffer.trainer_input.experience_buffer)[: warm_up.buffer.total_steps * warm_up.buffer.train_batch_size]
+    seen = warm_up.buffer.total_steps * warm_up.buffer.train_batch_size  # the warm-up's rows, in order
     pairs = load_taskset(dpo.buffer.trainer_input.experience_buffer)
-    assert pairs[0].raw == arith(ArithArgs(), "train")[len(seen)]  # the first row after the warm-up's
+    assert pairs[0].raw == arith(ArithArgs(), "train")[seen]  # the first row after the warm-up's
     assert len(pairs) >= dpo.buffer.total_steps * dpo.buffer.batch_size
 
 

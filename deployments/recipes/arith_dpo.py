@@ -11,12 +11,13 @@ from deployments.recipes.arith import ARITH_EVAL, ARITH_SYSTEM_PROMPT
 from deployments.recipes.arith import config as arith
 from schemas import AlgorithmConfig, BufferConfig, ExplorerInput, FormatConfig, OptimizerConfig, StorageConfig
 
-# The warm-up's length: 50 steps of 16 rows, the first 800 rows of the train split.
+# The warm-up's length: 50 steps of the arith warm-up's batch (16 rows), the train split's first 800 rows.
 WARMUP_STEPS = 50
+WARMUP_ROWS = WARMUP_STEPS * arith.stages[0].buffer.train_batch_size
 # The generator's own columns: the question, the worked answer (chosen) and the near miss (rejected), from the rows
 # after the warm-up's: pairs whose chosen side the warm-up has just learned word for word carry nothing new.
 ARITH_PAIRS = StorageConfig(
-    name="arith-pairs", path="generator:arith", split=f"train[{WARMUP_STEPS * 16}:]",
+    name="arith-pairs", path="generator:arith", split=f"train[{WARMUP_ROWS}:]",
     format=FormatConfig(prompt_type="plaintext", prompt_key="question", chosen_key="solution", rejected_key="rejected",
                         system_prompt=ARITH_SYSTEM_PROMPT),
 )
