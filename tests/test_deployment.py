@@ -101,10 +101,6 @@ def prefect(env: dict[str, str], *args: str, timeout: int = 60) -> subprocess.Co
     return subprocess.run([PREFECT, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-def test_prefect_yaml_is_generated_from_the_recipes() -> None:
-    assert (ROOT / "prefect.yaml").read_text() == prefect_yaml.render(), "run: python -m deployments.prefect_yaml"
-
-
 def test_deployments_and_nightly_schedule(prefect_stack: dict[str, str]) -> None:
     listed = prefect(prefect_stack, "deployment", "ls")
     for name in ("rft/gsm8k", "rft/smoke", "rft/hello", "rft/hello-tinker", "rft/gsm8k-qwen", "rft/gsm8k-tinker",

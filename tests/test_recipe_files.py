@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from deployments import load_recipe
+from deployments import load_recipe, prefect_yaml
+from deployments.prefect_yaml import PREFECT_YAML
 from schemas import UnknownSettingError
 
 
@@ -30,3 +31,8 @@ def test_the_flow_parameters_are_data_and_name_no_file() -> None:
     for path in ("recipe", "recipe_file", "config_file"):
         with pytest.raises(UnknownSettingError, match=path):
             load_recipe("smoke").with_overrides({path: "elsewhere/recipe.py"})
+
+
+def test_prefect_yaml_is_generated_from_the_recipes() -> None:
+    # In the light suite: a recipe edit without the regenerated file should fail in seconds, not after the slow tests.
+    assert PREFECT_YAML.read_text() == prefect_yaml.render(), "run: python -m deployments.prefect_yaml"
