@@ -7,6 +7,8 @@ Each mode's flow (flows/rl.py, trainer.py, explorer.py, sft_warmup.py, bench.py,
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +30,7 @@ from checkpointing import lock as run_lock
 from checkpointing.layout import experiment_dir
 from checkpointing.records import read_json, write_json_atomic
 from schemas import ExperimentConfig
+from schemas.resolver import TRAINING_MODES
 from tasks.checkpoint import restore_checkpoint, save_checkpoint
 from tasks.convert import convert_checkpoint
 from tasks.evaluate import comparison_markdown
@@ -191,10 +194,48 @@ def evaluate_and_log(config: ExperimentConfig, run_id: str, step: int) -> tuple[
 
 
 def evaluate_baseline(config: ExperimentConfig, run_id: str) -> None:
-    """The model before training (explorer.eval_on_startup), logged at step 0 and kept for a resumed run."""
+    """The model before training (explorer.eval_on_startup), logged at step 0 and kept for a resumed run.
+    A model that is another stage's final model, evaluated at that stage's end with the same settings (the next
+    stage of a staged run), is not evaluated again: that evaluation is the baseline (minutes per stage on CPU)."""
+    if (evaluated := final_evaluation_of(config)) is not None:
+        get_run_logger().info("%s/%s: the model before training is %s, evaluated with these settings at the end of its "
+                              "stage: that evaluation is the baseline", config.project, config.name, config.model.model_path)
+        metrics = {f"eval/{name}/{k}": v for name, values in evaluated.items() for k, v in values.items()}
+        tracking.log_metrics(config, run_id, metrics, 0)
+        write_json_atomic(experiment_dir(config) / layout.EVAL_AT_START, evaluated)
+        return
     baseline, metrics = evaluate_and_log(config, run_id, step=0)
     tracking.log_metrics(config, run_id, metrics, 0)
     save_eval_at_start(config, baseline)
+
+
+def eval_settings(config: ExperimentConfig) -> str:
+    """A digest of what an evaluation's numbers depend on besides the weights: the eval tasksets, the model's
+    settings (lengths, template) and the engines' (dtype, seed)."""
+    settings = {
+        "eval_tasksets": [t.model_dump(mode="json") for t in config.buffer.explorer_input.eval_tasksets],
+        "eval_pairs": pairs.model_dump(mode="json") if (pairs := config.buffer.trainer_input.eval_pairs) else None,
+        "model": config.model.model_dump(mode="json", exclude={"model_path"}),
+        "rollout_model": config.explorer.rollout_model.model_dump(mode="json"),
+    }
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+
+
+def final_evaluation_of(config: ExperimentConfig) -> dict[str, dict] | None:
+    """{taskset: metrics} of the stage whose final model this stage starts from, when that stage evaluated it
+    at its end with this stage's settings; None otherwise."""
+    model = Path(config.model.model_path)
+    if model.parts[-2:] != ("final", "huggingface"):  # not a stage's final model (a hub name, a folder of one's own)
+        return None
+    summary = read_json(model.parent.parent / layout.SUMMARY, {})  # {experiment_dir}/final/huggingface
+    evaluated, names = summary.get("eval") or {}, [t.name for t in config.buffer.explorer_input.eval_tasksets]
+    pairs = config.buffer.trainer_input.eval_pairs
+    if pairs is not None and config.mode in TRAINING_MODES:  # held-out pairs too (flows/evaluate.py)
+        names.append(pairs.name)
+    same_model = summary.get("final_model") and Path(summary["final_model"]).resolve() == model.resolve()
+    if same_model and summary.get("eval_settings") == eval_settings(config) and names and set(names) == set(evaluated):
+        return {name: evaluated[name] for name in names}
+    return None
 
 
 def open_mlflow_run(config: ExperimentConfig, role: str = "main") -> dict[str, str]:
@@ -258,6 +299,7 @@ def close_stage(
         "mlflow_run_id": run["run_id"],
         "mlflow_url": run["url"],
         "eval": {r["name"]: r["metrics"] for r in evals},
+        "eval_settings": eval_settings(config),  # a next stage starting from final_model reuses "eval" as its baseline
         "eval_at_start": at_start,
         "usage": Ledger(experiment_dir(config), total_steps).totals(),  # empty where no step counts it
     }
