@@ -45,45 +45,33 @@ def _test_shares(args: ArithArgs) -> dict[str, int]:
     return {op: shares[op] for op in args.operations}
 
 
-def _steps(a: int, op: str, b: int) -> list[tuple[int, str, int]]:
-    """The worked answer's steps (tens, then ones), each (left, op, right): a step a small model already gets
-    right more often than the whole sum."""
+def _solution(a: int, op: str, b: int) -> str:
+    """A worked answer in small steps (tens, then ones), ending in \\boxed{}: the SFT warm-up's target.
+    Each step is one a small model already gets right more often than the whole sum."""
+    result = _answer(a, op, b)
     tens, ones = b - b % 10, b % 10
     if op == "*" or b < 10 or ones == 0:
-        return [(a, op, b)]
-    return [(a, op, tens), (_answer(a, op, tens), op, ones)]
+        steps = f"{a} {op} {b} = {result}."
+    elif op == "+":
+        steps = f"{a} + {tens} = {a + tens}, {a + tens} + {ones} = {result}."
+    else:
+        steps = f"{a} - {tens} = {a - tens}, {a - tens} - {ones} = {result}."
+    return f"{steps} \\boxed{{{result}}}"
 
 
-def _worked(steps: list[tuple[int, str, int]], results: list[int]) -> str:
-    text = ", ".join(f"{x} {op} {y} = {r}" for (x, op, y), r in zip(steps, results, strict=True))
-    return f"{text}. \\boxed{{{results[-1]}}}"
-
-
-def _solution(a: int, op: str, b: int) -> str:
-    """A worked answer in small steps, ending in \\boxed{}: the SFT warm-up's target."""
-    steps = _steps(a, op, b)
-    return _worked(steps, [_answer(*step) for step in steps])
-
-
-# How far a slip is off: near misses, as a small model's slips are (a borrow, a carry, a tens digit).
+# How far a rejected answer is off: near misses, as a small model's slips are (a carry, a tens digit).
 _SLIPS = (-10, -2, -1, 1, 2, 10)
 
 
 def _rejected(a: int, op: str, b: int) -> str:
-    """The worked answer with one slip, the same for the same problem: one step's result is a near miss and the
-    steps after it carry the wrong number on (`84 - 50 = 24, 24 - 7 = 17`), as a small model's mistakes are a
-    single fact inside the steps; the final result is wrong and never negative. The rejected side of a preference
-    pair whose chosen side is the solution."""
-    rng = random.Random(f"{a}{op}{b}/slip")
-    steps = _steps(a, op, b)
-    at = rng.randrange(len(steps))
-    slips = [d for d in _SLIPS if _answer(a, op, b) + d >= 0]
-    slip = rng.choice(slips)
-    results: list[int] = []
-    for i, (x, o, y) in enumerate(steps):
-        left = results[-1] if i else x  # a later step starts from the (possibly wrong) result before it
-        results.append(_answer(left, o, y) + (slip if i == at else 0))
-    return _worked([(results[i - 1] if i else x, o, y) for i, (x, o, y) in enumerate(steps)], results)
+    """A worked answer in the solution's form whose last result is wrong (a near miss, never negative, the same for
+    the same problem): the rejected side of a preference pair whose chosen side is the solution."""
+    result = _answer(a, op, b)
+    slips = [d for d in _SLIPS if result + d >= 0]
+    wrong = result + random.Random(f"{a}{op}{b}/slip").choice(slips)
+    right = _solution(a, op, b)
+    steps = right.rsplit(" \\boxed{", 1)[0].removesuffix(f"{result}.")
+    return f"{steps}{wrong}. \\boxed{{{wrong}}}"
 
 
 def _row(a: int, op: str, b: int) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """arith-dpo — DPO on generated arithmetic with SmolLM2-135M-Instruct on CPU: a short SFT warm-up on worked
 answers (the arith recipe's, 50 steps), then DPO on preference pairs of the same generator: the worked answer
-(`solution`, chosen) against the same steps with one slip carried on to the result (`rejected`, e.g. "84 - 50 =
-24, 24 - 7 = 17. \\boxed{17}" for 27). Both are scored against the warm-up's model (the reference), evaluated on the held-out
+(`solution`, chosen) against the same steps ending in a near-miss result (`rejected`, e.g. "... = 81.
+\\boxed{81}" for 82). Both are scored against the warm-up's model (the reference), evaluated on the held-out
 problems before and after. Numbers and minutes: docs/recipes/arith-dpo.md.
 
 Run it:  rft run arith-dpo          (inspect first: rft validate arith-dpo)
@@ -14,7 +14,7 @@ from schemas import AlgorithmConfig, BufferConfig, ExplorerInput, FormatConfig, 
 # The warm-up's length: 50 steps of the arith warm-up's batch (16 rows), the train split's first 800 rows.
 WARMUP_STEPS = 50
 WARMUP_ROWS = WARMUP_STEPS * arith.stages[0].buffer.train_batch_size
-# The generator's own columns: the question, the worked answer (chosen) and one with a slip (rejected), from the rows
+# The generator's own columns: the question, the worked answer (chosen) and the near miss (rejected), from the rows
 # after the warm-up's: pairs whose chosen side the warm-up has just learned word for word carry nothing new.
 ARITH_PAIRS = StorageConfig(
     name="arith-pairs", path="generator:arith", split=f"train[{WARMUP_ROWS}:]",
