@@ -22,7 +22,7 @@ def evaluate(config: ExperimentConfig, step: int) -> list[dict]:
     run trains; returns one result per taskset (and one for the pairs)."""
     task = evaluate_taskset.with_options(retries=config.explorer.max_retry_times)
     results = [task(config, i, step) for i in range(len(config.buffer.explorer_input.eval_tasksets))]
-    if config.buffer.trainer_input.eval_pairs is not None and config.mode in TRAINING_MODES:
+    if scores_pairs(config):
         results.append(evaluate_pairs(config))
     if results:
         at_start = {} if step == 0 else read_json(experiment_dir(config) / layout.EVAL_AT_START, {})
@@ -35,3 +35,14 @@ def evaluate(config: ExperimentConfig, step: int) -> list[dict]:
                 table.append({"taskset": r["name"], **row})
         create_table_artifact(table, description=f"Evaluation at step {step}" + (" (before training)" if step == 0 else ""))
     return results
+
+
+def scores_pairs(config: ExperimentConfig) -> bool:
+    """Whether an evaluation scores `buffer.trainer_input.eval_pairs` too: only a run that trains has the trainer."""
+    return config.buffer.trainer_input.eval_pairs is not None and config.mode in TRAINING_MODES
+
+
+def evaluated_names(config: ExperimentConfig) -> list[str]:
+    """The names of the results `evaluate` returns: each eval taskset's, then the held-out pairs' where scored."""
+    names, pairs = [t.name for t in config.buffer.explorer_input.eval_tasksets], config.buffer.trainer_input.eval_pairs
+    return names + [pairs.name] if pairs is not None and scores_pairs(config) else names

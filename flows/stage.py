@@ -30,7 +30,6 @@ from checkpointing import lock as run_lock
 from checkpointing.layout import experiment_dir
 from checkpointing.records import read_json, write_json_atomic
 from schemas import ExperimentConfig
-from schemas.resolver import TRAINING_MODES
 from tasks.checkpoint import restore_checkpoint, save_checkpoint
 from tasks.convert import convert_checkpoint
 from tasks.evaluate import comparison_markdown
@@ -186,11 +185,14 @@ def evaluate_and_log(config: ExperimentConfig, run_id: str, step: int) -> tuple[
     from flows.evaluate import evaluate
 
     evals = evaluate(config, step)
-    metrics: dict[str, float] = {}
     for result in evals:
-        metrics |= {f"eval/{result['name']}/{k}": v for k, v in result["metrics"].items()}
         tracking.log_eval_table(config, run_id, result["name"], result["rows"], step)
-    return evals, metrics
+    return evals, eval_step_metrics({r["name"]: r["metrics"] for r in evals})
+
+
+def eval_step_metrics(evaluated: dict[str, dict]) -> dict[str, float]:
+    """{taskset: metrics} as the step's metric names (eval/{taskset}/{metric})."""
+    return {f"eval/{name}/{k}": v for name, values in evaluated.items() for k, v in values.items()}
 
 
 def evaluate_baseline(config: ExperimentConfig, run_id: str) -> None:
@@ -200,13 +202,12 @@ def evaluate_baseline(config: ExperimentConfig, run_id: str) -> None:
     if (evaluated := final_evaluation_of(config)) is not None:
         get_run_logger().info("%s/%s: the model before training is %s, evaluated with these settings at the end of its "
                               "stage: that evaluation is the baseline", config.project, config.name, config.model.model_path)
-        metrics = {f"eval/{name}/{k}": v for name, values in evaluated.items() for k, v in values.items()}
-        tracking.log_metrics(config, run_id, metrics, 0)
-        write_json_atomic(experiment_dir(config) / layout.EVAL_AT_START, evaluated)
+        tracking.log_metrics(config, run_id, eval_step_metrics(evaluated), 0)
+        save_eval_at_start(config, evaluated)
         return
     baseline, metrics = evaluate_and_log(config, run_id, step=0)
     tracking.log_metrics(config, run_id, metrics, 0)
-    save_eval_at_start(config, baseline)
+    save_eval_at_start(config, {r["name"]: r["metrics"] for r in baseline})
 
 
 def eval_settings(config: ExperimentConfig) -> str:
@@ -224,14 +225,13 @@ def eval_settings(config: ExperimentConfig) -> str:
 def final_evaluation_of(config: ExperimentConfig) -> dict[str, dict] | None:
     """{taskset: metrics} of the stage whose final model this stage starts from, when that stage evaluated it
     at its end with this stage's settings; None otherwise."""
+    from flows.evaluate import evaluated_names
+
     model = Path(config.model.model_path)
     if model.parts[-2:] != ("final", "huggingface"):  # not a stage's final model (a hub name, a folder of one's own)
         return None
     summary = read_json(model.parent.parent / layout.SUMMARY, {})  # {experiment_dir}/final/huggingface
-    evaluated, names = summary.get("eval") or {}, [t.name for t in config.buffer.explorer_input.eval_tasksets]
-    pairs = config.buffer.trainer_input.eval_pairs
-    if pairs is not None and config.mode in TRAINING_MODES:  # held-out pairs too (flows/evaluate.py)
-        names.append(pairs.name)
+    evaluated, names = summary.get("eval") or {}, evaluated_names(config)
     same_model = summary.get("final_model") and Path(summary["final_model"]).resolve() == model.resolve()
     if same_model and summary.get("eval_settings") == eval_settings(config) and names and set(names) == set(evaluated):
         return {name: evaluated[name] for name in names}
@@ -245,8 +245,9 @@ def open_mlflow_run(config: ExperimentConfig, role: str = "main") -> dict[str, s
     return run
 
 
-def save_eval_at_start(config: ExperimentConfig, evals: list[dict]) -> None:
-    write_json_atomic(experiment_dir(config) / layout.EVAL_AT_START, {r["name"]: r["metrics"] for r in evals})
+def save_eval_at_start(config: ExperimentConfig, evaluated: dict[str, dict]) -> None:
+    """{taskset: metrics} before training, kept for a resumed run and the summary."""
+    write_json_atomic(experiment_dir(config) / layout.EVAL_AT_START, evaluated)
 
 
 def checkpoint_if_due(
