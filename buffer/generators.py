@@ -81,6 +81,10 @@ def _row(a: int, op: str, b: int) -> dict[str, Any]:
     }
 
 
+def _in(value: int, bounds: tuple[int, int] | None) -> bool:
+    return bounds is None or bounds[0] <= value <= bounds[1]
+
+
 @lru_cache(maxsize=8)
 def _arith_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
     args = ArithArgs.model_validate_json(args_json)
@@ -91,12 +95,15 @@ def _arith_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
         problems = _problems(op, getattr(args, RANGE_FIELD[op]), args.negative_results)
         random.Random(f"{args.seed}/{op}").shuffle(problems)
         test += [_row(a, op, b) for a, b in problems[: shares[op]]]
-        pools[op] = problems[shares[op] :]
+        pools[op] = [(a, b) for a, b in problems[shares[op] :] if _in(b, args.train_second_operand)]
     random.Random(f"{args.seed}/test").shuffle(test)  # any prefix (test[:100]) mixes the operations
     rng = random.Random(f"{args.seed}/train")
     train = []
+    operations = [op for op in args.operations if pools[op]]
+    if not operations:
+        raise ValueError(f"train_second_operand {list(args.train_second_operand or ())} leaves no training problem")
     for _ in range(args.train_size):
-        op = rng.choice(args.operations)
+        op = rng.choice(operations)
         a, b = rng.choice(pools[op])
         train.append(_row(a, op, b))
     return {"train": train, "test": test}

@@ -7,9 +7,9 @@ so a bad one is an error naming `...generator_args.FIELD`. The rows come from `b
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from schemas.base import Section
 
@@ -29,6 +29,9 @@ class ArithArgs(Section):
     not held out: an operation uniformly, then one of its problems uniformly.
     """
 
+    # Arguments that shape only the train split: an eval taskset may differ in them and still hold out the same problems.
+    TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset({"train_size", "train_second_operand"})
+
     seed: int = Field(0, description="Seed of which problems are held out and of the train split's order.")
     operations: list[Operation] = Field(["+", "-", "*"], min_length=1, description="Operations: +, -, *.")
     add_range: tuple[int, int] = Field((0, 99), description="Smallest and largest operand of +.")
@@ -37,6 +40,11 @@ class ArithArgs(Section):
     negative_results: bool = Field(False, description="Allow a - b with b > a (else the larger operand comes first).")
     train_size: int = Field(5000, ge=1, description="Rows of the train split.")
     test_size: int = Field(300, ge=1, description="Rows of the test split (held-out problems).")
+    train_second_operand: tuple[int, int] | None = Field(
+        None,
+        description="Train split only: draw only problems whose second operand is in this range, e.g. [0, 9] to "
+        "drill the one-digit last step of the worked answers. The test split is the same as without it.",
+    )
 
     @field_validator("operations")
     @classmethod
@@ -45,9 +53,11 @@ class ArithArgs(Section):
             raise ValueError(f"an operation is listed twice: {ops}")
         return ops
 
-    @field_validator("add_range", "sub_range", "mul_range")
+    @field_validator("add_range", "sub_range", "mul_range", "train_second_operand")
     @classmethod
-    def _range(cls, value: tuple[int, int]) -> tuple[int, int]:
+    def _range(cls, value: tuple[int, int] | None) -> tuple[int, int] | None:
+        if value is None:
+            return value
         low, high = value
         if low < 0 or high < low:
             raise ValueError(f"need 0 <= smallest <= largest, got [{low}, {high}]")
@@ -69,6 +79,16 @@ class ArithArgs(Section):
             )
         return test_size
 
+    @model_validator(mode="after")
+    def _second_operand_in_a_range(self) -> ArithArgs:
+        if self.train_second_operand is not None:
+            low, high = self.train_second_operand
+            ranges = [getattr(self, RANGE_FIELD[op]) for op in self.operations]
+            if not any(low <= r_high and r_low <= high for r_low, r_high in ranges):
+                raise ValueError(f"train_second_operand {[low, high]} is outside every operation's operand range "
+                                 f"({', '.join(f'{op} {list(r)}' for op, r in zip(self.operations, ranges))}): no problem to train on")
+        return self
+
 
 RANGE_FIELD = {"+": "add_range", "-": "sub_range", "*": "mul_range"}
 
@@ -81,6 +101,14 @@ def problem_count(op: str, operands: tuple[int, int], negative_results: bool = F
 
 # Generator name → the model of its arguments.
 GENERATOR_ARGS: dict[str, type[Section]] = {"arith": ArithArgs}
+
+
+def same_held_out(name: str, train_args: dict[str, Any], eval_args: dict[str, Any]) -> bool:
+    """Whether generator `name` holds out the same test problems for both argument sets (its TRAIN_ONLY arguments
+    aside), so that training on the first's train split never sees the second's test split."""
+    train_only = getattr(GENERATOR_ARGS.get(name), "TRAIN_ONLY", frozenset())
+    return {k: v for k, v in train_args.items() if k not in train_only} == {
+        k: v for k, v in eval_args.items() if k not in train_only}
 
 
 def generator_name(path: str | None) -> str | None:

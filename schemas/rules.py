@@ -29,7 +29,7 @@ from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES, G
 from schemas.base import ADJUSTED, set_unmarked
 from schemas.buffer import FormatConfig, StorageConfig, TasksetConfig
 from schemas.data_processor import DATA_JUICER, OPERATOR_ARGS
-from schemas.generators import GENERATOR_ARGS, generator_name
+from schemas.generators import GENERATOR_ARGS, generator_name, same_held_out
 from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
 from schemas.rewards import RewardArgsError, dapo_overlong_args
 from schemas.secrets import is_loopback, redact, tinker_url_problem
@@ -438,9 +438,11 @@ def _held_out_kept_apart(r: Resolver) -> None:
     ei = c.buffer.explorer_input
     train = ei.taskset or c.buffer.trainer_input.experience_buffer  # an SFT stage trains on the rows of its buffer
     for i, ts in enumerate(ei.eval_tasksets):
-        if train is not None and generator_name(ts.path) and ts.path == train.path and ts.generator_args != train.generator_args:
+        name = generator_name(ts.path)
+        if (train is not None and name and ts.path == train.path
+                and not same_held_out(name, train.generator_args or {}, ts.generator_args or {})):
             r.warn(f"buffer.explorer_input.eval_tasksets.{i}.generator_args differ from the training data's: "
-                   "its held-out problems may be trained on (give both the same arguments)")
+                   "its held-out problems may be trained on (give both the same arguments, train-only ones aside)")
 
 
 def _trainer_input(r: Resolver) -> None:

@@ -131,3 +131,19 @@ def test_the_warm_up_trains_on_the_train_split_of_the_same_arguments():
     assert load_taskset(seed1.resolve_stages()[0].buffer.trainer_input.experience_buffer)[0].raw == arith(
         ArithArgs(seed=1), "train")[0]  # the rows follow generator_args
     assert any("may be trained on" in w for w in seed1.resolve_stages()[0].warnings)
+
+
+def test_a_train_only_second_operand_drills_the_last_step_and_keeps_the_held_out_set():
+    """`train_second_operand` narrows the train split (e.g. to the one-digit last step of the worked answers); the
+    test split, and so what an eval taskset with the default arguments holds out, is unchanged."""
+    drill = ArithArgs(operations=["-", "+"], train_second_operand=(0, 9), train_size=2000)
+    rows = arith(drill, "train")
+    assert {int(r["question"].removesuffix("?").split()[-1]) for r in rows} == set(range(10))
+    assert {r["operation"] for r in rows} == {"-", "+"}
+    assert not questions(rows) & questions(arith(ArithArgs(), "test"))
+    assert arith(ArithArgs(train_second_operand=(0, 9)), "test") == arith(ArithArgs(), "test")
+    config = load_recipe("arith").with_overrides(
+        {"buffer.explorer_input.taskset.generator_args": {"train_second_operand": [0, 9], "train_size": 2000}})
+    assert not any("may be trained on" in w for w in config.warnings)  # train-only arguments hold out the same problems
+    with pytest.raises(ValidationError, match="outside every operation's operand range"):
+        load_recipe("arith").with_overrides({"buffer.explorer_input.taskset.generator_args.train_second_operand": [200, 300]})
