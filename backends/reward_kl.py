@@ -77,3 +77,19 @@ class RewardKL:
     def load_state_dict(self, state: dict[str, Any] | None) -> None:
         if state:  # a checkpoint written before the penalty was on keeps the configured coefficient
             self.controller.load_state_dict(state)
+
+
+def penalise_before_step(
+    reward_kl: RewardKL | None, batch: list[Experience], per_token: bool,
+    reference_logprobs: Callable[[list[Experience]], list[list[float]]],
+) -> tuple[list[Experience], dict[str, torch.Tensor], dict[str, float]]:
+    """What a trainer with the reference model does before a step: with no penalty, the batch as it is; with a
+    critic (`per_token`: GAE takes the penalty per token, in its rewards) the penalties by eid; otherwise the
+    batch with advantages re-made from the penalised rewards. Returns (batch, penalties, metrics)."""
+    if reward_kl is None:
+        return batch, {}, {}
+    if per_token:
+        penalties, metrics = reward_kl.token_penalties(batch, reference_logprobs)
+        return batch, penalties, metrics
+    batch, metrics = reward_kl.apply(batch, reference_logprobs)
+    return batch, {}, metrics

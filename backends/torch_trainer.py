@@ -22,7 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, get_
 import algorithms
 from backends.batch import TrainBatch, collate, micro_batches, stack_padded
 from backends.critic import Critic, critic_dir
-from backends.reward_kl import STATE_KEY, RewardKL
+from backends.reward_kl import STATE_KEY, RewardKL, penalise_before_step
 from backends.trainer import TrainerBackend, TrainerDevices, scoring_temperature
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
@@ -113,12 +113,8 @@ class TorchTrainer(TrainerBackend):
 
     def train_step(self, batch: list[Experience]) -> dict[str, float]:
         started = time.perf_counter()
-        kl_metrics: dict[str, float] = {}
-        penalties: dict[str, torch.Tensor] = {}
-        if self.reward_kl is not None and self.critic is not None:  # GAE takes the penalty per token, in its rewards
-            penalties, kl_metrics = self.reward_kl.token_penalties(batch, self.reference_logprobs)
-        elif self.reward_kl is not None:  # before the step: the reference scores the batch, advantages re-made
-            batch, kl_metrics = self.reward_kl.apply(batch, self.reference_logprobs)
+        batch, penalties, kl_metrics = penalise_before_step(
+            self.reward_kl, batch, self.critic is not None, self.reference_logprobs)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}

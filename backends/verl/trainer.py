@@ -19,7 +19,7 @@ import torch
 
 import algorithms
 from backends.critic import critic_dir
-from backends.reward_kl import STATE_KEY, RewardKL
+from backends.reward_kl import STATE_KEY, RewardKL, penalise_before_step
 from backends.trainer import TrainerBackend, TrainerDevices
 from backends.verl import batch as vb
 from backends.verl import cpu
@@ -132,12 +132,8 @@ class VerlTrainer(TrainerBackend):
         from verl.utils import tensordict_utils as tu
 
         started = time.perf_counter()
-        kl_metrics: dict[str, float] = {}
-        penalties: dict[str, torch.Tensor] = {}
-        if self.reward_kl is not None and self.critic is not None:  # GAE takes the penalty per token, in its rewards
-            penalties, kl_metrics = self.reward_kl.token_penalties(batch, self.reference_logprobs)
-        elif self.reward_kl is not None:  # before the step: the reference scores the batch, advantages re-made
-            batch, kl_metrics = self.reward_kl.apply(batch, self.reference_logprobs)
+        batch, penalties, kl_metrics = penalise_before_step(
+            self.reward_kl, batch, self.critic is not None, self.reference_logprobs)
         rows = vb.padded(vb.with_advantage(batch), self._rows_multiple())
         critic_metrics: dict[str, float] = {}
         token_advantages: dict[str, torch.Tensor] = {}
