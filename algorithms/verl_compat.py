@@ -6,7 +6,13 @@ built here. (The veRL *trainer*'s own mapping of a whole config is backends/verl
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from algorithms.inputs import LossInputs
 
 
 def clip_ranges(args: dict[str, Any]) -> tuple[float, float]:
@@ -46,3 +52,21 @@ def actor_config(args: dict[str, Any], batch_info: dict[str, Any] | None = None,
         global_batch_info=dict(batch_info or {}),
         **extra,
     )
+
+
+def verl_policy_loss(
+    compute: Callable[..., Any], inputs: LossInputs, args: dict[str, Any], **extra: Any
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss and metrics of one of veRL's ``core_algos`` policy losses over `inputs` with our arguments (`extra`:
+    the keyword arguments only that loss takes). veRL names its metrics ``actor/pg_clipfrac``; we report bare names."""
+    config = actor_config(args, inputs.batch_info())
+    loss, metrics = compute(
+        old_log_prob=inputs.old_logprobs,
+        log_prob=inputs.logprobs,
+        advantages=inputs.advantages,
+        response_mask=inputs.response_mask,
+        loss_agg_mode=config.loss_agg_mode,
+        config=config,
+        **extra,
+    )
+    return loss, {"pg_loss": loss.item(), **{key.removeprefix("actor/"): float(value) for key, value in metrics.items()}}

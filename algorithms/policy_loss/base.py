@@ -66,8 +66,3 @@ def is_preference_loss(name: str | None) -> bool:
     """True when policy loss `name` learns from (chosen, rejected) pairs (its arguments are PreferenceArgs)."""
     args = POLICY_LOSS_FNS.args.get(name or "")
     return args is not None and issubclass(args, PreferenceArgs)
-
-
-def strip_prefix(metrics: dict[str, float]) -> dict[str, float]:
-    """veRL names its metrics ``actor/pg_clipfrac`` etc.; we report the bare names."""
-    return {key.removeprefix("actor/"): float(value) for key, value in metrics.items()}

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from algorithms.policy_loss.base import AggregatedArgs, register_policy_loss_fn, strip_prefix
-from algorithms.verl_compat import actor_config
+from algorithms.policy_loss.base import AggregatedArgs, register_policy_loss_fn
+from algorithms.verl_compat import verl_policy_loss
 
 if TYPE_CHECKING:
     import torch
@@ -27,13 +27,4 @@ class CISPOArgs(AggregatedArgs):
 def cispo(inputs: LossInputs, args: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
     from verl.trainer.ppo.core_algos import compute_policy_loss_cispo
 
-    config = actor_config(args, inputs.batch_info())
-    loss, metrics = compute_policy_loss_cispo(
-        old_log_prob=inputs.old_logprobs,
-        log_prob=inputs.logprobs,
-        advantages=inputs.advantages,
-        response_mask=inputs.response_mask,
-        loss_agg_mode=config.loss_agg_mode,
-        config=config,
-    )
-    return loss, {"pg_loss": loss.item(), **strip_prefix(metrics)}
+    return verl_policy_loss(compute_policy_loss_cispo, inputs, args)

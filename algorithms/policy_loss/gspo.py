@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from algorithms.policy_loss.base import LossAggMode, register_policy_loss_fn, strip_prefix
+from algorithms.policy_loss.base import LossAggMode, register_policy_loss_fn
 from algorithms.registry import Args
-from algorithms.verl_compat import actor_config
+from algorithms.verl_compat import verl_policy_loss
 
 if TYPE_CHECKING:
     import torch
@@ -30,13 +30,4 @@ class GSPOArgs(Args):
 def gspo(inputs: LossInputs, args: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
     from verl.trainer.ppo.core_algos import compute_policy_loss_gspo
 
-    config = actor_config(args, inputs.batch_info())
-    loss, metrics = compute_policy_loss_gspo(
-        old_log_prob=inputs.old_logprobs,
-        log_prob=inputs.logprobs,
-        advantages=inputs.advantages,
-        response_mask=inputs.response_mask,
-        loss_agg_mode=config.loss_agg_mode,
-        config=config,
-    )
-    return loss, {"pg_loss": loss.item(), **strip_prefix(metrics)}
+    return verl_policy_loss(compute_policy_loss_gspo, inputs, args)

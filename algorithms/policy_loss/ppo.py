@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from algorithms.policy_loss.base import AggregatedArgs, register_policy_loss_fn, strip_prefix
-from algorithms.verl_compat import actor_config
+from algorithms.policy_loss.base import AggregatedArgs, register_policy_loss_fn
+from algorithms.verl_compat import verl_policy_loss
 
 if TYPE_CHECKING:
     import torch
@@ -42,20 +42,11 @@ class PPOArgs(AggregatedArgs):
 def ppo(inputs: LossInputs, args: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
     from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla
 
-    config = actor_config(args, inputs.batch_info())
     weights, extra = None, {}
     if args["enable_sequence_masking"]:
         weights, extra = sequence_mask(inputs, float(args["delta_sequence_masking"]))
-    loss, metrics = compute_policy_loss_vanilla(
-        old_log_prob=inputs.old_logprobs,
-        log_prob=inputs.logprobs,
-        advantages=inputs.advantages,
-        response_mask=inputs.response_mask,
-        loss_agg_mode=config.loss_agg_mode,
-        config=config,
-        rollout_is_weights=weights,
-    )
-    return loss, {"pg_loss": loss.item(), **strip_prefix(metrics), **extra}
+    loss, metrics = verl_policy_loss(compute_policy_loss_vanilla, inputs, args, rollout_is_weights=weights)
+    return loss, {**metrics, **extra}
 
 
 def sequence_mask(inputs: LossInputs, delta: float) -> tuple[torch.Tensor, dict[str, float]]:
