@@ -11,7 +11,20 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from schemas.algorithm_registry import FUNCTION_REGISTRIES, NOT_BUILT
 from schemas.base import Section
+
+
+def _functions(kind: str, what: str, notes: dict[str, str]) -> str:
+    """A function field's description, its names taken from the registries (so it cannot name a function that is
+    not there, or call one refused that trains): the names built, with `notes`, then the ones refused."""
+    refused = NOT_BUILT.get(kind, {})
+    if stale := set(notes) - set(FUNCTION_REGISTRIES[kind]):
+        raise ValueError(f"notes on {kind} name functions it does not have: {sorted(stale)}")
+    built = ", ".join(f"{name} ({notes[name]})" if name in notes else name
+                      for name in FUNCTION_REGISTRIES[kind] if name not in refused)
+    refusal = f"; refused: {', '.join(refused)} (docs/trinity-parity.md)" if refused else ""
+    return f"{what}: {built}{refusal}; None: preset."
 
 
 class OptimizerConfig(Section):
@@ -103,28 +116,20 @@ class AlgorithmConfig(Section):
     sample_strategy_args: dict[str, Any] | None = Field(
         None, description="Arguments of sample_strategy; missing ones take the strategy's defaults."
     )
-    policy_loss_fn: str | None = Field(
-        None, description="Policy loss: ppo (PPO-clip), gspo, cispo, sapo, sppo, rec, topr, opmd, sft, sft_is, sft_phi, "
-        "importance_sampling, m2po, dpo (preference pairs, docs/dpo.md), mix, mix_chord (expert rows, docs/mix.md); "
-        "refused: clipb, clipv (docs/trinity-parity.md); None: preset."
-    )
+    policy_loss_fn: str | None = Field(None, description=_functions("policy_loss_fn", "Policy loss", {
+        "ppo": "PPO-clip", "dpo": "preference pairs, docs/dpo.md", "mix": "expert rows, docs/mix.md",
+        "mix_chord": "expert rows, docs/mix.md"}))
     policy_loss_fn_args: dict[str, Any] | None = Field(
         None, description="Arguments of policy_loss_fn (e.g. ppo: clip_range, clip_range_low, clip_range_high, "
         "clip_ratio_c, loss_agg_mode; dpo: beta, label_smoothing); missing ones take the function's defaults."
     )
-    advantage_fn: str | None = Field(
-        None, description="Advantage estimator: grpo, rloo, reinforceplusplus, opmd, asymre, reinforce, rec, "
-        "step_wise_grpo, none (and Trinity's grpo_verl, opmd_verl, asymre_verl), ppo (GAE over a critic's values, on "
-        "the torch trainer: docs/ppo.md); refused: remax, "
-        "on_policy_distill, jsd, gigpo (docs/trinity-parity.md); None: preset."
-    )
+    advantage_fn: str | None = Field(None, description=_functions("advantage_fn", "Advantage estimator", {
+        "ppo": "GAE over a critic's values, docs/ppo.md", "on_policy_distill": "a teacher's log-probs, docs/distill.md",
+        "jsd": "a teacher's log-probs, docs/distill.md"}))
     advantage_fn_args: dict[str, Any] | None = Field(
         None, description="Arguments of advantage_fn (e.g. grpo: epsilon, std_threshold, norm_adv_by_std_in_grpo)."
     )
-    kl_loss_fn: str | None = Field(
-        None, description="KL-to-reference term in the loss: none, k1, k2, k3, low_var_kl, abs, corrected_k3; "
-        "None: preset."
-    )
+    kl_loss_fn: str | None = Field(None, description=_functions("kl_loss_fn", "KL-to-reference term in the loss", {}))
     kl_loss_fn_args: dict[str, Any] | None = Field(
         None, description="Arguments of kl_loss_fn (kl_coef; adaptive applies to kl_penalty_fn only)."
     )
@@ -138,9 +143,8 @@ class AlgorithmConfig(Section):
         None, description="Arguments of kl_penalty_fn: kl_coef, and adaptive with target_kl and horizon (the "
         "coefficient then follows a proportional controller toward target_kl; resumed runs go on with it)."
     )
-    entropy_loss_fn: str | None = Field(
-        None, description="Entropy term: default, basic, mix (the sampled rows only, docs/mix.md), none; None: preset."
-    )
+    entropy_loss_fn: str | None = Field(None, description=_functions("entropy_loss_fn", "Entropy term", {
+        "mix": "the sampled rows only, docs/mix.md"}))
     entropy_loss_fn_args: dict[str, Any] | None = Field(
         None, description="Arguments of entropy_loss_fn (entropy_coef)."
     )
