@@ -1,7 +1,7 @@
 """Our (Trinity-named) policy-loss arguments as the veRL 0.9.1 config object its loss functions read.
 
-The policy losses built on veRL's ``core_algos`` (ppo, gspo, cispo) call them with the ``ActorConfig``
-built here. (The veRL *trainer*'s own mapping of a whole config is backends/verl/config.py.)
+The policy losses built on veRL's ``core_algos`` (ppo, gspo, cispo) call them through ``verl_policy_loss``,
+with the ``ActorConfig`` built here. (The veRL *trainer*'s own mapping of a whole config is backends/verl/config.py.)
 """
 
 from __future__ import annotations
