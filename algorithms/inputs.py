@@ -35,6 +35,10 @@ class LossInputs:
     step: int = 0  # the train step being taken (1-based): a loss with a schedule (mix_chord's μ) reads it
     dp_size: int = 1  # data-parallel ranks the whole-batch counts span (veRL's FSDP workers; one process: 1)
     token_mask: torch.Tensor | None = None  # [B, T] a loss's mask chosen over the whole batch (m2po; the trainer's)
+    # Distillation from the teacher's top-k (algorithms/policy_loss/topk_distill.py), both [B, T, k]: the teacher's
+    # log-probs of its k likeliest tokens at each position, and the current policy's log-probs of the same tokens.
+    teacher_topk_logprobs: torch.Tensor | None = None
+    student_topk_logprobs: torch.Tensor | None = None
 
     def validate(self) -> None:
         shape = self.logprobs.shape
@@ -44,6 +48,10 @@ class LossInputs:
             value = getattr(self, name)
             if value is not None and value.shape != shape:
                 raise ValueError(f"LossInputs.{name} has shape {tuple(value.shape)}, expected {tuple(shape)}")
+        for name in ("teacher_topk_logprobs", "student_topk_logprobs"):
+            value = getattr(self, name)
+            if value is not None and (value.dim() != 3 or tuple(value.shape[:2]) != tuple(shape)):
+                raise ValueError(f"LossInputs.{name} has shape {tuple(value.shape)}, expected {tuple(shape)} + (k,)")
         if self.expert_mask is not None and tuple(self.expert_mask.shape) != (shape[0],):
             raise ValueError(f"LossInputs.expert_mask has shape {tuple(self.expert_mask.shape)}, expected ({shape[0]},)")
 

@@ -32,6 +32,9 @@ class TrainBatch:
     rewards: torch.Tensor | None = None  # [B]: each experience's reward (a critic's GAE places it per token)
     expert_mask: torch.Tensor | None = None  # [B] bool: the mix strategy's expert rows (tasks/expert.py)
     token_penalty: torch.Tensor | None = None  # [B, R]: the reward's KL penalty per token, for GAE (set by the trainer)
+    # [B, R, k]: the teacher's k likeliest tokens at each response position and their log-probs (topk_distill)
+    teacher_topk_ids: torch.Tensor | None = None
+    teacher_topk_logprobs: torch.Tensor | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -66,6 +69,7 @@ def collate(experiences: list[Experience], pad_token_id: int) -> TrainBatch:
         else:
             advantages[row, : len(response)] = float(exp.advantage)  # type: ignore[arg-type]
     position_ids = (attention_mask.cumsum(dim=-1) - 1).clamp(min=0)
+    topk_ids, topk_logprobs = _teacher_topk(experiences, response_width)
     return TrainBatch(
         input_ids=input_ids,
         attention_mask=attention_mask,
@@ -79,7 +83,26 @@ def collate(experiences: list[Experience], pad_token_id: int) -> TrainBatch:
         shared_prompt=input_ids[0, :prompt_width] if _one_prompt(experiences) else None,
         rewards=torch.tensor([float(e.reward) for e in experiences], dtype=torch.float32),
         expert_mask=torch.tensor([e.expert for e in experiences], dtype=torch.bool),
+        teacher_topk_ids=topk_ids,
+        teacher_topk_logprobs=topk_logprobs,
     )
+
+
+def _teacher_topk(experiences: list[Experience], width: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """[B, width, k] ids and log-probs of the teacher's top k (None when no row has them); padding is id 0 at
+    log-prob 0, under a zero response mask."""
+    k = next((len(e.teacher_topk_ids[0]) for e in experiences if e.teacher_topk_ids), 0)
+    if not k:
+        return None, None
+    ids = torch.zeros((len(experiences), width, k), dtype=torch.long)
+    logprobs = torch.zeros((len(experiences), width, k), dtype=torch.float32)
+    for row, exp in enumerate(experiences):
+        if exp.teacher_topk_ids is None or exp.teacher_topk_logprobs is None:
+            raise ValueError(f"experience {exp.eid} has no teacher top-k log-probs, beside rows that have them")
+        n = len(exp.teacher_topk_ids)
+        ids[row, :n] = torch.tensor(exp.teacher_topk_ids, dtype=torch.long).view(n, k)
+        logprobs[row, :n] = torch.tensor(exp.teacher_topk_logprobs, dtype=torch.float32).view(n, k)
+    return ids, logprobs
 
 
 def stack_padded(rows: list[torch.Tensor], width: int) -> torch.Tensor:

@@ -42,6 +42,16 @@ class Sample:
     text: str = ""  # the decoded response; the workflow layer decodes when an engine leaves it empty
 
 
+@dataclass
+class TopScores:
+    """A model's scores of given tokens (a teacher's of the student's samples), from a start position on: each
+    token's log-prob, and the model's `k` likeliest tokens at each position with their log-probs, likeliest first."""
+
+    logprobs: list[float]
+    top_ids: list[list[int]]
+    top_logprobs: list[list[float]]
+
+
 class RolloutEngine(ABC):
     """An inference engine that samples completions and can take new weights while running."""
 
@@ -52,6 +62,10 @@ class RolloutEngine(ABC):
     def score(self, sequences: list[TokenIds], starts: list[int]) -> list[list[float]]:
         """The model's log-prob of each token of every sequence from position `starts[i]` on (temperature 1):
         a teacher scoring the student's rollouts, prompt and response given as one sequence."""
+        raise NotImplementedError(f"{type(self).__name__} does not score given tokens")
+
+    def score_top(self, sequences: list[TokenIds], starts: list[int], k: int) -> list[TopScores]:
+        """As `score`, with the model's k likeliest tokens at each of those positions (temperature 1)."""
         raise NotImplementedError(f"{type(self).__name__} does not score given tokens")
 
     @abstractmethod

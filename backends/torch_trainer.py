@@ -307,7 +307,10 @@ class TorchTrainer(TrainerBackend):
     def _micro_step(
         self, micro: TrainBatch, totals: dict[str, int], token_mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        logprobs, entropy = self._response_logprobs(self.model, micro, with_entropy=algorithms.needs_entropy(self.algorithm))
+        log_probs = self._response_log_probs(self.model, micro)
+        logprobs, entropy = self._token_logprobs(log_probs, micro, with_entropy=algorithms.needs_entropy(self.algorithm))
+        topk = micro.teacher_topk_ids  # the teacher's top-k tokens (topk_distill): the student's log-probs of them
+        student_topk = log_probs.gather(-1, topk.to(self.device)) if topk is not None else None
         ref_logprobs = None
         if self.reference is not None:
             with torch.no_grad():
@@ -322,6 +325,8 @@ class TorchTrainer(TrainerBackend):
             expert_mask=micro.expert_mask.to(self.device) if micro.expert_mask is not None else None,
             step=self._step + 1,
             token_mask=token_mask,
+            teacher_topk_logprobs=micro.teacher_topk_logprobs.to(self.device) if student_topk is not None else None,
+            student_topk_logprobs=student_topk,
             **totals,
         )
         return algorithms.compute_loss(self.algorithm, inputs)
@@ -330,8 +335,17 @@ class TorchTrainer(TrainerBackend):
         self, model: torch.nn.Module, micro: TrainBatch, with_entropy: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Logprob of each response token under `model` at the rollout temperature."""
+        return self._token_logprobs(self._response_log_probs(model, micro), micro, with_entropy)
+
+    def _response_log_probs(self, model: torch.nn.Module, micro: TrainBatch) -> torch.Tensor:
+        """[B, R, vocab]: `model`'s log-probs at each response position, at the rollout temperature."""
         logits = self._response_logits(model, micro).float() / self.temperature
-        log_probs = torch.log_softmax(logits, dim=-1)
+        return torch.log_softmax(logits, dim=-1)
+
+    def _token_logprobs(
+        self, log_probs: torch.Tensor, micro: TrainBatch, with_entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The response tokens' log-probs out of the whole distribution, and its entropy per position."""
         targets = micro.response_ids.to(self.device).unsqueeze(-1)
         token_logprobs = log_probs.gather(-1, targets).squeeze(-1)
         if with_entropy:  # a loss term: gradients flow through it

@@ -34,13 +34,16 @@ class Experience:
     # and the per-token advantages made from it (then `advantage` is their mean, for ordering and logs).
     teacher_logprobs: list[float] | None = None
     token_advantages: list[float] | None = None
+    # The teacher's k likeliest tokens at each response position and their log-probs (policy_loss_fn topk_distill).
+    teacher_topk_ids: list[list[int]] | None = None
+    teacher_topk_logprobs: list[list[float]] | None = None
     # An expert (SFT) row the mix sample strategy added to the batch (tasks/expert.py): not sampled by the policy.
     expert: bool = False
 
     def __post_init__(self) -> None:
         if not self.response_mask:
             self.response_mask = [1] * len(self.response_token_ids)
-        for name in ("teacher_logprobs", "token_advantages"):
+        for name in ("teacher_logprobs", "token_advantages", "teacher_topk_ids", "teacher_topk_logprobs"):
             values = getattr(self, name)
             if values is not None and len(values) != len(self.response_token_ids):
                 raise ValueError(f"experience {self.eid}: {name} ({len(values)}) and response_token_ids "

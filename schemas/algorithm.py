@@ -118,10 +118,10 @@ class AlgorithmConfig(Section):
     )
     policy_loss_fn: str | None = Field(None, description=_functions("policy_loss_fn", "Policy loss", {
         "ppo": "PPO-clip", "dpo": "preference pairs, docs/dpo.md", "mix": "expert rows, docs/mix.md",
-        "mix_chord": "expert rows, docs/mix.md"}))
+        "mix_chord": "expert rows, docs/mix.md", "topk_distill": "a teacher's top-k log-probs, docs/distill.md"}))
     policy_loss_fn_args: dict[str, Any] | None = Field(
         None, description="Arguments of policy_loss_fn (e.g. ppo: clip_range, clip_range_low, clip_range_high, "
-        "clip_ratio_c, loss_agg_mode; dpo: beta, label_smoothing); missing ones take the function's defaults."
+        "clip_ratio_c, loss_agg_mode; dpo: beta, label_smoothing; topk_distill: topk); missing ones take the function's defaults."
     )
     advantage_fn: str | None = Field(None, description=_functions("advantage_fn", "Advantage estimator", {
         "ppo": "GAE over a critic's values, docs/ppo.md", "on_policy_distill": "a teacher's log-probs, docs/distill.md",

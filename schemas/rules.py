@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from algorithms import POLICY_LOSS_FNS, is_preference_loss, uses_expert_rows
+from algorithms import POLICY_LOSS_FNS, is_preference_loss, teacher_topk, uses_expert_rows
 from algorithms.advantage.distill import needs_teacher
 from algorithms.advantage.gae import needs_critic
 from algorithms.registry import is_off
@@ -179,6 +179,10 @@ def _algorithm(r: Resolver) -> None:
         r.error("algorithm.kl_penalty_fn", f"{alg.kl_penalty_fn!r}: advantage_fn {alg.advantage_fn!r} takes its "
                 "advantages from the teacher, not from rewards, so a KL penalty in the reward would change nothing; "
                 "use kl_loss_fn (KL to the reference in the loss)")
+    if teacher_topk(alg.policy_loss_fn, alg.policy_loss_fn_args) and not needs_teacher(alg):
+        r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} learns from a teacher's top-k log-probs, which "
+                "the explorer scores only for a teacher's advantage_fn: set advantage_fn 'on_policy_distill' (or "
+                "algorithm_type on_policy_distill) and the teacher in explorer.auxiliary_models")
     if alg.repeat_times is None:  # no preset value (cannot happen for built-ins); keep the type promise
         r.derive(alg, "repeat_times", 1, "algorithm.repeat_times", "no preset group size")
     if alg.filter_groups.enable is None:

@@ -381,6 +381,7 @@ _ARGS: dict[str, Entry] = {
                                                      "enable_sequence_masking", "delta_sequence_masking")},
     "policy_loss_fn[cispo].clip_range_low": honoured("algorithms/verl_compat.py"),
     "policy_loss_fn[cispo].clip_range_high": honoured("algorithms/verl_compat.py"),
+    "policy_loss_fn[topk_distill].topk": honoured("algorithms/policy_loss/base.py", "tasks/rollouts.py"),
     "kl_loss_fn[*].kl_coef": honoured("algorithms/loss.py"),
     "kl_loss_fn[none].kl_coef": validated(note="must be 0 with 'none'"),
     "kl_loss_fn[*].adaptive": refused(ADAPTIVE_LOSS_KL),

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+import algorithms
 from backends.errors import PartLost
 from backends.policy import Policy, policy_for
+from backends.rollout import RolloutEngine, TopScores
 from buffer.experience import Experience
 from buffer.taskset import Task
 from schemas import ExperimentConfig
@@ -62,17 +64,27 @@ def auxiliary_models(config: ExperimentConfig, policy: Policy) -> dict[str, Auxi
 
 def score_with_teacher(config: ExperimentConfig, experiences: list[Experience]) -> None:
     """Set each experience's `teacher_logprobs`: the first auxiliary model's log-prob of every response token
-    after the same prompt (on-policy distillation; the teacher shares the student's tokenizer)."""
+    after the same prompt (on-policy distillation; the teacher shares the student's tokenizer). A loss over the
+    teacher's top k (topk_distill) gets the k likeliest tokens at each position too (`teacher_topk_*`)."""
     if not experiences:
         return
+    alg = config.algorithm
+    k = algorithms.teacher_topk(alg.policy_loss_fn, alg.policy_loss_fn_args)
     teachers = policy_for(config).auxiliary_engines(0)
     sequences = [e.prompt_token_ids + e.response_token_ids for e in experiences]
     starts = [len(e.prompt_token_ids) for e in experiences]
     share = -(-len(sequences) // len(teachers))  # a slice per engine of the teacher
     slices = [slice(i * share, (i + 1) * share) for i in range(len(teachers)) if i * share < len(sequences)]
+
+    def score(teacher: RolloutEngine, part: slice) -> list[TopScores]:
+        if k:
+            return teacher.score_top(sequences[part], starts[part], k)
+        return [TopScores(logprobs, [], []) for logprobs in teacher.score(sequences[part], starts[part])]
+
     # Each engine scores its slice at the same time as the others (a `score` call blocks until its engine is done).
     with ThreadPoolExecutor(max_workers=len(slices)) as pool:
-        parts = pool.map(lambda teacher, part: teacher.score(sequences[part], starts[part]), teachers, slices)
-        scored = [logprobs for part in parts for logprobs in part]
-    for exp, logprobs in zip(experiences, scored, strict=True):
-        exp.teacher_logprobs = logprobs
+        scored = [scores for part in pool.map(score, teachers, slices) for scores in part]
+    for exp, scores in zip(experiences, scored, strict=True):
+        exp.teacher_logprobs = scores.logprobs
+        if k:
+            exp.teacher_topk_ids, exp.teacher_topk_logprobs = scores.top_ids, scores.top_logprobs

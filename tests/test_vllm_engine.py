@@ -144,6 +144,31 @@ def test_chat_template_and_logprobs_match_the_sampling_distribution(engine, mode
 
 
 @pytest.mark.slow
+def test_a_teacher_scores_given_tokens_with_its_top_k(engine, model_dir, renderer) -> None:
+    """score_top (a teacher for topk_distill): at each position from the start on, the given token's log-prob and
+    the model's k likeliest tokens, likeliest first, as the model itself computes them at temperature 1."""
+    import ray
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    prompt = renderer.render(QUESTION)
+    [[sample]] = ray.get(engine.generate.remote([prompt], SamplingSettings(n=1, temperature=1.0, max_tokens=10, seed=5)))
+    sequence, k = prompt + sample.response_token_ids, 5
+    [scores] = ray.get(engine.score_top.remote([sequence], [len(prompt)], k))
+    [given] = ray.get(engine.score.remote([sequence], [len(prompt)]))
+    assert scores.logprobs == given and len(scores.top_ids) == len(sample.response_token_ids)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    with torch.no_grad():
+        log_probs = torch.log_softmax(model(torch.tensor([sequence])).logits[0, len(prompt) - 1 : -1], -1)
+    expected = log_probs.topk(k, dim=-1)
+    assert torch.allclose(torch.tensor(scores.top_logprobs), expected.values, atol=2e-2)
+    assert all(len(ids) == k for ids in scores.top_ids)
+    # The same tokens, bar near-ties swapped between neighbouring ranks.
+    assert [set(ids) for ids in scores.top_ids] == [set(ids) for ids in expected.indices.tolist()] or \
+        torch.allclose(log_probs.gather(1, torch.tensor(scores.top_ids)), expected.values, atol=2e-2)
+
+
+@pytest.mark.slow
 def test_engine_is_found_by_name_from_a_fresh_lookup(engine) -> None:
     import ray
 

@@ -56,6 +56,22 @@ class ExpertRowsArgs(Args):
     and a trainer hands the loss the rows' expert mask and their whole-batch counts (`uses_expert_rows`)."""
 
 
+class TeacherTopkArgs(AggregatedArgs):
+    """A loss over the teacher's top-k log-probs at each position of the student's samples (`topk` of them): the
+    explorer has the teacher score them (tasks/rollouts.py `score_with_teacher`), and a trainer hands the loss the
+    student's current log-probs of the same tokens (`LossInputs.student_topk_logprobs`)."""
+
+    topk: int
+
+
+def teacher_topk(name: str | None, args: dict[str, Any] | None) -> int:
+    """The teacher log-probs per position policy loss `name` learns from (its `topk`); 0 for every other loss."""
+    model = POLICY_LOSS_FNS.args.get(name or "")
+    if model is None or not issubclass(model, TeacherTopkArgs):
+        return 0
+    return int(POLICY_LOSS_FNS.resolve_args(name, args)["topk"])
+
+
 def uses_expert_rows(name: str | None) -> bool:
     """True when policy loss `name` trains on expert rows beside sampled ones (its arguments are ExpertRowsArgs)."""
     args = POLICY_LOSS_FNS.args.get(name or "")

@@ -8,7 +8,7 @@ import ray
 
 from backends.history import CallRecord
 from backends.local import ray_cluster
-from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
+from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds, TopScores
 from backends.weights import WeightsHandle
 
 
@@ -22,6 +22,9 @@ class EngineClient(RolloutEngine):
 
     def score(self, sequences: list[TokenIds], starts: list[int]) -> list[list[float]]:
         return ray.get(self.actor.score.remote(sequences, starts))
+
+    def score_top(self, sequences: list[TokenIds], starts: list[int], k: int) -> list[TopScores]:
+        return ray.get(self.actor.score_top.remote(sequences, starts, k))
 
     def load_weights(self, weights: WeightsHandle) -> float:
         return ray.get(self.actor.load_weights.remote(weights))

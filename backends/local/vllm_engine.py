@@ -26,7 +26,7 @@ from backends.local import ray_cluster
 from backends.local.openai_server import OpenAIServer, ServerSettings, generate_on_loop
 from backends.local.request_limits import Limits
 from backends.local.weight_sync import SHM_ROOT, WeightTransport, make_transport
-from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
+from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds, TopScores
 from backends.weights import WeightsHandle
 from checkpointing.models import resolve_model_path
 from schemas.secrets import openai_api_key
@@ -210,10 +210,17 @@ class VLLMEngine(RolloutEngine):
         return results
 
     def score(self, sequences: list[TokenIds], starts: list[int]) -> list[list[float]]:
+        return [scores.logprobs for scores in self._prompt_scores(sequences, starts, 0)]
+
+    def score_top(self, sequences: list[TokenIds], starts: list[int], k: int) -> list[TopScores]:
+        return self._prompt_scores(sequences, starts, k)
+
+    def _prompt_scores(self, sequences: list[TokenIds], starts: list[int], k: int) -> list[TopScores]:
         from vllm import SamplingParams
 
         # One token is generated and thrown away: vLLM returns prompt log-probs only with a request to sample.
-        params = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
+        # Each position's entries are its k likeliest tokens and the given one (ranked, 1 = likeliest).
+        params = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=k, detokenize=False)
         prompts = [list(ids) for ids in sequences]
         outputs = self._run(prompts, params)
         scored = []
@@ -221,7 +228,10 @@ class VLLMEngine(RolloutEngine):
             steps = request.prompt_logprobs or []
             if len(steps) != len(ids) or not 0 < start <= len(ids):
                 raise RuntimeError(f"{self.name}: {len(steps)} prompt log-probs for {len(ids)} tokens (from {start})")
-            scored.append([steps[i][ids[i]].logprob for i in range(start, len(ids))])
+            tops = [sorted(steps[i].items(), key=lambda item: item[1].rank)[:k] for i in range(start, len(ids))]
+            scored.append(TopScores([steps[i][ids[i]].logprob for i in range(start, len(ids))],
+                                    [[token for token, _ in top] for top in tops],
+                                    [[entry.logprob for _, entry in top] for top in tops]))
         return scored
 
     def load_weights(self, weights: WeightsHandle) -> float:
