@@ -65,7 +65,7 @@ class RolloutEngine(ABC):
         raise NotImplementedError(f"{type(self).__name__} does not score given tokens")
 
     def score_top(self, sequences: list[TokenIds], starts: list[int], k: int) -> list[TopScores]:
-        """As `score`, with the model's k likeliest tokens at each of those positions (temperature 1)."""
+        """As `score`, with the model's k likeliest tokens at each of those positions (temperature 1; k ≥ 0)."""
         raise NotImplementedError(f"{type(self).__name__} does not score given tokens")
 
     @abstractmethod

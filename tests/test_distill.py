@@ -130,7 +130,9 @@ def test_tinker_refuses_a_teacher_naming_why() -> None:
 @pytest.mark.slow
 @pytest.mark.full  # a whole run with a teacher engine, ~4 min: scripts/test.sh --full (CI's 90 minutes are full)
 def test_a_distillation_run_scores_every_sample_with_the_teacher(tmp_path: Path) -> None:
-    """With the loss over the teacher's top 4 (topk_distill), which needs every score. The teacher here is the student's own starting model (the one model CI has): at temperature 1 its
+    """With the loss over the teacher's top 4 (topk_distill), which needs every score.
+
+    The teacher here is the student's own starting model (the one model CI has): at temperature 1 its
     log-probs of each sampled token must equal the sampling log-probs, token by token. A shift by one
     position, or a teacher scoring another prompt, would be far off."""
     from flows.rft import rft
