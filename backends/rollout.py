@@ -59,13 +59,10 @@ class RolloutEngine(ABC):
     def generate(self, prompts: list[TokenIds], sampling: SamplingSettings) -> list[list[Sample]]:
         """Sample `sampling.n` completions for each prompt (token ids, chat template already applied)."""
 
-    def score(self, sequences: list[TokenIds], starts: list[int]) -> list[list[float]]:
-        """The model's log-prob of each token of every sequence from position `starts[i]` on (temperature 1):
-        a teacher scoring the student's rollouts, prompt and response given as one sequence."""
-        raise NotImplementedError(f"{type(self).__name__} does not score given tokens")
-
-    def score_top(self, sequences: list[TokenIds], starts: list[int], k: int) -> list[TopScores]:
-        """As `score`, with the model's k likeliest tokens at each of those positions (temperature 1; k ≥ 0)."""
+    def score(self, sequences: list[TokenIds], starts: list[int], k: int = 0) -> list[TopScores]:
+        """The model's log-prob of each token of every sequence from position `starts[i]` on, and its `k` likeliest
+        tokens at each of those positions (temperature 1): a teacher scoring the student's rollouts, prompt and
+        response given as one sequence."""
         raise NotImplementedError(f"{type(self).__name__} does not score given tokens")
 
     @abstractmethod

@@ -77,7 +77,7 @@ def score_with_teacher(config: ExperimentConfig, experiences: list[Experience]) 
     slices = [slice(i * share, (i + 1) * share) for i in range(len(teachers)) if i * share < len(sequences)]
 
     def score(teacher: RolloutEngine, part: slice) -> list[TopScores]:
-        return teacher.score_top(sequences[part], starts[part], k)  # k = 0: the given tokens' log-probs only
+        return teacher.score(sequences[part], starts[part], k)  # k = 0: the given tokens' log-probs only
 
     # Each engine scores its slice at the same time as the others (a call blocks until its engine is done).
     with ThreadPoolExecutor(max_workers=len(slices)) as pool:

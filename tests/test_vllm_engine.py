@@ -145,7 +145,7 @@ def test_chat_template_and_logprobs_match_the_sampling_distribution(engine, mode
 
 @pytest.mark.slow
 def test_a_teacher_scores_given_tokens_with_its_top_k(engine, model_dir, renderer) -> None:
-    """score_top (a teacher for topk_distill): at each position from the start on, the given token's log-prob and
+    """score with k (a teacher for topk_distill): at each position from the start on, the given token's log-prob and
     the model's k likeliest tokens, likeliest first, as the model itself computes them at temperature 1."""
     import ray
     import torch
@@ -154,9 +154,9 @@ def test_a_teacher_scores_given_tokens_with_its_top_k(engine, model_dir, rendere
     prompt = renderer.render(QUESTION)
     [[sample]] = ray.get(engine.generate.remote([prompt], SamplingSettings(n=1, temperature=1.0, max_tokens=10, seed=5)))
     sequence, k = prompt + sample.response_token_ids, 5
-    [scores] = ray.get(engine.score_top.remote([sequence], [len(prompt)], k))
+    [scores] = ray.get(engine.score.remote([sequence], [len(prompt)], k))
     [given] = ray.get(engine.score.remote([sequence], [len(prompt)]))
-    assert scores.logprobs == given and len(scores.top_ids) == len(sample.response_token_ids)
+    assert scores.logprobs == given.logprobs and len(scores.top_ids) == len(sample.response_token_ids)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     with torch.no_grad():
         log_probs = torch.log_softmax(model(torch.tensor([sequence])).logits[0, len(prompt) - 1 : -1], -1)

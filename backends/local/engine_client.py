@@ -20,11 +20,8 @@ class EngineClient(RolloutEngine):
     def generate(self, prompts: list[TokenIds], sampling: SamplingSettings) -> list[list[Sample]]:
         return ray.get(self.actor.generate.remote(prompts, sampling))
 
-    def score(self, sequences: list[TokenIds], starts: list[int]) -> list[list[float]]:
-        return ray.get(self.actor.score.remote(sequences, starts))
-
-    def score_top(self, sequences: list[TokenIds], starts: list[int], k: int) -> list[TopScores]:
-        return ray.get(self.actor.score_top.remote(sequences, starts, k))
+    def score(self, sequences: list[TokenIds], starts: list[int], k: int = 0) -> list[TopScores]:
+        return ray.get(self.actor.score.remote(sequences, starts, k))
 
     def load_weights(self, weights: WeightsHandle) -> float:
         return ray.get(self.actor.load_weights.remote(weights))

@@ -209,13 +209,7 @@ class VLLMEngine(RolloutEngine):
             results.append(samples)
         return results
 
-    def score(self, sequences: list[TokenIds], starts: list[int]) -> list[list[float]]:
-        return [scores.logprobs for scores in self._prompt_scores(sequences, starts, 0)]
-
-    def score_top(self, sequences: list[TokenIds], starts: list[int], k: int) -> list[TopScores]:
-        return self._prompt_scores(sequences, starts, k)
-
-    def _prompt_scores(self, sequences: list[TokenIds], starts: list[int], k: int) -> list[TopScores]:
+    def score(self, sequences: list[TokenIds], starts: list[int], k: int = 0) -> list[TopScores]:
         from vllm import SamplingParams
 
         # One token is generated and thrown away: vLLM returns prompt log-probs only with a request to sample.
