@@ -47,8 +47,8 @@ DEPLOYMENTS = (
                "model takes the registry alias 'champion' only if it beats the holder (docs/nightly.md).",
                nightly=True, settings={"monitor.gate": NIGHTLY_GATE}),
     Deployment("arith", CPU_POOL, "GRPO on generated arithmetic with SmolLM2-135M-Instruct on CPU: visible learning in minutes."),
-    Deployment("arith-dpo", CPU_POOL, "DPO on generated arithmetic (worked answers against near misses) after a short "
-               "SFT warm-up, SmolLM2-135M-Instruct on CPU."),
+    Deployment("arith-dpo", CPU_POOL, "DPO on generated arithmetic (worked answers against the warm-up model's own wrong ones) "
+               "after a short SFT warm-up, SmolLM2-135M-Instruct on CPU."),
     Deployment("smoke", CPU_POOL, "Two tiny GRPO steps through the whole stack, for CI."),
     Deployment("smoke", CPU_POOL, "The explorer of experiment smoke-split; run it with rft/smoke-train.",
                name="smoke-explore", settings={**SPLIT, "mode": "explore"}, name_per_flow_run=False),

@@ -13,6 +13,7 @@ from buffer.taskset import TasksetError, load_taskset
 from deployments import load_recipe
 from schemas import TasksetConfig, error_items
 from schemas.generators import ArithArgs
+from workflows.math_workflow import score_math
 
 
 def questions(rows: list[dict]) -> set[str]:
@@ -104,20 +105,29 @@ def test_rejected_answers_are_the_solution_with_a_wrong_last_result():
     assert all(again.get(r["question"], r["rejected"]) == r["rejected"] for r in rows)
 
 
-def test_the_dpo_recipe_pairs_the_solution_against_the_near_miss():
+def test_the_dpo_recipe_pairs_the_solution_against_the_models_own_wrong_answer():
     warm_up, dpo = load_recipe("arith-dpo").resolve_stages()
     fmt = dpo.buffer.trainer_input.experience_buffer.format
     assert (dpo.mode, dpo.algorithm.algorithm_type, fmt.chosen_key, fmt.rejected_key) == ("train", "dpo", "solution", "rejected")
     assert warm_up.algorithm.algorithm_type == "sft" and warm_up.buffer.total_steps == 50 and not dpo.warnings
 
 
-def test_the_dpo_pairs_are_rows_the_warm_up_did_not_train_on():
-    """The warm-up learns its rows word for word; pairs whose chosen side it just learned carry no new preference."""
+def test_the_bundled_self_pairs_are_wrong_answers_to_problems_the_warm_up_did_not_train_on():
+    """data/arith-self-pairs (scripts/arith_self_pairs.py): the chosen side is the generator's worked answer; the
+    rejected side is the warm-up model's own answer and is wrong; the train pairs are rows after the warm-up's
+    (pairs whose chosen side it just learned word for word carry no new preference), the held-out pairs
+    held-out problems."""
     warm_up, dpo = load_recipe("arith-dpo").resolve_stages()
     seen = warm_up.buffer.total_steps * warm_up.buffer.train_batch_size  # the warm-up's rows, in order
-    pairs = load_taskset(dpo.buffer.trainer_input.experience_buffer)
-    assert pairs[0].raw == arith(ArithArgs(), "train")[seen]  # the first row after the warm-up's
-    assert len(pairs) >= dpo.buffer.total_steps * dpo.buffer.batch_size
+    train = arith(ArithArgs(), "train")
+    after = {r["question"] for r in train[seen:]}
+    pairs = [t.raw for t in load_taskset(dpo.buffer.trainer_input.experience_buffer)]
+    held_out = [t.raw for t in load_taskset(dpo.buffer.trainer_input.eval_pairs)]
+    assert len(pairs) >= dpo.buffer.total_steps * dpo.buffer.batch_size and len(held_out) >= 200
+    assert {p["question"] for p in pairs} <= after and {p["question"] for p in held_out} <= questions(arith(ArithArgs(), "test"))
+    for row in pairs + held_out:
+        assert score_math(row["solution"], row["answer"], require_boxed=True)["strict"] == 1.0, row
+        assert score_math(row["rejected"], row["answer"], require_boxed=True)["strict"] == 0.0, row
 
 
 def test_the_warm_up_trains_on_the_train_split_of_the_same_arguments():

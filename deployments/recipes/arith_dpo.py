@@ -1,8 +1,10 @@
 """arith-dpo — DPO on generated arithmetic with SmolLM2-135M-Instruct on CPU: a short SFT warm-up on worked
-answers (the arith recipe's, 50 steps), then DPO on preference pairs of the same generator: the worked answer
-(`solution`, chosen) against the same steps ending in a near-miss result (`rejected`, e.g. "... = 81.
-\\boxed{81}" for 82). Both are scored against the warm-up's model (the reference), evaluated on the held-out
-problems before and after. Numbers and minutes: docs/recipes/arith-dpo.md.
+answers (the arith recipe's, 50 steps), then DPO on preference pairs: the worked answer (`solution`, chosen)
+against the warm-up model's own wrong answer to the same problem (`rejected`, e.g. "84 - 50 = 54, 54 - 7 = 51.
+\\boxed{51}" for 27), sampled once from this recipe's warm-up model (data/arith-self-pairs, written by
+scripts/arith_self_pairs.py). Both sides are scored against the warm-up's model (the reference); the held-out
+problems are evaluated before and after, and so are the held-out pairs (the model's own wrong answers to them).
+Numbers and minutes: docs/recipes/arith-dpo.md.
 
 Run it:  rft run arith-dpo          (inspect first: rft validate arith-dpo)
 """
@@ -14,15 +16,12 @@ from schemas import AlgorithmConfig, BufferConfig, ExplorerInput, FormatConfig, 
 # The warm-up's length: 50 steps of the arith warm-up's batch (16 rows), the train split's first 800 rows.
 WARMUP_STEPS = 50
 WARMUP_ROWS = WARMUP_STEPS * arith.stages[0].buffer.train_batch_size
-# The generator's own columns: the question, the worked answer (chosen) and the near miss (rejected), from the rows
-# after the warm-up's: pairs whose chosen side the warm-up has just learned word for word carry nothing new.
-ARITH_PAIRS = StorageConfig(
-    name="arith-pairs", path="generator:arith", split=f"train[{WARMUP_ROWS}:]",
-    format=FormatConfig(prompt_type="plaintext", prompt_key="question", chosen_key="solution", rejected_key="rejected",
-                        system_prompt=ARITH_SYSTEM_PROMPT),
-)
-
-# The same columns of the held-out problems: the model's own preference on pairs it never trains on.
+PAIR_FORMAT = FormatConfig(prompt_type="plaintext", prompt_key="question", chosen_key="solution", rejected_key="rejected",
+                           system_prompt=ARITH_SYSTEM_PROMPT)
+# The worked answer (chosen) against the warm-up model's own wrong answer (rejected), sampled from this recipe's
+# warm-up model by scripts/arith_self_pairs.py on the train rows after the warm-up's (data/arith-self-pairs/meta.json).
+ARITH_PAIRS = StorageConfig(name="arith-self-pairs", path="data/arith-self-pairs", split="train", format=PAIR_FORMAT)
+# The same, sampled on the held-out problems: the model's own preference on pairs it never trains on.
 ARITH_HELDOUT_PAIRS = ARITH_PAIRS.model_copy(update={"name": "arith-heldout-pairs", "split": "test"})
 
 config = arith.with_overrides({
