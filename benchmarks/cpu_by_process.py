@@ -43,10 +43,16 @@ def main() -> int:
     last: dict[int, tuple[float, str]] = {}
     started = time.monotonic()
     proc = subprocess.Popen(command)
-    while proc.poll() is None:
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
         last |= cpu_seconds()  # a process that ends keeps its last sample
-        time.sleep(0.25)  # a process that ends loses what it used after its last sample
+        time.sleep(0.25)  # a process that ends loses what it used after its last sample (not the command itself)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     last |= cpu_seconds()
+    # The command's own seconds are exact: its rusage, however long a /proc scan took on a busy machine.
+    last[proc.pid] = (usage.ru_utime + usage.ru_stime, last.get(proc.pid, (0.0, " ".join(command)))[1])
     by_command: collections.Counter[str] = collections.Counter()
     for pid, (seconds, name) in last.items():
         used = seconds - (before[pid][0] if pid in before else 0.0)
