@@ -49,6 +49,14 @@ def stop(proc: subprocess.Popen) -> None:
         pass
 
 
+def reload_ray_auth() -> None:
+    """Make this process read the auth settings of its environment again: Ray caches the token (and the mode) at
+    the first use, so after an earlier test's local Ray in the same pytest process it would send none."""
+    from ray._private.authentication_test_utils import reset_auth_token_state
+
+    reset_auth_token_state()
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[dict]:
     temp = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))  # short: Ray's socket paths are limited
@@ -56,6 +64,7 @@ def cluster() -> Iterator[dict]:
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(temp / "token")}
     saved = {k: os.environ.get(k) for k in auth}
     os.environ.update(auth)  # this process asks the cluster's state API too
+    reload_ray_auth()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     port, dashboard, client = free_port(), free_port(), free_port()
     nodes: list[subprocess.Popen] = []
@@ -82,6 +91,7 @@ def cluster() -> Iterator[dict]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+        reload_ray_auth()  # the tests after this module run their own Ray without a token
 
 
 def wait_for(condition, timeout: float, log: Path) -> None:  # noqa: ANN001
