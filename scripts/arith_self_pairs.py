@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from backends.local.vllm_engine import EngineSettings, VLLMEngine, _cpu_engine_env
+from backends.local.vllm_engine import EngineSettings, VLLMEngine, cpu_engine_env
 from backends.rollout import SamplingSettings
 from buffer.generators import generate
 from deployments.recipes.arith import ARITH_SFT
@@ -72,7 +72,7 @@ def main() -> None:
     generator_args = ARITH_SFT.generator_args or {}  # the warm-up's rows, and their held-out problems
     train = generate("arith", generator_args, "train")[WARMUP_ROWS:WARMUP_ROWS + args.train_rows]
     test = generate("arith", generator_args, "test")
-    os.environ.update(_cpu_engine_env(None))
+    os.environ.update(cpu_engine_env(None))
     engine = VLLMEngine("arith-self-pairs", asdict(EngineSettings(
         model_path=str(args.model), max_model_len=recipe.model.max_prompt_tokens + recipe.model.max_response_tokens,
         dtype="float32", seed=args.seed, kv_cache_memory_bytes=2 * 2**30)))

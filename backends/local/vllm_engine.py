@@ -311,7 +311,7 @@ class VLLMEngine(RolloutEngine):
 
     def _executor_kwargs(self) -> dict[str, Any]:
         """On CPU with one rank, the worker runs inside this process (with
-        VLLM_ENABLE_V1_MULTIPROCESSING=0 from _cpu_engine_env): measured on 2 cores, the engine starts
+        VLLM_ENABLE_V1_MULTIPROCESSING=0 from cpu_engine_env): measured on 2 cores, the engine starts
         in ~8 s instead of ~41 s and samples faster (no busy-polling engine-core process)."""
         if self.use_gpu or self.settings.tensor_parallel_size > 1:
             return {}
@@ -363,7 +363,7 @@ def start_engine_actors(
     if gpus:
         options["num_gpus"] = gpus
     else:
-        env.update(_cpu_engine_env(threads))
+        env.update(cpu_engine_env(threads))
     if settings.enable_openai_api:
         # Every use of the engine goes through its engine loop then, so calls may overlap: a workflow
         # collects an episode's recorded calls while another's batch is sampling.
@@ -383,7 +383,7 @@ def start_engine_actors(
     ray.get([h.ready.remote() for h in handles])
 
 
-def _cpu_engine_env(threads: int | None) -> dict[str, str]:
+def cpu_engine_env(threads: int | None) -> dict[str, str]:
     """Threads for vLLM's CPU worker; a user's own OMP_NUM_THREADS / VLLM_* variables win.
 
     The engine core runs in the actor's own process (no busy-polling sibling process on few cores),
