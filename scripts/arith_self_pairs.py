@@ -69,6 +69,8 @@ def main() -> None:
     parser.add_argument("--test-samples", type=int, default=4, help="samples per held-out problem")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if not (args.model / "model.safetensors").is_file():
+        parser.error(f"--model {args.model}: no model.safetensors there (give the warm-up's final/huggingface folder)")
     generator_args = ARITH_SFT.generator_args or {}  # the warm-up's rows, and their held-out problems
     train = generate("arith", generator_args, "train")[WARMUP_ROWS:WARMUP_ROWS + args.train_rows]
     test = generate("arith", generator_args, "test")
