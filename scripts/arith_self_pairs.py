@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +38,6 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "data" / "arith-self-pairs"
 
 
-def first_wrong(texts: list[str], answer: str) -> str | None:
-    """The first response whose boxed answer is not `answer` (None when all are right)."""
-    return next((text for text in texts if not score_math(text, answer, require_boxed=True)["strict"]), None)
-
-
 def sample_pairs(engine: VLLMEngine, model: str, rows: list[dict[str, Any]], n: int) -> tuple[list[dict], int]:
     """Rows with the model's own wrong answer as `rejected`, and how many samples were right."""
     renderer = renderer_for(model, None)
@@ -52,8 +47,9 @@ def sample_pairs(engine: VLLMEngine, model: str, rows: list[dict[str, Any]], n: 
     pairs, right = [], 0
     for row, samples in zip(rows, engine.generate(prompts, settings), strict=True):
         texts = [renderer.decode(s.response_token_ids) for s in samples]
-        right += sum(bool(score_math(t, row["answer"], require_boxed=True)["strict"]) for t in texts)
-        if (wrong := first_wrong(texts, row["answer"])) is not None:
+        strict = [score_math(text, row["answer"], require_boxed=True)["strict"] for text in texts]
+        right += int(sum(strict))
+        if (wrong := next((text for text, ok in zip(texts, strict) if not ok), None)) is not None:
             pairs.append({**row, "rejected": wrong})
     return pairs, right
 
@@ -75,9 +71,9 @@ def main() -> None:
     train = generate("arith", generator_args, "train")[WARMUP_ROWS:WARMUP_ROWS + args.train_rows]
     test = generate("arith", generator_args, "test")
     os.environ.update(cpu_engine_env(None))
-    engine = VLLMEngine("arith-self-pairs", asdict(EngineSettings(
-        model_path=str(args.model), max_model_len=recipe.model.max_prompt_tokens + recipe.model.max_response_tokens,
-        dtype="float32", seed=args.seed, kv_cache_memory_bytes=2 * 2**30)))
+    # The engine the recipe's warm-up samples with (lengths, dtype, cache), at this script's seed.
+    settings = replace(EngineSettings.from_config(recipe.resolve_stages()[0], str(args.model)), seed=args.seed)
+    engine = VLLMEngine("arith-self-pairs", asdict(settings))
     started = time.perf_counter()
     try:
         train_pairs, train_right = sample_pairs(engine, str(args.model), train, 1)
