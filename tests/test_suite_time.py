@@ -1,0 +1,32 @@
+"""benchmarks/suite_time.py splits one run's junit file into the default run's tests and those marked `full`."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import suite_time  # noqa: E402
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="tests.test_a" name="test_quick" time="1.25"/>
+<testcase classname="tests.test_a.TestGroup" name="test_grouped" time="2.0"/>
+<testcase classname="tests.test_b" name="test_whole_run" time="30.0"><failure message="boom"/></testcase>
+<testcase classname="tests.test_b" name="test_skipped" time="0.0"><skipped message="no"/></testcase>
+</testsuite></testsuites>"""
+
+
+def test_the_full_tests_are_counted_apart_and_failures_named(tmp_path: Path) -> None:
+    junit = tmp_path / "run.xml"
+    junit.write_text(JUNIT)
+    report = suite_time.summarise(junit, {"tests/test_b.py::test_whole_run"}, "abc", 40.0)
+    assert report["by_side"]["full"] == {"tests": 1, "seconds": 30.0, "failed": 1}
+    assert report["by_side"]["default"] == {"tests": 3, "seconds": 3.2, "failed": 0}
+    assert report["failed"] == ["tests/test_b.py::test_whole_run"]
+    assert report["slowest"][0]["id"] == "tests/test_b.py::test_whole_run"
+    assert "tests/test_a.py::TestGroup::test_grouped" in {c["id"] for c in report["slowest"]}
+    assert report["per_file"]["tests/test_a.py"] == {"seconds": 3.2, "tests": 2}
+
+
+def test_the_projects_full_tests_are_collected() -> None:
+    ids = suite_time.full_ids()
+    assert "tests/test_learning.py::test_a_few_grpo_steps_raise_held_out_reward" in ids
+    assert not any("test_suite_time" in i for i in ids)
