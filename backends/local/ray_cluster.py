@@ -144,6 +144,9 @@ def get_actor(name: str) -> Any:
     """A named actor's handle; PartLost (a LookupError) when there is none."""
     import ray
 
+    if not ray.is_initialized() and joined_address() not in ("local", "?"):
+        # Ray Client dropped with the cluster: ray.get_actor would start a node of its own and fail obscurely
+        raise _cluster_lost()
     try:
         return ray.get_actor(name, namespace=NAMESPACE)
     except ValueError as err:
@@ -180,7 +183,11 @@ def answers() -> bool:
 def check_cluster_alive() -> None:
     """Raise ClusterLost naming the address when the joined cluster stopped answering."""
     if not answers():
-        raise ClusterLost(
-            f"cluster.ray_address: the Ray cluster at {redact(joined_address())} stopped answering; the run cannot go on "
-            "without it (retry the run once the cluster is back: it resumes from its latest checkpoint)"
-        )
+        raise _cluster_lost()
+
+
+def _cluster_lost() -> ClusterLost:
+    return ClusterLost(
+        f"cluster.ray_address: the Ray cluster at {redact(joined_address())} stopped answering; the run cannot go on "
+        "without it (retry the run once the cluster is back: it resumes from its latest checkpoint)"
+    )
