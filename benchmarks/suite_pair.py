@@ -31,9 +31,9 @@ def _pytest(tree: Path, *args: str) -> subprocess.CompletedProcess:
                           cwd=tree, env=env, capture_output=True, text=True)
 
 
-def collect(tree: Path) -> set[str]:
-    """The default run's test ids in `tree`."""
-    return {line for line in _pytest(tree, "--collect-only").stdout.splitlines() if "::" in line}
+def collect(tree: Path, *args: str) -> set[str]:
+    """The test ids pytest collects in `tree` with `args` (with none: the default run's)."""
+    return {line for line in _pytest(tree, "--collect-only", *args).stdout.splitlines() if "::" in line}
 
 
 def run(tree: Path, deselect: set[str], junit: Path) -> dict:
@@ -46,15 +46,21 @@ def run(tree: Path, deselect: set[str], junit: Path) -> dict:
             "summary": lines[-1] if lines else ""}
 
 
+def node_id(case: ET.Element) -> str:
+    """A junit testcase's pytest id: classname tests.test_x or tests.test_x.TestClass, then the name."""
+    parts = case.get("classname", "").split(".")
+    classes: list[str] = []
+    while len(parts) > 1 and not parts[-1].startswith("test_"):
+        classes.insert(0, parts.pop())
+    return "::".join(["/".join(parts) + ".py", *classes, case.get("name", "")])
+
+
 def per_file(junit: Path) -> dict[str, dict]:
     """Seconds (setup, call and teardown) and tests of each test file, from a junit file."""
     seconds: dict[str, float] = collections.defaultdict(float)
     tests: collections.Counter = collections.Counter()
     for case in ET.parse(junit).iter("testcase"):
-        parts = case.get("classname", "").split(".")  # tests.test_x or tests.test_x.TestClass
-        while len(parts) > 1 and not parts[-1].startswith("test_"):
-            parts.pop()
-        file = "/".join(parts) + ".py"
+        file = node_id(case).split("::", 1)[0]
         seconds[file] += float(case.get("time", 0))
         tests[file] += 1
     return {f: {"seconds": round(seconds[f], 1), "tests": tests[f]} for f in sorted(seconds)}

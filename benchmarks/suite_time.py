@@ -12,29 +12,18 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from suite_pair import per_file  # beside this script
+from suite_pair import collect, node_id, per_file  # beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def full_ids(tree: Path = ROOT) -> set[str]:
     """The node ids of the tests marked `full` in `tree` (collected, not run)."""
-    env = {**os.environ, "RFT_TEST_FULL": "1"}
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "-m", "full"],
-                         cwd=tree, env=env, capture_output=True, text=True).stdout
-    return {line.strip() for line in out.splitlines() if "::" in line}
-
-
-def _node_id(case: ET.Element) -> str:
-    parts = case.get("classname", "").split(".")
-    keep = [p for p in parts if not p[:1].isupper()]  # a TestClass is part of the id, not of the path
-    classes = parts[len(keep):]
-    return "/".join(keep) + ".py::" + "::".join([*classes, case.get("name", "")])
+    return collect(tree, "-m", "full")
 
 
 def summarise(junit: Path, full: set[str], commit: str, wall_s: float | None) -> dict:
@@ -42,7 +31,7 @@ def summarise(junit: Path, full: set[str], commit: str, wall_s: float | None) ->
     for case in ET.parse(junit).iter("testcase"):
         failed = case.find("failure") is not None or case.find("error") is not None
         skipped = case.find("skipped") is not None
-        cases.append({"id": _node_id(case), "seconds": round(float(case.get("time", 0)), 1),
+        cases.append({"id": node_id(case), "seconds": float(case.get("time", 0)),
                       "outcome": "failed" if failed else "skipped" if skipped else "passed"})
     split = {side: [c for c in cases if (c["id"] in full) == (side == "full")] for side in ("default", "full")}
     return {
@@ -53,7 +42,7 @@ def summarise(junit: Path, full: set[str], commit: str, wall_s: float | None) ->
         "by_side": {side: {"tests": len(cs), "seconds": round(sum(c["seconds"] for c in cs), 1),
                            "failed": sum(c["outcome"] == "failed" for c in cs)} for side, cs in split.items()},
         "per_file": per_file(junit),
-        "slowest": sorted(cases, key=lambda c: -c["seconds"])[:30],
+        "slowest": [{**c, "seconds": round(c["seconds"], 1)} for c in sorted(cases, key=lambda c: -c["seconds"])[:30]],
         "failed": [c["id"] for c in cases if c["outcome"] == "failed"],
     }
 

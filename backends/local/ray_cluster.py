@@ -144,9 +144,7 @@ def get_actor(name: str) -> Any:
     """A named actor's handle; PartLost (a LookupError) when there is none."""
     import ray
 
-    if not ray.is_initialized() and joined_address() not in ("local", "?"):
-        # Ray Client dropped with the cluster: ray.get_actor would start a node of its own and fail obscurely
-        raise _cluster_lost()
+    _still_joined()
     try:
         return ray.get_actor(name, namespace=NAMESPACE)
     except ValueError as err:
@@ -156,6 +154,7 @@ def get_actor(name: str) -> Any:
 def actor_names(prefix: str) -> list[str]:
     from ray.util import list_named_actors
 
+    _still_joined()
     return sorted(
         a["name"] for a in list_named_actors(all_namespaces=True) if a["namespace"] == NAMESPACE and a["name"].startswith(prefix)
     )
@@ -174,10 +173,23 @@ class ClusterLost(RuntimeError):
 
 def answers() -> bool:
     """Whether the joined cluster still answers (a local one always does while this process runs)."""
-    address = joined_address()
-    if address in ("local", "?"):
+    if not _joined_remote():
         return True
+    address = joined_address()
     return _answers(resolve(address).probe or address, attempts=2, timeout_s=2.0)
+
+
+def _joined_remote() -> bool:
+    return joined_address() not in ("local", "?")
+
+
+def _still_joined() -> None:
+    """ClusterLost when this process joined a remote cluster and Ray Client has dropped with it: a lookup would
+    have Ray auto-start a node of its own and fail obscurely."""
+    import ray
+
+    if not ray.is_initialized() and _joined_remote():
+        raise _cluster_lost()
 
 
 def check_cluster_alive() -> None:
