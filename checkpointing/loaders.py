@@ -18,7 +18,6 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
-from transformers import AutoConfig, AutoModelForCausalLM
 
 from checkpointing.safe_load import load_tensors
 
@@ -39,6 +38,8 @@ def load_torch_checkpoint(actor: Path, config_dir: Path, base_model_dir: Path | 
     if not weights:
         raise ValueError(f"{where}: {actor / 'trainable.safetensors'} holds no tensors")
     if state.get("lora") is None:
+        from transformers import AutoConfig, AutoModelForCausalLM  # lazily: see load_base_model
+
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(config_dir), dtype=torch.float32)
         load_complete(model, weights, where)
         return Unmerged(model, next(iter(weights.values())).dtype, is_lora=False)
@@ -94,6 +95,8 @@ def load_verl_fsdp(actor: Path, config_dir: Path, base_model_dir: Path | None, w
 
     if state:
         save_dtype = declared_dtype(base_model_dir, config_dir) or next(iter(state.values())).dtype
+        from transformers import AutoModelForCausalLM  # lazily: see load_base_model
+
         model = AutoModelForCausalLM.from_config(merger.model_config, dtype=torch.float32)
         load_complete(model, {k: v.float() for k, v in state.items()}, where)
     else:  # veRL's save_lora_only: the shards hold the adapter alone
@@ -200,6 +203,10 @@ def peft_lora_config(lora: dict):
 def load_base_model(base_model_dir: Path, where: str) -> torch.nn.Module:
     if not (base_model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{where}: base model folder {base_model_dir} has no config.json (--base-model-dir)")
+    # transformers' model classes are imported where a model is built, never at import: they pull in
+    # torch._dynamo and sklearn (~7 s), and every `rft run` process imports this module through the flows.
+    from transformers import AutoModelForCausalLM
+
     return AutoModelForCausalLM.from_pretrained(base_model_dir, dtype="auto")
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM
 
 TOLERANCE: dict[torch.dtype, float] = {torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 1e-2}
 SAMPLE_LENGTH = 32
@@ -41,6 +40,8 @@ def tolerance(dtype: torch.dtype) -> float:
 
 def verify(model_dir: Path, reference: torch.Tensor, input_ids: torch.Tensor, dtype: torch.dtype, where: str) -> float:
     """Load `model_dir` with transformers; return the max logit difference, raise if over tolerance."""
+    from transformers import AutoModelForCausalLM  # lazily, as checkpointing.loaders.load_base_model says
+
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     diff = float((logits(model, input_ids) - reference).abs().max())
     bound = tolerance(dtype) * float(reference.abs().max()) + ABSOLUTE_FLOOR

@@ -147,6 +147,15 @@ def test_validating_a_config_imports_neither_torch_nor_verl() -> None:
     assert out.stdout.strip() == "[]", "a module of algorithms/ or schemas/ imports these at the top: " + out.stdout
 
 
+def test_the_flows_import_no_model_classes() -> None:
+    """Every `rft run` and every flow-run process of a Prefect worker imports the flows: transformers'
+    model classes (torch._dynamo, sklearn: ~7 s on 2 cores) are imported only where a model is built."""
+    heavy = ("transformers.models.auto.auto_factory", "torch._dynamo", "sklearn", "vllm", "verl")
+    code = f"import sys, flows.rft; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", "a module the flows import loads these at the top: " + out.stdout
+
+
 def test_every_backend_settings_variant_has_its_registry_line() -> None:
     from backends import registry
     from schemas.explorer import ENGINE_VARIANTS
