@@ -22,7 +22,7 @@ from ray.exceptions import RayError
 from backends.errors import ConfigError
 from backends.local import ray_cluster, trainer_actor, vllm_engine
 from backends.local.engine_client import EngineClient
-from backends.local.weight_sync import WeightTransport, make_transport, remove_shared_memory
+from backends.local.weight_sync import WeightTransport, make_transport, remove_shared_memory, shm_dir
 from backends.policy import Policy
 from backends.schedule import Schedule
 from backends.weights import WeightsHandle
@@ -171,7 +171,7 @@ class LocalPolicy(Policy):
 
     def start_engines(self, model_dir: str) -> list[str]:
         plan = self.plan()
-        settings = vllm_engine.EngineSettings.from_config(self.config, model_dir)
+        settings = self._in_shm(vllm_engine.EngineSettings.from_config(self.config, model_dir))
         vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus, plan.spread)
         for j in range(len(self.config.explorer.auxiliary_models)):
             self._start_auxiliary(j, plan)
@@ -181,7 +181,7 @@ class LocalPolicy(Policy):
         """Auxiliary model `index`'s engines; on CPU each computes with every core, like a rollout engine (a
         teacher scores after the sampling, not beside it)."""
         aux = self.config.explorer.auxiliary_models[index]
-        settings = vllm_engine.EngineSettings.for_auxiliary(self.config, index)
+        settings = self._in_shm(vllm_engine.EngineSettings.for_auxiliary(self.config, index))
         vllm_engine.start_engine_actors(settings, names or self.auxiliary_names(index), plan.engine_threads,
                                         aux.tensor_parallel_size if plan.engine_gpus else 0, plan.spread)
 
@@ -239,16 +239,16 @@ class LocalPolicy(Policy):
             if names:
                 logger.warning("auxiliary engines %s died: starting them again", ", ".join(names))
                 for name in names:
-                    vllm_engine.stop_engine_actor(name)
+                    vllm_engine.stop_engine_actor(name, self._shm_dir)
                 self._start_auxiliary(j, self.plan(), names)
         dead = [name for name in self.engine_names if not self._alive(name)]
         if not dead:
             return [n for names in dead_aux.values() for n in names]
         logger.warning("rollout engines %s died: starting them again", ", ".join(dead))
         for name in dead:  # a stuck one (it did not answer) is stopped first; a dead one is a no-op
-            vllm_engine.stop_engine_actor(name)
+            vllm_engine.stop_engine_actor(name, self._shm_dir)
         plan = self.plan()
-        settings = vllm_engine.EngineSettings.from_config(self.config)
+        settings = self._in_shm(vllm_engine.EngineSettings.from_config(self.config))
         vllm_engine.start_engine_actors(settings, self.engine_names, plan.engine_threads, plan.engine_gpus, plan.spread)
         if self._serving.exists():  # the revived engines serve what the others serve
             self._load_into([EngineClient(name) for name in dead], WeightsHandle(**json.loads(self._serving.read_text())))
@@ -273,13 +273,22 @@ class LocalPolicy(Policy):
         if ray_cluster.is_connected() and ray_cluster.answers():  # a lost cluster took its actors along
             for prefix in (f"{self.experiment}-rollout-", f"{self.experiment}-aux") if engines else ():
                 for name in ray_cluster.actor_names(prefix):
-                    vllm_engine.stop_engine_actor(name)
+                    vllm_engine.stop_engine_actor(name, self._shm_dir)
             if trainer:
                 trainer_actor.stop_trainer_actor(self.trainer_name)
         # the weights are in the checkpoints; RAM is not kept for them
-        remove_shared_memory(self.experiment, engines=engines, staging=trainer)
+        remove_shared_memory(self.config.experiment_dir, self.experiment, engines=engines, staging=trainer)
 
     # -- internals -----------------------------------------------------------------------------
+
+    @property
+    def _shm_dir(self) -> Path:
+        return shm_dir(self.config.experiment_dir, self.experiment)
+
+    def _in_shm(self, settings: vllm_engine.EngineSettings) -> vllm_engine.EngineSettings:
+        """The engines serve from the experiment's own RAM-backed folder (weight_sync.shm_dir)."""
+        settings.shm_dir = str(self._shm_dir)
+        return settings
 
     @property
     def _serving(self) -> Path:

@@ -56,6 +56,7 @@ class EngineSettings:
     enable_prefix_caching: bool = False
     enable_chunked_prefill: bool = True
     sync_method: str = "checkpoint"
+    shm_dir: str = ""  # the experiment's RAM-backed folder (weight_sync.shm_dir); "" : SHM_ROOT itself
     # The OpenAI-compatible endpoint (backends.local.openai_server), when enable_openai_api.
     enable_openai_api: bool = False
     enable_history: bool = False
@@ -153,7 +154,7 @@ class VLLMEngine(RolloutEngine):
             from huggingface_hub import snapshot_download
 
             source = Path(snapshot_download(self.settings.model_path))
-        self.serve_dir = SHM_ROOT / name
+        self.serve_dir = Path(self.settings.shm_dir or SHM_ROOT) / name
         _link_model_folder(source, self.serve_dir)
 
         start = time.perf_counter()
@@ -401,8 +402,9 @@ def cpu_engine_env(threads: int | None) -> dict[str, str]:
     return env
 
 
-def stop_engine_actor(name: str) -> None:
-    """Stop one engine (vLLM's engine core first, then the actor) and free its serve folder."""
+def stop_engine_actor(name: str, serve_root: Path = SHM_ROOT) -> None:
+    """Stop one engine (vLLM's engine core first, then the actor) and free its serve folder (under
+    `serve_root`: the experiment's shm_dir where the policy started it)."""
     import ray
 
     try:
@@ -414,4 +416,4 @@ def stop_engine_actor(name: str) -> None:
     except Exception:  # a dead or stuck engine: kill it anyway
         logger.warning("engine %s did not shut down cleanly; killing it", name)
     ray.kill(handle, no_restart=True)
-    shutil.rmtree(SHM_ROOT / name, ignore_errors=True)
+    shutil.rmtree(serve_root / name, ignore_errors=True)

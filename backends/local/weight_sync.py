@@ -1,7 +1,7 @@
 """How new weights reach the rollout engines: one small `WeightTransport` per `synchronizer.sync_method`.
 
-Every engine serves its model from a folder of its own (`serve_dir`, under /dev/shm/rft/<engine>/, see
-`backends.local.vllm_engine`). A transport has three parts:
+Every engine serves its model from a folder of its own (`serve_dir`, under the experiment's `shm_dir`,
+/dev/shm/rft/<experiment>-<digest of its folder>/<engine>/, see `backends.local.vllm_engine`). A transport has three parts:
 
 - `export_dir`: where the trainer publishes a folder of safetensors (a `WeightsHandle` of kind folder);
 - `send` (driver side): every engine client loads that handle;
@@ -18,6 +18,8 @@ missing (CPU) the same code broadcasts over a gloo group (`backends.local.gloo_t
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
 import threading
@@ -42,18 +44,29 @@ SHM_ROOT = Path("/dev/shm/rft") if Path("/dev/shm").is_dir() else Path("/tmp/rft
 
 
 
-def memory_staging_dir(experiment_id: str) -> Path:
+def shm_dir(experiment_dir: Path, experiment_id: str) -> Path:
+    """The experiment's RAM-backed folder. Its name holds a digest of the experiment's folder: two runs of
+    one project/name from two checkpoint roots on one machine (a nightly deployment beside a run by hand)
+    would otherwise stage, serve and delete each other's weights."""
+    digest = hashlib.sha256(str(Path(experiment_dir).resolve()).encode()).hexdigest()[:8]
+    return SHM_ROOT / f"{experiment_id}-{digest}"
+
+
+def memory_staging_dir(experiment_dir: Path, experiment_id: str) -> Path:
     """Where a trainer exports weights for `memory` sync on CPU (RAM-backed)."""
-    return SHM_ROOT / experiment_id / "staging"
+    return shm_dir(experiment_dir, experiment_id) / "staging"
 
 
-def remove_shared_memory(experiment_id: str, engines: bool = True, staging: bool = True) -> None:
+def remove_shared_memory(experiment_dir: Path, experiment_id: str, engines: bool = True, staging: bool = True) -> None:
     """Free what the experiment holds in RAM-backed /dev/shm: the serve folders of its engines (also of
     engines that died while starting) and the trainer's staging folder. Each is ~the model's size in RAM."""
-    engine_dirs = [p for part in ("rollout-", "aux") for p in SHM_ROOT.glob(f"{experiment_id}-{part}*")]
-    paths = ([SHM_ROOT / experiment_id] if staging else []) + (engine_dirs if engines else [])
+    root = shm_dir(experiment_dir, experiment_id)
+    engine_dirs = [p for part in ("rollout-", "aux") for p in root.glob(f"{experiment_id}-{part}*")]
+    paths = ([root / "staging"] if staging else []) + (engine_dirs if engines else [])
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(OSError):  # still holds the other side's folders
+        root.rmdir()
 
 
 def _remove_versions_below(parent: Path, version: int) -> None:
@@ -304,7 +317,7 @@ class MemoryTransport(WeightTransport):
         return self.use_gpu
 
     def export_dir(self, experiment_dir: Path, experiment_id: str, version: int) -> Path:
-        return memory_staging_dir(experiment_id) / f"v{version}"
+        return memory_staging_dir(experiment_dir, experiment_id) / f"v{version}"
 
     def apply(self, llm: LLM, serve_dir: Path, model_dir: Path) -> None:
         # Staging and serve folders are both on /dev/shm: hard links, no bytes copied. On GPU this is
