@@ -17,12 +17,13 @@ from tasks.evaluate import comparison_rows, evaluate_taskset
 
 
 @flow(name="evaluate", log_prints=False)
-def evaluate(config: ExperimentConfig, step: int) -> list[dict]:
+def evaluate(config: ExperimentConfig, step: int, only: list[str] | None = None) -> list[dict]:
     """Score each of `buffer.explorer_input.eval_tasksets`, and `buffer.trainer_input.eval_pairs` where the
-    run trains; returns one result per taskset (and one for the pairs)."""
+    run trains (those named in `only`, when given); returns one result per taskset (and one for the pairs)."""
     task = evaluate_taskset.with_options(retries=config.explorer.max_retry_times)
-    results = [task(config, i, step) for i in range(len(config.buffer.explorer_input.eval_tasksets))]
-    if scores_pairs(config):
+    tasksets = config.buffer.explorer_input.eval_tasksets
+    results = [task(config, i, step) for i, taskset in enumerate(tasksets) if only is None or taskset.name in only]
+    if scores_pairs(config) and (only is None or config.buffer.trainer_input.eval_pairs.name in only):
         results.append(evaluate_pairs(config))
     if results:
         at_start = {} if step == 0 else read_json(experiment_dir(config) / layout.EVAL_AT_START, {})

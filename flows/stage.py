@@ -180,11 +180,14 @@ def planned_steps(config: ExperimentConfig) -> int:
     return compute_total_steps(len(load_taskset(taskset)), config.buffer.batch_size, config.buffer.total_epochs)
 
 
-def evaluate_and_log(config: ExperimentConfig, run_id: str, step: int) -> tuple[list[dict], dict[str, float]]:
-    """Evaluate every eval taskset; their tables go to MLflow, their metrics are returned for the step's."""
+def evaluate_and_log(
+    config: ExperimentConfig, run_id: str, step: int, only: list[str] | None = None,
+) -> tuple[list[dict], dict[str, float]]:
+    """Evaluate every eval taskset (those named in `only`, when given); their tables go to MLflow, their
+    metrics are returned for the step's."""
     from flows.evaluate import evaluate
 
-    evals = evaluate(config, step)
+    evals = evaluate(config, step, only)
     for result in evals:
         tracking.log_eval_table(config, run_id, result["name"], result["rows"], step)
     return evals, eval_step_metrics({r["name"]: r["metrics"] for r in evals})
@@ -197,45 +200,55 @@ def eval_step_metrics(evaluated: dict[str, dict]) -> dict[str, float]:
 
 def evaluate_baseline(config: ExperimentConfig, run_id: str) -> None:
     """The model before training (explorer.eval_on_startup), logged at step 0 and kept for a resumed run.
-    A model that is another stage's final model, evaluated at that stage's end with the same settings (the next
-    stage of a staged run), is not evaluated again: that evaluation is the baseline (minutes per stage on CPU)."""
-    if (evaluated := final_evaluation_of(config)) is not None:
-        get_run_logger().info("%s/%s: the model before training is %s, evaluated with these settings at the end of its "
-                              "stage: that evaluation is the baseline", config.project, config.name, config.model.model_path)
-        tracking.log_metrics(config, run_id, eval_step_metrics(evaluated), 0)
-        save_eval_at_start(config, evaluated)
-        return
-    baseline, metrics = evaluate_and_log(config, run_id, step=0)
-    tracking.log_metrics(config, run_id, metrics, 0)
-    save_eval_at_start(config, {r["name"]: r["metrics"] for r in baseline})
+    What another stage already evaluated on this very model at its end, with the same settings (the next stage
+    of a staged run), is not evaluated again: that evaluation is its baseline (minutes per taskset on CPU).
+    Only the rest is evaluated, e.g. the held-out pairs a DPO stage adds after a warm-up."""
+    from flows.evaluate import evaluated_names
+
+    names = evaluated_names(config)
+    if reused := final_evaluation_of(config):
+        get_run_logger().info("%s/%s: the model before training is %s, evaluated on %s with these settings at the end of "
+                              "its stage: that evaluation is the baseline", config.project, config.name,
+                              config.model.model_path, ", ".join(sorted(reused)))
+    fresh: dict[str, dict] = {}
+    if missing := [name for name in names if name not in reused]:
+        results, _ = evaluate_and_log(config, run_id, step=0, only=missing)
+        fresh = {r["name"]: r["metrics"] for r in results}
+    evaluated = {name: metrics for name in names if (metrics := reused.get(name, fresh.get(name))) is not None}
+    tracking.log_metrics(config, run_id, eval_step_metrics(evaluated), 0)
+    save_eval_at_start(config, evaluated)
 
 
-def eval_settings(config: ExperimentConfig) -> str:
-    """A digest of what an evaluation's numbers depend on besides the weights: the eval tasksets, the model's
-    settings (lengths, template) and the engines' (dtype, seed)."""
-    settings = {
-        "eval_tasksets": [t.model_dump(mode="json") for t in config.buffer.explorer_input.eval_tasksets],
-        "eval_pairs": pairs.model_dump(mode="json") if (pairs := config.buffer.trainer_input.eval_pairs) else None,
+def eval_settings(config: ExperimentConfig) -> dict[str, str]:
+    """Per evaluation (by its name), a digest of what its numbers depend on besides the weights: its eval
+    taskset (or the held-out pairs), the model's settings (lengths, template) and the engines' (dtype, seed)."""
+    common = {
         "model": config.model.model_dump(mode="json", exclude={"model_path"}),
         "rollout_model": config.explorer.rollout_model.model_dump(mode="json"),
     }
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+    evaluations = {t.name: t.model_dump(mode="json") for t in config.buffer.explorer_input.eval_tasksets}
+    if (pairs := config.buffer.trainer_input.eval_pairs) is not None:
+        evaluations[pairs.name] = pairs.model_dump(mode="json")
+    return {name: hashlib.sha256(json.dumps({"evaluation": item, **common}, sort_keys=True).encode()).hexdigest()
+            for name, item in evaluations.items()}
 
 
-def final_evaluation_of(config: ExperimentConfig) -> dict[str, dict] | None:
-    """{taskset: metrics} of the stage whose final model this stage starts from, when that stage evaluated it
-    at its end with this stage's settings; None otherwise."""
+def final_evaluation_of(config: ExperimentConfig) -> dict[str, dict]:
+    """{name: metrics} of the evaluations this stage would make that the stage whose final model it starts from
+    made at its end with the same settings (each judged on its own); {} when there are none."""
     from flows.evaluate import evaluated_names
 
     model = Path(config.model.model_path)
     if model.parts[-2:] != ("final", "huggingface"):  # not a stage's final model (a hub name, a folder of one's own)
-        return None
+        return {}
     summary = read_json(model.parent.parent / layout.SUMMARY, {})  # {experiment_dir}/final/huggingface
-    evaluated, names = summary.get("eval") or {}, evaluated_names(config)
+    evaluated, settings = summary.get("eval") or {}, summary.get("eval_settings")
     same_model = summary.get("final_model") and Path(summary["final_model"]).resolve() == model.resolve()
-    if same_model and summary.get("eval_settings") == eval_settings(config) and names and set(names) == set(evaluated):
-        return {name: evaluated[name] for name in names}
-    return None
+    if not same_model or not isinstance(settings, dict):  # a summary of before 2026-11-28 held one digest for all
+        return {}
+    wanted = eval_settings(config)
+    return {name: evaluated[name] for name in evaluated_names(config)
+            if name in evaluated and settings.get(name) == wanted.get(name)}
 
 
 def open_mlflow_run(config: ExperimentConfig, role: str = "main") -> dict[str, str]:
