@@ -138,6 +138,7 @@ def test_openai_client_chat_streaming_and_tool_calls_are_recorded(engine) -> Non
     assert len(engine.call_history("by-header")) == 1 and engine.call_history("chat-test") == []
 
 
+@pytest.mark.full  # CI's 90 minutes: scripts/test.sh --full (docs/testing.md, 2026-11-29)
 def test_tool_agent_runs_through_the_endpoint_and_its_calls_are_trained(config, engine) -> None:
     from backends.torch_trainer import TorchTrainer
 

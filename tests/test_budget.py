@@ -129,6 +129,7 @@ def steps_and_tasks(experiment: Path) -> list[tuple[int, int, str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.full  # CI's 90 minutes: scripts/test.sh --full (docs/testing.md, 2026-11-29)
 def test_a_token_budget_stops_the_run_and_a_larger_one_resumes_it(tmp_path: Path) -> None:
     from flows.rft import rft
 

@@ -20,7 +20,7 @@ from checkpointing.safe_load import load_tensors
 from deployments import load_recipe
 from tracking import tracking_uri
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.full]  # CI's 90 minutes: scripts/test.sh --full (docs/testing.md, 2026-11-29)
 
 CRITIC_METRICS = ("train/critic/value_loss", "train/critic/vf_explained_var", "train/critic/values_mean")
 

@@ -152,7 +152,7 @@ def wait_for_state(env: dict[str, str], flow_run_id: str, states: set[str], time
     pytest.fail(f"flow run {flow_run_id} still {state_of(env, flow_run_id)} after {timeout} s")
 
 
-@pytest.mark.parametrize("trainer_type", ["torch", "verl"])
+@pytest.mark.parametrize("trainer_type", [pytest.param("torch", marks=pytest.mark.full), "verl"])  # torch: scripts/test.sh --full
 def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dict[str, str], tmp_path: Path, trainer_type: str) -> None:
     """The CI smoke flow, and what a retry from the UI does: SIGKILL the run's process in the middle of
     step 2, `prefect flow-run retry` it, and it finishes from its step-1 checkpoint through the worker.

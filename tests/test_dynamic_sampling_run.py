@@ -25,7 +25,8 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("trainer_type", ["torch", pytest.param("verl", marks=pytest.mark.full)])
+@pytest.mark.full  # CI's 90 minutes: scripts/test.sh --full (docs/testing.md, 2026-11-29)
+@pytest.mark.parametrize("trainer_type", ["torch", "verl"])
 def test_a_run_in_turns_drops_all_equal_groups_and_fills_every_step(tmp_path: Path, trainer_type: str) -> None:
     """The explore side does it all, so every trainer backend gets it (veRL: scripts/test.sh --full)."""
     from flows.rft import rft
@@ -45,6 +46,7 @@ def test_a_run_in_turns_drops_all_equal_groups_and_fills_every_step(tmp_path: Pa
     assert history("explore/dynamic_sampling_dropped_share") == {1: 0.5, 2: 4 / 6, 3: 0.0}
 
 
+@pytest.mark.full  # CI's 90 minutes: scripts/test.sh --full (docs/testing.md, 2026-11-29)
 def test_a_run_killed_mid_step_and_run_again_trains_each_experience_once(tmp_path: Path) -> None:
     """Overlapped (the explorer a step ahead): SIGKILL the whole run while explore step 2 samples its second
     batch, then `rft run` the same experiment again."""

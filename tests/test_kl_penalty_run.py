@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 from deployments import load_recipe
 from tracking import tracking_uri
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.full]  # CI's 90 minutes: scripts/test.sh --full (docs/testing.md, 2026-11-29)
 
 
 def test_kl_penalty_is_logged_and_lowers_the_reward(tmp_path: Path) -> None:

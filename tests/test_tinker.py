@@ -136,6 +136,7 @@ class TestContract:
 
 @pytest.mark.slow
 @pytest.mark.tinker
+@pytest.mark.full  # CI's 90 minutes: scripts/test.sh --full (docs/testing.md, 2026-11-29)
 def test_kl_in_the_reward_is_scored_by_the_starting_weights_on_the_service(server_env: dict[str, str], tmp_path: Path,
                                                                             renderer: ChatRenderer) -> None:
     """algorithm.kl_penalty_fn on Tinker: the reference is a sampling client of the stage's starting weights

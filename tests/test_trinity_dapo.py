@@ -88,6 +88,7 @@ def test_the_dapo_example_imports_and_validates_with_local_substitutions(tmp_pat
     assert renderer.encode_plain(prompt) != renderer.render([{"role": "user", "content": task.raw["question"]}])
 
 
+@pytest.mark.full  # CI's 90 minutes: scripts/test.sh --full (docs/testing.md, 2026-11-29)
 @pytest.mark.slow  # Ray, vLLM and the torch trainer: one step of 2 tasks × 2 rollouts of 16 tokens
 def test_the_dapo_example_trains_a_step_on_the_plain_text_prompt(tmp_path: Path) -> None:
     path = user_file(tmp_path)

@@ -199,6 +199,7 @@ def test_sft_trains_on_verl(verl) -> None:
     assert losses[-1] < losses[0] and all(map(math.isfinite, losses)), losses
 
 
+@pytest.mark.full  # CI's 90 minutes: scripts/test.sh --full (docs/testing.md, 2026-11-29)
 @pytest.mark.parametrize("preset", ["topr", "asymre"])
 def test_our_losses_run_inside_verls_ppo_loss(verl, preset: str) -> None:
     """A loss veRL does not have (topr; asymre's opmd) runs as the loss mode of veRL's ppo_loss
