@@ -36,6 +36,18 @@ def dapo_overlong_args(args: dict[str, Any], max_tokens: int | None) -> tuple[in
     return max_length, cache, _number(args["penalty_factor"], "penalty_factor", float)
 
 
+def step_penalty_arg(args: dict[str, Any], reward_fn_type: str | None) -> float:
+    """reward_fn_args.step_penalty (default 0): what a response loses when all of its worked equations are
+    wrong, in proportion to the wrong share (workflows/worked_steps.py). A number ≥ 0; countdown_reward,
+    whose answer is one equation it scores itself, takes none."""
+    penalty = _number(args.get("step_penalty", 0.0), "step_penalty", float)
+    if penalty < 0:
+        raise RewardArgsError("step_penalty", f"{penalty} must be ≥ 0: it is subtracted")
+    if penalty and reward_fn_type == "countdown_reward":
+        raise RewardArgsError("step_penalty", "countdown_reward scores its one <answer> equation itself; remove it")
+    return penalty
+
+
 def _number(value: Any, key: str, kind: type[int] | type[float]) -> Any:
     """value as an int or float, or a RewardArgsError naming key (a YAML list, mapping or word is no number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):

@@ -31,7 +31,7 @@ from schemas.buffer import FormatConfig, StorageConfig, TasksetConfig
 from schemas.data_processor import DATA_JUICER, OPERATOR_ARGS
 from schemas.generators import GENERATOR_ARGS, generator_name, same_held_out
 from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
-from schemas.rewards import RewardArgsError, dapo_overlong_args
+from schemas.rewards import RewardArgsError, dapo_overlong_args, step_penalty_arg
 from schemas.secrets import is_loopback, redact, tinker_url_problem
 
 if TYPE_CHECKING:
@@ -397,12 +397,14 @@ def _taskset(r: Resolver, ts: TasksetConfig, path: str, *, is_eval: bool, index:
     if ra.max_tokens is None:
         r.derive(ra, "max_tokens", c.model.max_response_tokens, f"{path}.rollout_args.max_tokens",
                  "model.max_response_tokens")
-    if ts.default_reward_fn_type == "math_dapo_reward":
-        try:
+    try:
+        step_penalty_arg(ts.reward_fn_args or {}, ts.default_reward_fn_type)
+        if ts.default_reward_fn_type == "math_dapo_reward":
             dapo_overlong_args(ts.reward_fn_args or {}, ra.max_tokens)
-        except RewardArgsError as exc:
-            r.error(f"{path}.reward_fn_args.{exc.key}", exc.message)
-    elif c.model.max_response_tokens is not None and ra.max_tokens > c.model.max_response_tokens:
+    except RewardArgsError as exc:
+        r.error(f"{path}.reward_fn_args.{exc.key}", exc.message)
+    if (ts.default_reward_fn_type != "math_dapo_reward" and c.model.max_response_tokens is not None
+            and ra.max_tokens > c.model.max_response_tokens):
         r.error(f"{path}.rollout_args.max_tokens",
                 f"{ra.max_tokens} exceeds model.max_response_tokens ({c.model.max_response_tokens})")
 

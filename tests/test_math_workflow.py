@@ -7,6 +7,7 @@ exactly; the real vLLM engine has its own tests.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from workflows.math_workflow import (
     score_math,
 )
 from workflows.render import renderer_for
+from workflows.worked_steps import check_steps
 from workflows.runner import AllTasksFailedError, CoalescingEngine, WorkflowRunner
 
 RENDERER = renderer_for("HuggingFaceTB/SmolLM2-135M-Instruct")
@@ -487,6 +489,42 @@ def test_think_penalty_is_trinitys_with_think(tasks):
     assert [e.reward_breakdown["think_penalty"] for e in exps] == [0.0, -0.2, -0.2, -0.2, 0.0]
     assert "think_penalty" not in run_math(with_reward(tasks[0], "math_boxed_reward"), engine)[0].reward_breakdown
 
+
+
+def test_worked_steps_are_checked_one_by_one():
+    assert check_steps("65 + 10 = 75, 75 + 7 = 82. \\boxed{82}") == (2, 0)
+    assert check_steps("84 - 50 = 34, 34 - 7 = 29") == (2, 1)  # the borrow the warm-up gets wrong
+    assert check_steps("9 * 6 = 56 and 3 × 4 = 12, 4 - 9 = -5") == (3, 1)
+    assert check_steps("1.5 + 2 = 3.5, so 12 + 3 = 15.5") == (0, 0)  # decimals are not whole-number steps
+    assert check_steps("\\boxed{72}") == (0, 0)
+
+
+def test_step_penalty_takes_the_share_of_wrong_steps_off_the_reward(tasks):
+    """reward_fn_args.step_penalty: answers that end alike differ by their worked steps (gold: 72)."""
+    answers = ["48 + 24 = 72. \\boxed{72}", "48 + 24 = 70, 70 + 2 = 72. \\boxed{72}", "48 + 24 = 71. \\boxed{71}",
+               "\\boxed{72}", "40 + 8 = 48, 48 + 20 = 68. \\boxed{68}"]
+    engine = ScriptedEngine(lambda chat, i: answers[i])
+    task = with_reward(tasks[0], "math_boxed_reward", require_boxed=True, format_score=0.0, step_penalty=0.5)
+    exps = run_math(task, engine, repeat_times=5)
+    assert [e.reward_breakdown["step_penalty"] for e in exps] == [0.0, -0.25, -0.5, 0.0, 0.0]
+    assert [e.reward for e in exps] == pytest.approx([1.0, 0.75, -0.5, 1.0, 0.0])
+    assert "step_penalty" not in run_math(with_reward(tasks[0], "math_boxed_reward"), engine)[0].reward_breakdown
+
+
+@pytest.mark.parametrize(("args", "reward_fn", "message"), [
+    ({"step_penalty": -0.5}, None, "must be ≥ 0"),
+    ({"step_penalty": "much"}, None, "is not a number"),
+    ({"step_penalty": 0.5}, "countdown_reward", "countdown_reward scores its one <answer> equation itself"),
+])
+def test_a_wrong_step_penalty_is_named_before_anything_runs(args, reward_fn, message):
+    from pydantic import ValidationError
+
+    from deployments import load_recipe
+
+    with pytest.raises(ValidationError, match=re.escape(message)) as info:
+        load_recipe("arith").with_overrides({"buffer.explorer_input.taskset.reward_fn_args": args,
+                                             "buffer.explorer_input.taskset.default_reward_fn_type": reward_fn})
+    assert "buffer.explorer_input.taskset.reward_fn_args.step_penalty" in str(info.value)
 
 def test_accuracy_reward_gives_no_format_bonus(tasks):
     engine = ScriptedEngine(lambda chat, i: ["\\boxed{72}", "72 clips"][i])

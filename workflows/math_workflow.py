@@ -25,6 +25,9 @@ reward_fn_args of the taskset:
   think_penalty (float, default 0)     subtracted from a response without one <think>...</think> (in that
                                        order): Trinity's math_boxed_workflow with with_think, whose
                                        format_score_coef it is (`think_penalty` in the breakdown)
+  step_penalty (float, default 0)      subtracted in proportion to the share of the response's worked
+                                       equations `a op b = c` that are wrong (`step_penalty` in the breakdown;
+                                       workflows/worked_steps.py): a signal inside answers that end alike
 
 The taskset's default_reward_fn_type picks among Trinity's reward functions this scoring stands for:
   math_boxed_reward (or none)  the reward above
@@ -50,10 +53,11 @@ from typing import Any
 from math_verify import parse, verify
 
 from buffer.experience import Experience
-from schemas.rewards import MATH_WORKFLOW_REWARD_FNS, dapo_overlong_args
+from schemas.rewards import MATH_WORKFLOW_REWARD_FNS, dapo_overlong_args, step_penalty_arg
 from workflows.base import Workflow, register_workflow
 from workflows.countdown import COUNTDOWN_FORMAT_SCORE, countdown_truth, score_countdown
 from workflows.render import Messages
+from workflows.worked_steps import step_penalty
 
 # Used when the taskset's format.system_prompt is None.
 DEFAULT_SYSTEM_PROMPT = (
@@ -129,9 +133,9 @@ def score_math(
 
 def math_reward(breakdown: dict[str, float]) -> float:
     """The reward of a score_math breakdown: accuracy + the format bonus (+ DAPO's overlong penalty, + the
-    missing-<think> penalty)."""
+    missing-<think> penalty, + the wrong worked steps' penalty)."""
     return (breakdown["accuracy"] + breakdown["format_bonus"] + breakdown.get("overlong_penalty", 0.0)
-            + breakdown.get("think_penalty", 0.0))
+            + breakdown.get("think_penalty", 0.0) + breakdown.get("step_penalty", 0.0))
 
 
 def prompt_text(prompt: Messages | str) -> str:
@@ -217,6 +221,7 @@ class MathWorkflow(Workflow):
         require_boxed = kind == "math_dapo_reward" or bool(args.get("require_boxed", False))
         overlong = dapo_overlong_args(args, self.sampling_settings().max_tokens) if kind == "math_dapo_reward" else None
         think_penalty = float(args.get("think_penalty", 0.0))
+        steps = step_penalty_arg(args, kind)
 
         prompt = self.prompt()
         experiences = []
@@ -228,6 +233,8 @@ class MathWorkflow(Workflow):
                 breakdown["overlong_penalty"] = overlong_penalty(len(sample.response_token_ids), *overlong)
             if think_penalty:
                 breakdown["think_penalty"] = 0.0 if thinks(sample.text) else -think_penalty
+            if steps:
+                breakdown["step_penalty"] = step_penalty(sample.text, steps)
             experiences.append(
                 self.make_experience(
                     sample,
