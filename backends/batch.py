@@ -68,6 +68,8 @@ def collate(experiences: list[Experience], pad_token_id: int) -> TrainBatch:
             advantages[row, : len(response)] = torch.tensor(exp.token_advantages, dtype=torch.float32)
         else:
             advantages[row, : len(response)] = float(exp.advantage)  # type: ignore[arg-type]
+        if exp.token_rewards is not None:  # process rewards on top of the group's outcome advantage
+            advantages[row, : len(response)] += torch.tensor(exp.token_rewards, dtype=torch.float32)
     position_ids = (attention_mask.cumsum(dim=-1) - 1).clamp(min=0)
     topk_ids, topk_logprobs = _teacher_topk(experiences, response_width)
     return TrainBatch(

@@ -278,6 +278,7 @@ class TorchTrainer(TrainerBackend):
             and exp.advantage == 0.0
             and not exp.expert  # an expert row's loss is its likelihood
             and not any(exp.token_advantages or ())  # a teacher's advantages differ per token
+            and not any(exp.token_rewards or ())  # so do process rewards
             and self.algorithm.policy_loss_fn in ZERO_ADVANTAGE_LOSSES
             and self.reference is None
             and not algorithms.needs_entropy(self.algorithm)

@@ -37,13 +37,16 @@ class Experience:
     # The teacher's k likeliest tokens at each response position and their log-probs (policy_loss_fn topk_distill).
     teacher_topk_ids: list[list[int]] | None = None
     teacher_topk_logprobs: list[list[float]] | None = None
+    # Process rewards per response token (math_workflow's step_token_reward), added to the advantage of those tokens
+    # when the batch is built (backends/batch.py), after the outcome advantage of the group.
+    token_rewards: list[float] | None = None
     # An expert (SFT) row the mix sample strategy added to the batch (tasks/expert.py): not sampled by the policy.
     expert: bool = False
 
     def __post_init__(self) -> None:
         if not self.response_mask:
             self.response_mask = [1] * len(self.response_token_ids)
-        for name in ("teacher_logprobs", "token_advantages", "teacher_topk_ids", "teacher_topk_logprobs"):
+        for name in ("teacher_logprobs", "token_advantages", "token_rewards", "teacher_topk_ids", "teacher_topk_logprobs"):
             values = getattr(self, name)
             if values is not None and len(values) != len(self.response_token_ids):
                 raise ValueError(f"experience {self.eid}: {name} ({len(values)}) and response_token_ids "

@@ -48,6 +48,18 @@ def step_penalty_arg(args: dict[str, Any], reward_fn_type: str | None) -> float:
     return penalty
 
 
+def step_token_reward_arg(args: dict[str, Any], reward_fn_type: str | None) -> float:
+    """reward_fn_args.step_token_reward (default 0): a process reward per token, added to the advantage of the
+    tokens of each worked equation's result, + when it is right and − when wrong (workflows/worked_steps.py).
+    A number ≥ 0; countdown_reward takes none."""
+    reward = _number(args.get("step_token_reward", 0.0), "step_token_reward", float)
+    if reward < 0:
+        raise RewardArgsError("step_token_reward", f"{reward} must be ≥ 0: right steps get +, wrong ones −")
+    if reward and reward_fn_type == "countdown_reward":
+        raise RewardArgsError("step_token_reward", "countdown_reward scores its one <answer> equation itself; remove it")
+    return reward
+
+
 def _number(value: Any, key: str, kind: type[int] | type[float]) -> Any:
     """value as an int or float, or a RewardArgsError naming key (a YAML list, mapping or word is no number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):

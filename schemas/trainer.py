@@ -415,6 +415,10 @@ class TinkerTrainerConfig(TrainerBase):
                     f"{alg.policy_loss_fn!r} has no implementation the Tinker trainer can run (built-in or "
                     f"forward_backward_custom); supported: {', '.join(self.policy_losses())}")
         self._kl(r)
+        if (c.buffer.explorer_input.taskset.reward_fn_args or {}).get("step_token_reward"):
+            r.error("buffer.explorer_input.taskset.reward_fn_args.step_token_reward",
+                    "process rewards differ per token, and the Tinker trainer takes one advantage per sequence "
+                    "(backends/tinker/losses.py); use step_penalty (per answer) or trainer_type 'torch'")
         entropy = (alg.entropy_loss_fn_args or {}).get("entropy_coef", 0.0)
         if not is_off(alg.entropy_loss_fn) and alg.entropy_loss_fn not in self.ENTROPY_LOSSES and entropy:
             r.error("algorithm.entropy_loss_fn_args.entropy_coef",

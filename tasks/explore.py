@@ -149,9 +149,9 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         store.close()
     stats = result.stats
     accuracy = [e.reward_breakdown.get("accuracy", 0.0) for e in result.experiences]
-    measures = {  # the training samples' strict / lenient / format, as evaluation counts them
+    measures = {  # the training samples' strict / lenient / format, as evaluation counts them (+ math_workflow's wrong_steps)
         f"explore/{key}": sum(e.reward_breakdown[key] for e in result.experiences) / len(result.experiences)
-        for key in ("strict", "lenient", "format")
+        for key in ("strict", "lenient", "format", "wrong_steps")
         if result.experiences and all(key in e.reward_breakdown for e in result.experiences)
     }
     return measures | {f"explore/{k}": v for k, v in pipeline_metrics.items()} | {

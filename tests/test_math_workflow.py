@@ -32,7 +32,6 @@ from workflows.math_workflow import (
     score_math,
 )
 from workflows.render import renderer_for
-from workflows.worked_steps import check_steps
 from workflows.runner import AllTasksFailedError, CoalescingEngine, WorkflowRunner
 
 RENDERER = renderer_for("HuggingFaceTB/SmolLM2-135M-Instruct")
@@ -491,14 +490,6 @@ def test_think_penalty_is_trinitys_with_think(tasks):
 
 
 
-def test_worked_steps_are_checked_one_by_one():
-    assert check_steps("65 + 10 = 75, 75 + 7 = 82. \\boxed{82}") == (2, 0)
-    assert check_steps("84 - 50 = 34, 34 - 7 = 29") == (2, 1)  # the borrow the warm-up gets wrong
-    assert check_steps("9 * 6 = 56 and 3 × 4 = 12, 4 - 9 = -5") == (3, 1)
-    assert check_steps("1.5 + 2 = 3.5, so 12 + 3 = 15.5") == (0, 0)  # decimals are not whole-number steps
-    assert check_steps("\\boxed{72}") == (0, 0)
-
-
 def test_step_penalty_takes_the_share_of_wrong_steps_off_the_reward(tasks):
     """reward_fn_args.step_penalty: answers that end alike differ by their worked steps (gold: 72)."""
     answers = ["48 + 24 = 72. \\boxed{72}", "48 + 24 = 70, 70 + 2 = 72. \\boxed{72}", "48 + 24 = 71. \\boxed{71}",
@@ -509,6 +500,17 @@ def test_step_penalty_takes_the_share_of_wrong_steps_off_the_reward(tasks):
     assert [e.reward_breakdown["step_penalty"] for e in exps] == [0.0, -0.25, -0.5, 0.0, 0.0]
     assert [e.reward for e in exps] == pytest.approx([1.0, 0.75, -0.5, 1.0, 0.0])
     assert "step_penalty" not in run_math(with_reward(tasks[0], "math_boxed_reward"), engine)[0].reward_breakdown
+    assert [e.reward_breakdown["wrong_steps"] for e in exps] == [0.0, 0.5, 1.0, 0.0, 0.0]  # explore/wrong_steps
+
+
+def test_step_token_reward_marks_the_tokens_of_each_result(tasks):
+    """reward_fn_args.step_token_reward: per-token process rewards on the results, the answer's reward unchanged."""
+    engine = ScriptedEngine(lambda chat, i: ["48 + 24 = 70, 70 + 2 = 72. \\boxed{72}", "\\boxed{72}"][i])
+    task = with_reward(tasks[0], "math_boxed_reward", require_boxed=True, format_score=0.0, step_token_reward=0.3)
+    marked, plain = run_math(task, engine, repeat_times=2)
+    assert (marked.reward, plain.reward) == (1.0, 1.0) and marked.reward_breakdown["wrong_steps"] == 0.5
+    assert sorted(set(marked.token_rewards or [])) == [-0.3, 0.0, 0.3] and set(plain.token_rewards or []) == {0.0}
+    assert run_math(with_reward(tasks[0], "math_boxed_reward"), engine)[0].token_rewards is None
 
 
 @pytest.mark.parametrize(("args", "reward_fn", "message"), [

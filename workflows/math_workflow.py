@@ -28,6 +28,11 @@ reward_fn_args of the taskset:
   step_penalty (float, default 0)      subtracted in proportion to the share of the response's worked
                                        equations `a op b = c` that are wrong (`step_penalty` in the breakdown;
                                        workflows/worked_steps.py): a signal inside answers that end alike
+  step_token_reward (float, default 0) a process reward on the tokens of each worked equation's result: +
+                                       when right, − when wrong, added to those tokens' advantage
+                                       (Experience.token_rewards): credit for the one wrong fact, not the answer
+  With either, `wrong_steps` in the breakdown is the share of the answer's worked equations that are wrong
+  (explore/wrong_steps in the run's metrics).
 
 The taskset's default_reward_fn_type picks among Trinity's reward functions this scoring stands for:
   math_boxed_reward (or none)  the reward above
@@ -53,11 +58,11 @@ from typing import Any
 from math_verify import parse, verify
 
 from buffer.experience import Experience
-from schemas.rewards import MATH_WORKFLOW_REWARD_FNS, dapo_overlong_args, step_penalty_arg
+from schemas.rewards import MATH_WORKFLOW_REWARD_FNS, dapo_overlong_args, step_penalty_arg, step_token_reward_arg
 from workflows.base import Workflow, register_workflow
 from workflows.countdown import COUNTDOWN_FORMAT_SCORE, countdown_truth, score_countdown
 from workflows.render import Messages
-from workflows.worked_steps import step_penalty
+from workflows.worked_steps import check_steps, step_penalty, step_token_rewards
 
 # Used when the taskset's format.system_prompt is None.
 DEFAULT_SYSTEM_PROMPT = (
@@ -222,6 +227,7 @@ class MathWorkflow(Workflow):
         overlong = dapo_overlong_args(args, self.sampling_settings().max_tokens) if kind == "math_dapo_reward" else None
         think_penalty = float(args.get("think_penalty", 0.0))
         steps = step_penalty_arg(args, kind)
+        token_reward = step_token_reward_arg(args, kind)
 
         prompt = self.prompt()
         experiences = []
@@ -235,16 +241,14 @@ class MathWorkflow(Workflow):
                 breakdown["think_penalty"] = 0.0 if thinks(sample.text) else -think_penalty
             if steps:
                 breakdown["step_penalty"] = step_penalty(sample.text, steps)
-            experiences.append(
-                self.make_experience(
-                    sample,
-                    index,
-                    reward=math_reward(breakdown),
-                    breakdown=breakdown,
-                    prompt_text=prompt_text(prompt),
-                    info={"gold": gold},
-                )
-            )
+            if steps or token_reward:  # a measure: the share of the answer's worked equations that are wrong
+                found, wrong = check_steps(sample.text)
+                breakdown["wrong_steps"] = wrong / found if found else 0.0
+            exp = self.make_experience(sample, index, reward=math_reward(breakdown), breakdown=breakdown,
+                                       prompt_text=prompt_text(prompt), info={"gold": gold})
+            if token_reward:
+                exp.token_rewards = step_token_rewards(exp.response_token_ids, self.renderer.decode, token_reward)
+            experiences.append(exp)
         return experiences
 
     def _countdown(self, args: dict[str, Any]) -> list[Experience]:

@@ -10,6 +10,7 @@ steps tells those apart where the final answer scores them the same.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
 # Whole numbers only: not part of a decimal (1.5) on either side; a full stop after the result ends a sentence.
 _EQUATION = re.compile(r"(?<!\d)(?<!\d\.)(\d+)\s*([-+*×])\s*(\d+)\s*=\s*(-?\d+)(?!\d|\.\d)")
@@ -18,11 +19,27 @@ _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * 
 
 def check_steps(response: str) -> tuple[int, int]:
     """(equations found, equations wrong) in `response`, left to right, without overlaps."""
-    found = wrong = 0
-    for a, op, b, c in _EQUATION.findall(response):
-        found += 1
-        wrong += _OPS[op](int(a), int(b)) != int(c)
-    return found, wrong
+    results = [right for _, right in _results(response)]
+    return len(results), results.count(False)
+
+
+def _results(text: str) -> list[tuple[tuple[int, int], bool]]:
+    """Each equation's result: its (start, end) in `text` and whether it is right."""
+    return [(m.span(4), _OPS[m[2]](int(m[1]), int(m[3])) == int(m[4])) for m in _EQUATION.finditer(text)]
+
+
+def step_token_rewards(token_ids: Sequence[int], decode: Callable[[Sequence[int]], str], reward: float) -> list[float]:
+    """Per response token: +reward on the tokens that write a right equation's result, −reward on a wrong one's,
+    0 elsewhere. Tokens are placed in the text by decoding each prefix (`decode`: the tokenizer's), so the
+    spans are those of the tokens themselves whatever the engine's own detokenizing."""
+    ends = [len(decode(token_ids[: i + 1])) for i in range(len(token_ids))]
+    rewards = [0.0] * len(token_ids)
+    for (start, end), right in _results(decode(token_ids)):
+        for i, token_end in enumerate(ends):
+            token_start = ends[i - 1] if i else 0
+            if token_start < end and token_end > start:  # the token writes part of the result
+                rewards[i] = reward if right else -reward
+    return rewards
 
 
 def step_penalty(response: str, penalty: float) -> float:
