@@ -3,8 +3,9 @@
 A worked answer ("65 + 10 = 75, 75 + 7 = 82. \\boxed{82}") states equations `a op b = c` on whole numbers
 (op: + - * ×). Each is checked by computing it; the final answer's correctness is math-verify's
 (workflows/math_workflow.py). A sampled answer whose final number is right can still hold a wrong step
-that cancelled out, and among wrong answers one wrong fact differs from none right: the share of wrong
-steps tells those apart where the final answer scores them the same.
+that cancelled out, and among wrong answers one wrong fact differs from none right. The share of wrong steps
+(reward_fn_args.step_penalty, per answer) tells those apart where the final answer scores them the same; the
+tokens of each result (step_token_reward, per token) put the credit on the one fact that was wrong.
 """
 
 from __future__ import annotations
