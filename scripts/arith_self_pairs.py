@@ -72,11 +72,15 @@ def main() -> None:
     test = generate("arith", generator_args, "test")
     os.environ.update(cpu_engine_env(None))
     # The engine the recipe's warm-up samples with (lengths, dtype, cache), at this script's seed.
-    settings = replace(EngineSettings.from_config(recipe.resolve_stages()[0], str(args.model)), seed=args.seed)
+    # show_progress: vLLM's bar over the prompts, live, for the minutes of each of the two calls.
+    settings = replace(EngineSettings.from_config(recipe.resolve_stages()[0], str(args.model)), seed=args.seed,
+                       show_progress=True)
     engine = VLLMEngine("arith-self-pairs", asdict(settings))
     started = time.perf_counter()
     try:
+        print(f"==> sampling {len(train)} train rows once each", flush=True)
         train_pairs, train_right = sample_pairs(engine, str(args.model), train, 1)
+        print(f"==> sampling the {len(test)} held-out problems {args.test_samples} times each", flush=True)
         test_pairs, test_right = sample_pairs(engine, str(args.model), test, args.test_samples)
     finally:
         engine.shutdown()

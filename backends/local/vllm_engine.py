@@ -57,6 +57,7 @@ class EngineSettings:
     enable_chunked_prefill: bool = True
     sync_method: str = "checkpoint"
     shm_dir: str = ""  # the experiment's RAM-backed folder (weight_sync.shm_dir); "" : SHM_ROOT itself
+    show_progress: bool = False  # vLLM's progress bar on each batch call: for scripts a person watches, not runs
     # The OpenAI-compatible endpoint (backends.local.openai_server), when enable_openai_api.
     enable_openai_api: bool = False
     enable_history: bool = False
@@ -303,7 +304,8 @@ class VLLMEngine(RolloutEngine):
         from vllm import TokensPrompt
 
         if self.server is None:
-            return self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompts], params, use_tqdm=False)
+            return self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompts], params,
+                                     use_tqdm=self.settings.show_progress)
         return generate_on_loop(self.server.loop, self.llm, prompts, params)
 
     def _on_engine(self, fn: Any) -> Any:
