@@ -415,7 +415,8 @@ class TinkerTrainerConfig(TrainerBase):
                     f"{alg.policy_loss_fn!r} has no implementation the Tinker trainer can run (built-in or "
                     f"forward_backward_custom); supported: {', '.join(self.policy_losses())}")
         self._kl(r)
-        if (c.buffer.explorer_input.taskset.reward_fn_args or {}).get("step_token_reward"):
+        taskset = c.buffer.explorer_input.taskset  # None in an SFT stage
+        if taskset is not None and (taskset.reward_fn_args or {}).get("step_token_reward"):
             r.error("buffer.explorer_input.taskset.reward_fn_args.step_token_reward",
                     "process rewards differ per token, and the Tinker trainer takes one advantage per sequence "
                     "(backends/tinker/losses.py); use step_penalty (per answer) or trainer_type 'torch'")
