@@ -36,28 +36,21 @@ def dapo_overlong_args(args: dict[str, Any], max_tokens: int | None) -> tuple[in
     return max_length, cache, _number(args["penalty_factor"], "penalty_factor", float)
 
 
-def step_penalty_arg(args: dict[str, Any], reward_fn_type: str | None) -> float:
-    """reward_fn_args.step_penalty (default 0): what a response loses when all of its worked equations are
-    wrong, in proportion to the wrong share (workflows/worked_steps.py). A number ≥ 0; countdown_reward,
-    whose answer is one equation it scores itself, takes none."""
-    penalty = _number(args.get("step_penalty", 0.0), "step_penalty", float)
-    if penalty < 0:
-        raise RewardArgsError("step_penalty", f"{penalty} must be ≥ 0: it is subtracted")
-    if penalty and reward_fn_type == "countdown_reward":
-        raise RewardArgsError("step_penalty", "countdown_reward scores its one <answer> equation itself; remove it")
-    return penalty
+# math_workflow's checks of the worked steps (workflows/worked_steps.py), each a number ≥ 0 and why:
+#   step_penalty       what an answer loses when all of its worked equations are wrong, in proportion to the wrong share
+#   step_token_reward  a process reward on the tokens of each equation's result, + when it is right, − when wrong
+STEP_ARGS = {"step_penalty": "it is subtracted", "step_token_reward": "right steps get +, wrong ones −"}
 
 
-def step_token_reward_arg(args: dict[str, Any], reward_fn_type: str | None) -> float:
-    """reward_fn_args.step_token_reward (default 0): a process reward per token, added to the advantage of the
-    tokens of each worked equation's result, + when it is right and − when wrong (workflows/worked_steps.py).
-    A number ≥ 0; countdown_reward takes none."""
-    reward = _number(args.get("step_token_reward", 0.0), "step_token_reward", float)
-    if reward < 0:
-        raise RewardArgsError("step_token_reward", f"{reward} must be ≥ 0: right steps get +, wrong ones −")
-    if reward and reward_fn_type == "countdown_reward":
-        raise RewardArgsError("step_token_reward", "countdown_reward scores its one <answer> equation itself; remove it")
-    return reward
+def step_arg(args: dict[str, Any], key: str, reward_fn_type: str | None) -> float:
+    """reward_fn_args[key] (one of STEP_ARGS; default 0) as a number ≥ 0; countdown_reward, whose answer is one
+    equation it scores itself, takes none."""
+    value = _number(args.get(key, 0.0), key, float)
+    if value < 0:
+        raise RewardArgsError(key, f"{value} must be ≥ 0: {STEP_ARGS[key]}")
+    if value and reward_fn_type == "countdown_reward":
+        raise RewardArgsError(key, "countdown_reward scores its one <answer> equation itself; remove it")
+    return value
 
 
 def _number(value: Any, key: str, kind: type[int] | type[float]) -> Any:

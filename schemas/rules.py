@@ -31,7 +31,7 @@ from schemas.buffer import FormatConfig, StorageConfig, TasksetConfig
 from schemas.data_processor import DATA_JUICER, OPERATOR_ARGS
 from schemas.generators import GENERATOR_ARGS, generator_name, same_held_out
 from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
-from schemas.rewards import RewardArgsError, dapo_overlong_args, step_penalty_arg, step_token_reward_arg
+from schemas.rewards import RewardArgsError, dapo_overlong_args, step_arg
 from schemas.secrets import is_loopback, redact, tinker_url_problem
 
 if TYPE_CHECKING:
@@ -398,8 +398,8 @@ def _taskset(r: Resolver, ts: TasksetConfig, path: str, *, is_eval: bool, index:
         r.derive(ra, "max_tokens", c.model.max_response_tokens, f"{path}.rollout_args.max_tokens",
                  "model.max_response_tokens")
     try:
-        step_penalty_arg(ts.reward_fn_args or {}, ts.default_reward_fn_type)
-        if (step_token_reward_arg(ts.reward_fn_args or {}, ts.default_reward_fn_type) and not is_eval
+        step_arg(ts.reward_fn_args or {}, "step_penalty", ts.default_reward_fn_type)
+        if (step_arg(ts.reward_fn_args or {}, "step_token_reward", ts.default_reward_fn_type) and not is_eval
                 and needs_critic(c.algorithm)):
             raise RewardArgsError("step_token_reward", f"advantage_fn {c.algorithm.advantage_fn!r} makes every token's "
                                   "advantage from the critic's values (GAE), which leave process rewards out")

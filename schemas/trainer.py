@@ -31,6 +31,7 @@ from algorithms.kl import VERL_ESTIMATORS
 from algorithms.registry import is_off
 from schemas.base import ALIAS, Section, Variant, set_unmarked
 from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
+from schemas.rewards import RewardArgsError, step_arg
 from schemas.wiring import Entry, honoured, refused, warned
 
 TRAINER_TYPES = ("torch", "verl", "tinker")
@@ -415,8 +416,7 @@ class TinkerTrainerConfig(TrainerBase):
                     f"{alg.policy_loss_fn!r} has no implementation the Tinker trainer can run (built-in or "
                     f"forward_backward_custom); supported: {', '.join(self.policy_losses())}")
         self._kl(r)
-        taskset = c.buffer.explorer_input.taskset  # None in an SFT stage
-        if taskset is not None and (taskset.reward_fn_args or {}).get("step_token_reward"):
+        if self._takes_process_rewards(c.buffer.explorer_input.taskset):
             r.error("buffer.explorer_input.taskset.reward_fn_args.step_token_reward",
                     "process rewards differ per token, and the Tinker trainer takes one advantage per sequence "
                     "(backends/tinker/losses.py); use step_penalty (per answer) or trainer_type 'torch'")
@@ -436,6 +436,17 @@ class TinkerTrainerConfig(TrainerBase):
         if c.model.lora_configs is not None:
             r.warn("model.lora_configs is ignored: trainer_type is 'tinker', which trains its own LoRA "
                    f"(rank trainer.rank = {self.rank})")
+
+    @staticmethod
+    def _takes_process_rewards(taskset: Any) -> bool:
+        """Whether the training taskset (None in an SFT stage) gives per-token process rewards; a value that is no
+        number ≥ 0 is the taskset's own error (schemas/rules.py), not this one."""
+        if taskset is None:
+            return False
+        try:
+            return bool(step_arg(taskset.reward_fn_args or {}, "step_token_reward", taskset.default_reward_fn_type))
+        except RewardArgsError:
+            return False
 
     def _kl(self, r: Resolver) -> None:
         """KL toward the reference, in the reward (kl_penalty_fn) and in the loss (kl_loss_fn), runs with the stage's

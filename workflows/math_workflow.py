@@ -58,11 +58,11 @@ from typing import Any
 from math_verify import parse, verify
 
 from buffer.experience import Experience
-from schemas.rewards import MATH_WORKFLOW_REWARD_FNS, dapo_overlong_args, step_penalty_arg, step_token_reward_arg
+from schemas.rewards import MATH_WORKFLOW_REWARD_FNS, dapo_overlong_args, step_arg
 from workflows.base import Workflow, register_workflow
 from workflows.countdown import COUNTDOWN_FORMAT_SCORE, countdown_truth, score_countdown
 from workflows.render import Messages
-from workflows.worked_steps import check_steps, step_penalty, step_token_rewards
+from workflows.worked_steps import step_token_rewards, wrong_share
 
 # Used when the taskset's format.system_prompt is None.
 DEFAULT_SYSTEM_PROMPT = (
@@ -226,8 +226,8 @@ class MathWorkflow(Workflow):
         require_boxed = kind == "math_dapo_reward" or bool(args.get("require_boxed", False))
         overlong = dapo_overlong_args(args, self.sampling_settings().max_tokens) if kind == "math_dapo_reward" else None
         think_penalty = float(args.get("think_penalty", 0.0))
-        steps = step_penalty_arg(args, kind)
-        token_reward = step_token_reward_arg(args, kind)
+        steps = step_arg(args, "step_penalty", kind)
+        token_reward = step_arg(args, "step_token_reward", kind)
 
         prompt = self.prompt()
         experiences = []
@@ -239,11 +239,10 @@ class MathWorkflow(Workflow):
                 breakdown["overlong_penalty"] = overlong_penalty(len(sample.response_token_ids), *overlong)
             if think_penalty:
                 breakdown["think_penalty"] = 0.0 if thinks(sample.text) else -think_penalty
-            if steps:
-                breakdown["step_penalty"] = step_penalty(sample.text, steps)
             if steps or token_reward:  # a measure: the share of the answer's worked equations that are wrong
-                found, wrong = check_steps(sample.text)
-                breakdown["wrong_steps"] = wrong / found if found else 0.0
+                breakdown["wrong_steps"] = wrong_share(sample.text)
+            if steps:
+                breakdown["step_penalty"] = -steps * breakdown["wrong_steps"]
             exp = self.make_experience(sample, index, reward=math_reward(breakdown), breakdown=breakdown,
                                        prompt_text=prompt_text(prompt), info={"gold": gold})
             if token_reward:

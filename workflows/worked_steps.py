@@ -43,7 +43,7 @@ def step_token_rewards(token_ids: Sequence[int], decode: Callable[[Sequence[int]
     return rewards
 
 
-def step_penalty(response: str, penalty: float) -> float:
-    """−penalty × the share of wrong worked equations (0 when there are none to check)."""
+def wrong_share(response: str) -> float:
+    """The share of the worked equations in `response` that are wrong (0 when there are none to check)."""
     found, wrong = check_steps(response)
-    return -penalty * wrong / found if found else 0.0
+    return wrong / found if found else 0.0
