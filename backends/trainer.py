@@ -69,6 +69,10 @@ class TrainerBackend(ABC):
         the process it runs in (the trainer actor) and its children; a backend with worker processes adds theirs."""
         return process_tree_cpu_s()
 
+    def check_alive(self) -> None:
+        """Raise if a process the trainer needs beyond its own has died (the policy then starts the trainer
+        again from the latest checkpoint). By default there is none: the trainer's process answering is enough."""
+
     def close(self) -> None:
         """Free what the trainer holds beyond its own process (worker processes, placement groups)."""
 

@@ -112,15 +112,34 @@ def test_deployments_and_nightly_schedule(prefect_stack: dict[str, str]) -> None
 
 
 def flow_run_process(flow_run_id: str) -> int | None:
-    """The pid of the process the worker started for a flow run (it carries the run's id)."""
+    """The pid of the process the worker started for a flow run: the one process carrying the run's id
+    whose parent does not. Every process it starts (Ray's workers, veRL's, vLLM's) inherits the id too, and
+    pids are reused, so the lowest pid is not always the run's own (CI once killed a veRL worker instead)."""
+    carriers: dict[int, int] = {}  # pid -> parent pid
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 if f"PREFECT__FLOW_RUN_ID={flow_run_id}".encode() in (entry / "environ").read_bytes():
-                    return int(entry.name)
-            except OSError:
+                    carriers[int(entry.name)] = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
                 continue
-    return None
+    roots = [pid for pid, parent in carriers.items() if parent not in carriers]
+    return roots[0] if len(roots) == 1 else None
+
+
+def wait_until_gone(pid: int, timeout: float = 60) -> None:
+    """A killed process is gone once its worker has reaped it: a retry before then shares the run id with
+    a process still exiting, whose end the worker reports as the retry's crash."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if (Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()[0] == "Z":
+                time.sleep(0.2)
+                continue
+        except OSError:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"process {pid} still there {timeout} s after SIGKILL")
 
 
 def logs_with_subflows(env: dict[str, str], flow_run_id: str) -> str:
@@ -131,6 +150,14 @@ def logs_with_subflows(env: dict[str, str], flow_run_id: str) -> str:
     with urllib.request.urlopen(request, timeout=10) as response:
         children = [run["id"] for run in json.load(response)]
     return "\n".join(prefect(env, "flow-run", "logs", run).stdout for run in [flow_run_id, *children])
+
+
+def why_it_ended(env: dict[str, str], flow_run_id: str) -> str:
+    """What a failed assertion on a run's end shows: the tails of its logs and of the workers' logs (a
+    CRASHED run's own logs stop where its process died; the worker logs the exit code)."""
+    home = Path(env["PREFECT_HOME"])
+    workers = "\n".join(f"--- {log.name}\n{log.read_text()[-3000:]}" for log in sorted((home / "logs").glob("worker-*.log")))
+    return f"--- the run's logs\n{logs_with_subflows(env, flow_run_id)[-6000:]}\n{workers}"
 
 
 def state_of(env: dict[str, str], flow_run_id: str) -> str:
@@ -183,11 +210,13 @@ def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dic
     pid = flow_run_process(flow_run_id)
     assert pid is not None, "the flow run's process was not found"
     os.kill(pid, signal.SIGKILL)
-    assert wait_for_state(prefect_stack, flow_run_id, {"CRASHED", "FAILED"}, 180)
+    assert wait_for_state(prefect_stack, flow_run_id, {"CRASHED", "FAILED"}, 180) == "CRASHED"
+    wait_until_gone(pid)
 
     retried = prefect(prefect_stack, "flow-run", "retry", flow_run_id)
     assert retried.returncode == 0, retried.stdout + retried.stderr
-    assert wait_for_state(prefect_stack, flow_run_id, {"COMPLETED", "FAILED", "CRASHED"}, 900) == "COMPLETED"
+    ended = wait_for_state(prefect_stack, flow_run_id, {"COMPLETED", "FAILED", "CRASHED"}, 900)
+    assert ended == "COMPLETED", f"the retry ended {ended}\n{why_it_ended(prefect_stack, flow_run_id)}"
     logs = prefect(prefect_stack, "flow-run", "logs", flow_run_id).stdout
     assert "resuming after step 1" in logs
 
@@ -221,7 +250,8 @@ def kill_and_retry(env: dict[str, str], flow_run_id: str) -> None:
     pid = flow_run_process(flow_run_id)
     assert pid is not None, "the flow run's process was not found"
     os.kill(pid, signal.SIGKILL)
-    assert wait_for_state(env, flow_run_id, {"CRASHED", "FAILED"}, 180)
+    assert wait_for_state(env, flow_run_id, {"CRASHED", "FAILED"}, 180) == "CRASHED"
+    wait_until_gone(pid)
     retried = prefect(env, "flow-run", "retry", flow_run_id)
     assert retried.returncode == 0, retried.stdout + retried.stderr
 

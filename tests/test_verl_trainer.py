@@ -152,6 +152,33 @@ def test_a_fresh_trainer_resumes_from_the_checkpoint(verl, renderer: ChatRendere
     assert policy_contract._close(policy.trainer.logprobs([exp])[0], saved)
 
 
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_a_dead_verl_worker_counts_as_a_dead_trainer_and_is_started_again(verl, renderer: ChatRenderer, checkpoint: Path) -> None:
+    """One FSDP rank killed as the OOM killer would (SIGKILL): the trainer actor still answers, but the
+    policy's self-healing sees the trainer as dead, starts it with new workers, and the checkpoint
+    restores the same weights. (Before, the trainer counted as alive and the run failed: seen on CI.)"""
+    import os
+    import signal
+
+    _, policy, model_dir = verl
+    exp = policy_contract.target_experience(renderer, eid="dead-rank")
+    policy.trainer.load_checkpoint(checkpoint / "actor")
+    saved = policy.trainer.logprobs([exp])[0]
+    assert not policy.revive_trainer(model_dir, total_steps=100)  # all alive: nothing to do
+    ranks = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).startswith("ray::VerlWorker")]
+    assert len(ranks) == 2, ranks  # Ray titles an actor's process by its class
+    os.kill(ranks[0], signal.SIGKILL)
+    assert policy.revive_trainer(model_dir, total_steps=100)
+    policy.trainer.load_checkpoint(checkpoint / "actor")
+    assert policy_contract._close(policy.trainer.logprobs([exp])[0], saved)
+
+
 def test_the_checkpoint_converts_to_a_model_transformers_loads(checkpoint: Path, tmp_path: Path) -> None:
     import shutil
 

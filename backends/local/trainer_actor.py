@@ -71,6 +71,7 @@ class TrainerActor:
     def ping(self) -> dict[str, Any]:
         import torch
 
+        self.backend.check_alive()  # veRL: every worker process, not only this one
         return {"pid": os.getpid(), "global_step": self.backend.global_step, "threads": torch.get_num_threads()}
 
 

@@ -112,6 +112,13 @@ class VerlTrainer(TrainerBackend):
         """The controller's process and every worker process (separate Ray actors, not its children)."""
         return super().cpu_seconds() + sum(self.workers.cpu_seconds())
 
+    def check_alive(self) -> None:
+        """Every worker answers. One that died (killed for memory, say) leaves its ranks' process group
+        unable to go on, so the trainer as a whole counts as dead and is started again."""
+        import ray
+
+        ray.get([worker.__ray_ready__.remote() for worker in self.workers.workers], timeout=60)
+
     def close(self) -> None:
         """Stop the workers and free their placement group (a second group would wait for it forever)."""
         import ray
