@@ -47,13 +47,14 @@ MODE_FLOWS: dict[str, StageFlow] = {
 }
 
 
-def _release(flow: Any, run: Any, state: Any) -> None:
-    """State hook (completed, failed, crashed, cancelled): engines and trainer never outlive a run."""
-    params = run.parameters or {}
+def _release(flow: Any, flow_run: Any, state: Any) -> None:
+    """State hook (completed, failed, crashed, cancelled): engines and trainer never outlive a run. The
+    parameters are named as Prefect names them: a worker calls the crashed and cancelled hooks by keyword."""
+    params = flow_run.parameters or {}
     try:
         config = ExperimentConfig.model_validate(params["config"]).with_overrides(params.get("overrides") or {})
         if params.get("name_per_flow_run"):
-            config = named_for_flow_run(config, run)
+            config = named_for_flow_run(config, flow_run)
     except Exception:  # an invalid config never started anything
         return
     for stage in config.resolve_stages():

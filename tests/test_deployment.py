@@ -219,6 +219,10 @@ def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dic
     assert ended == "COMPLETED", f"the retry ended {ended}\n{why_it_ended(prefect_stack, flow_run_id)}"
     logs = prefect(prefect_stack, "flow-run", "logs", flow_run_id).stdout
     assert "resuming after step 1" in logs
+    # The worker ran the crashed run's on_crashed hook itself (its process was gone), calling it by keyword
+    worker_log = (Path(prefect_stack["PREFECT_HOME"]) / "logs" / f"worker-{prefect_yaml.CPU_POOL}.log").read_text()
+    assert "Running hook '_release' in response to entering state 'Crashed'" in worker_log
+    assert "error was encountered while running hook" not in worker_log, worker_log[-4000:]
 
     (summary_path,) = root.glob("rft/smoke-*/summary.json")  # one experiment for the run and its retry
     summary = json.loads(summary_path.read_text())
