@@ -45,10 +45,18 @@ def _test_shares(args: ArithArgs) -> dict[str, int]:
     return {op: shares[op] for op in args.operations}
 
 
-def _solution(a: int, op: str, b: int) -> str:
-    """A worked answer in small steps (tens, then ones), ending in \\boxed{}: the SFT warm-up's target.
-    Each step is one a small model already gets right more often than the whole sum."""
+def _solution(a: int, op: str, b: int, style: str = "tens-ones") -> str:
+    """A worked answer in small steps, ending in \\boxed{}: the SFT warm-up's target. Each step is one a small
+    model already gets right more often than the whole sum.
+
+    tens-ones  the tens, then the ones: `84 - 50 = 34, 34 - 7 = 27`
+    via-ten    the same, but ones that cross a ten go to the ten first (`34 - 4 = 30, 30 - 3 = 27`), and a
+               product is written smaller factor first (`3 * 5 = 15, so 5 * 3 = 15`): a held-out product's
+               twin is a trained one"""
     result = _answer(a, op, b)
+    if style == "via-ten":
+        steps = ", ".join(_via_ten(a, op, b))
+        return f"{steps}. \\boxed{{{result}}}"
     tens, ones = b - b % 10, b % 10
     if op == "*" or b < 10 or ones == 0:
         steps = f"{a} {op} {b} = {result}."
@@ -59,25 +67,45 @@ def _solution(a: int, op: str, b: int) -> str:
     return f"{steps} \\boxed{{{result}}}"
 
 
+def _via_ten(a: int, op: str, b: int) -> list[str]:
+    """The equations of a `via-ten` worked answer (see _solution)."""
+    if op == "*":
+        return [f"{b} * {a} = {a * b}", f"so {a} * {b} = {a * b}"] if a > b else [f"{a} * {b} = {a * b}"]
+    sign = 1 if op == "+" else -1
+    tens, ones = b - b % 10, b % 10
+    steps, at = [], a
+    if tens:
+        steps.append(f"{at} {op} {tens} = {at + sign * tens}")
+        at += sign * tens
+    if ones:
+        # to the ten first when the ones cross it: 75 + 7 -> 75 + 5 = 80, 80 + 2 = 82; 34 - 7 -> 34 - 4, 30 - 3
+        first = (10 - at % 10) if op == "+" else at % 10
+        if 0 < first < ones:
+            steps.append(f"{at} {op} {first} = {at + sign * first}")
+            at, ones = at + sign * first, ones - first
+        steps.append(f"{at} {op} {ones} = {at + sign * ones}")
+    return steps or [f"{a} {op} {b} = {_answer(a, op, b)}"]
+
+
 # How far a rejected answer is off: near misses, as a small model's slips are (a carry, a tens digit).
 _SLIPS = (-10, -2, -1, 1, 2, 10)
 
 
-def _rejected(a: int, op: str, b: int) -> str:
+def _rejected(a: int, op: str, b: int, style: str = "tens-ones") -> str:
     """A worked answer in the solution's form whose last result is wrong (a near miss, never negative, the same for
     the same problem): the rejected side of a preference pair whose chosen side is the solution."""
     result = _answer(a, op, b)
     slips = [d for d in _SLIPS if result + d >= 0]
     wrong = result + random.Random(f"{a}{op}{b}/slip").choice(slips)
-    right = _solution(a, op, b)
+    right = _solution(a, op, b, style)
     steps = right.rsplit(" \\boxed{", 1)[0].removesuffix(f"{result}.")
     return f"{steps}{wrong}. \\boxed{{{wrong}}}"
 
 
-def _row(a: int, op: str, b: int) -> dict[str, Any]:
+def _row(a: int, op: str, b: int, style: str) -> dict[str, Any]:
     return {
         "question": f"What is {a} {op} {b}?", "answer": str(_answer(a, op, b)), "operation": op,
-        "solution": _solution(a, op, b), "rejected": _rejected(a, op, b),
+        "solution": _solution(a, op, b, style), "rejected": _rejected(a, op, b, style),
     }
 
 
@@ -94,7 +122,7 @@ def _arith_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
     for op in args.operations:
         problems = _problems(op, getattr(args, RANGE_FIELD[op]), args.negative_results)
         random.Random(f"{args.seed}/{op}").shuffle(problems)
-        test += [_row(a, op, b) for a, b in problems[: shares[op]]]
+        test += [_row(a, op, b, args.solution_style) for a, b in problems[: shares[op]]]
         pools[op] = [(a, b) for a, b in problems[shares[op] :] if _in(b, args.train_second_operand)]
     random.Random(f"{args.seed}/test").shuffle(test)  # any prefix (test[:100]) mixes the operations
     rng = random.Random(f"{args.seed}/train")
@@ -105,7 +133,7 @@ def _arith_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
     for _ in range(args.train_size):
         op = rng.choice(operations)
         a, b = rng.choice(pools[op])
-        train.append(_row(a, op, b))
+        train.append(_row(a, op, b, args.solution_style))
     return {"train": train, "test": test}
 
 

@@ -30,7 +30,7 @@ class ArithArgs(Section):
     """
 
     # Arguments that shape only the train split: an eval taskset may differ in them and still hold out the same problems.
-    TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset({"train_size", "train_second_operand"})
+    TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset({"train_size", "train_second_operand", "solution_style"})
 
     seed: int = Field(0, description="Seed of which problems are held out and of the train split's order.")
     operations: list[Operation] = Field(["+", "-", "*"], min_length=1, description="Operations: +, -, *.")
@@ -40,6 +40,12 @@ class ArithArgs(Section):
     negative_results: bool = Field(False, description="Allow a - b with b > a (else the larger operand comes first).")
     train_size: int = Field(5000, ge=1, description="Rows of the train split.")
     test_size: int = Field(300, ge=1, description="Rows of the test split (held-out problems).")
+    solution_style: Literal["tens-ones", "via-ten"] = Field(
+        "tens-ones",
+        description="The worked answers (the `solution` and `rejected` columns): 'tens-ones' adds or takes the tens, "
+        "then the ones (`84 - 50 = 34, 34 - 7 = 27`); 'via-ten' goes to the ten first when the ones cross it "
+        "(`34 - 4 = 30, 30 - 3 = 27`) and writes a product smaller factor first (`3 * 5 = 15, so 5 * 3 = 15`).",
+    )
     train_second_operand: tuple[int, int] | None = Field(
         None,
         description="Train split only: draw only problems whose second operand is in this range, e.g. [0, 9] to "

@@ -82,14 +82,35 @@ def test_recipe_defaults_are_filled_in_and_different_arguments_warn():
         load_recipe("gsm8k").with_overrides({"buffer.explorer_input.taskset.generator_args": {"seed": 1}})
 
 
-def test_worked_solutions_are_right_step_by_step():
+@pytest.mark.parametrize("style", ["tens-ones", "via-ten"])
+def test_worked_solutions_are_right_step_by_step(style: str):
     import re
 
-    for row in arith(ArithArgs(), "train")[:500] + arith(ArithArgs(), "test"):
+    args = ArithArgs(solution_style=style)
+    for row in arith(args, "train")[:500] + arith(args, "test"):
         steps, boxed = row["solution"].rsplit("\\boxed{", 1)
         assert boxed == row["answer"] + "}", row
         for a, op, b, result in re.findall(r"(\d+) ([-+*]) (\d+) = (-?\d+)", steps):
             assert {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}[op] == int(result), row
+
+
+def test_via_ten_steps_never_cross_a_ten_in_the_ones_and_products_go_smaller_factor_first():
+    """The via-ten style's point: no one-digit step carries or borrows (`34 - 7` is `34 - 4 = 30, 30 - 3 = 27`),
+    and a product is first written smaller factor first, so a held-out `5 * 3` leans on a trained `3 * 5`; the
+    held-out problems stay those of the default style."""
+    import re
+
+    args = ArithArgs(solution_style="via-ten")
+    rows = arith(args, "train")[:2000] + arith(args, "test")
+    for row in rows:
+        for a, op, b, result in re.findall(r"(\d+) ([-+]) (\d) = (\d+)", row["solution"]):
+            assert int(a) // 10 == int(result) // 10 or int(result) % 10 == 0 or int(a) % 10 == 0, row
+        if row["operation"] == "*":
+            a, b = map(int, re.findall(r"\d+", row["question"]))
+            assert row["solution"].startswith(f"{min(a, b)} * {max(a, b)} = {a * b}"), row
+    assert [r["question"] for r in arith(args, "test")] == [r["question"] for r in arith(ArithArgs(), "test")]
+    assert arith(ArithArgs(), "train")[0]["solution"] == "65 + 10 = 75, 75 + 7 = 82. \\boxed{82}"
+    assert arith(args, "train")[0]["solution"] == "65 + 10 = 75, 75 + 5 = 80, 80 + 2 = 82. \\boxed{82}"
 
 
 def test_rejected_answers_are_the_solution_with_a_wrong_last_result():
