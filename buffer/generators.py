@@ -50,13 +50,18 @@ def _solution(a: int, op: str, b: int, style: str = "tens-ones") -> str:
     model already gets right more often than the whole sum.
 
     tens-ones  the tens, then the ones: `84 - 50 = 34, 34 - 7 = 27`
-    via-ten    the same, but ones that cross a ten go to the ten first (`34 - 4 = 30, 30 - 3 = 27`), and a
+    columns    digit by digit, ones first, the carry or borrow a step of its own:
+               `14 - 7 = 7, 8 - 1 = 7, 7 - 5 = 2, so 84 - 57 = 27` (a product as tens-ones)
+    via-ten    the same as tens-ones, but ones that cross a ten go to the ten first (`34 - 4 = 30, 30 - 3 = 27`), and a
                product is written smaller factor first (`3 * 5 = 15, so 5 * 3 = 15`): a held-out product's
                twin is a trained one"""
     result = _answer(a, op, b)
     if style == "via-ten":
         steps = ", ".join(_via_ten(a, op, b))
         return f"{steps}. \\boxed{{{result}}}"
+    if style == "columns" and op != "*":
+        steps = ", ".join(_columns(a, op, b))
+        return f"{steps}, so {a} {op} {b} = {result}. \\boxed{{{result}}}"
     tens, ones = b - b % 10, b % 10
     if op == "*" or b < 10 or ones == 0:
         steps = f"{a} {op} {b} = {result}."
@@ -65,6 +70,21 @@ def _solution(a: int, op: str, b: int, style: str = "tens-ones") -> str:
     else:
         steps = f"{a} - {tens} = {a - tens}, {a - tens} - {ones} = {result}."
     return f"{steps} \\boxed{{{result}}}"
+
+
+def _columns(a: int, op: str, b: int) -> list[str]:
+    """The equations of a `columns` worked answer of a + b or a - b (see _solution); a's tens may exceed 9."""
+    (a_tens, a_ones), (b_tens, b_ones) = divmod(a, 10), divmod(b, 10)
+    if op == "+":
+        ones = a_ones + b_ones
+        steps = [f"{a_ones} + {b_ones} = {ones}", f"{a_tens} + {b_tens} = {a_tens + b_tens}"]
+        if ones >= 10:
+            steps.append(f"{a_tens + b_tens} + 1 = {a_tens + b_tens + 1}")
+        return steps
+    if a_ones >= b_ones:
+        return [f"{a_ones} - {b_ones} = {a_ones - b_ones}", f"{a_tens} - {b_tens} = {a_tens - b_tens}"]
+    return [f"{a_ones + 10} - {b_ones} = {a_ones + 10 - b_ones}", f"{a_tens} - 1 = {a_tens - 1}",
+            f"{a_tens - 1} - {b_tens} = {a_tens - 1 - b_tens}"]
 
 
 def _via_ten(a: int, op: str, b: int) -> list[str]:

@@ -82,7 +82,7 @@ def test_recipe_defaults_are_filled_in_and_different_arguments_warn():
         load_recipe("gsm8k").with_overrides({"buffer.explorer_input.taskset.generator_args": {"seed": 1}})
 
 
-@pytest.mark.parametrize("style", ["tens-ones", "via-ten"])
+@pytest.mark.parametrize("style", ["tens-ones", "columns", "via-ten"])
 def test_worked_solutions_are_right_step_by_step(style: str):
     import re
 
