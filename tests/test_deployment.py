@@ -207,14 +207,7 @@ def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dic
             logs = prefect(prefect_stack, "flow-run", "logs", flow_run_id).stdout
             pytest.fail(f"the smoke run ended before step 2: {state_of(prefect_stack, flow_run_id)}\n{logs[-4000:]}")
         time.sleep(0.5)
-    pid = flow_run_process(flow_run_id)
-    assert pid is not None, "the flow run's process was not found"
-    os.kill(pid, signal.SIGKILL)
-    assert wait_for_state(prefect_stack, flow_run_id, {"CRASHED", "FAILED"}, 180) == "CRASHED"
-    wait_until_gone(pid)
-
-    retried = prefect(prefect_stack, "flow-run", "retry", flow_run_id)
-    assert retried.returncode == 0, retried.stdout + retried.stderr
+    kill_and_retry(prefect_stack, flow_run_id)
     ended = wait_for_state(prefect_stack, flow_run_id, {"COMPLETED", "FAILED", "CRASHED"}, 900)
     assert ended == "COMPLETED", f"the retry ended {ended}\n{why_it_ended(prefect_stack, flow_run_id)}"
     logs = prefect(prefect_stack, "flow-run", "logs", flow_run_id).stdout
@@ -249,13 +242,28 @@ def start_deployment(env: dict[str, str], deployment: str, overrides: dict) -> s
     return next(line.split()[-1] for line in started.stdout.splitlines() if "UUID" in line)
 
 
+HOOK_ENDED = ("Hook '_release' finished running successfully", "error was encountered while running hook '_release'")
+
+
+def hooks_ended(env: dict[str, str]) -> int:
+    """How many times the rft flow's state hook has ended, in the workers' logs."""
+    logs = "".join(log.read_text(errors="replace") for log in (Path(env["PREFECT_HOME"]) / "logs").glob("worker-*.log"))
+    return sum(logs.count(line) for line in HOOK_ENDED)
+
+
 def kill_and_retry(env: dict[str, str], flow_run_id: str) -> None:
-    """SIGKILL the flow run's process, as a crash would, and retry it as the UI's Retry does."""
+    """SIGKILL the flow run's process, as a crash would, and retry it as the UI's Retry does: once the process
+    is gone and the worker has run the crashed run's hook (it frees what the run held; a retry racing it
+    could lose its new engines' shared memory to it)."""
     pid = flow_run_process(flow_run_id)
     assert pid is not None, "the flow run's process was not found"
+    ended_before = hooks_ended(env)
     os.kill(pid, signal.SIGKILL)
     assert wait_for_state(env, flow_run_id, {"CRASHED", "FAILED"}, 180) == "CRASHED"
     wait_until_gone(pid)
+    deadline = time.time() + 120
+    while hooks_ended(env) == ended_before and time.time() < deadline:
+        time.sleep(0.5)
     retried = prefect(env, "flow-run", "retry", flow_run_id)
     assert retried.returncode == 0, retried.stdout + retried.stderr
 
