@@ -45,9 +45,9 @@ def _test_shares(args: ArithArgs) -> dict[str, int]:
     return {op: shares[op] for op in args.operations}
 
 
-def _solution(a: int, op: str, b: int, style: str = "tens-ones") -> str:
+def _solution(a: int, op: str, b: int, style: str) -> str:
     """A worked answer in small steps, ending in \\boxed{}: the SFT warm-up's target. Each step is one a small
-    model already gets right more often than the whole sum.
+    model already gets right more often than the whole sum. `style` is ArithArgs.solution_style:
 
     tens-ones  the tens, then the ones: `84 - 50 = 34, 34 - 7 = 27`
     columns    digit by digit, ones first, the carry or borrow a step of its own:
@@ -111,7 +111,7 @@ def _via_ten(a: int, op: str, b: int) -> list[str]:
 _SLIPS = (-10, -2, -1, 1, 2, 10)
 
 
-def _rejected(a: int, op: str, b: int, style: str = "tens-ones") -> str:
+def _rejected(a: int, op: str, b: int, style: str) -> str:
     """A worked answer in the solution's form whose last result is wrong (a near miss, never negative, the same for
     the same problem): the rejected side of a preference pair whose chosen side is the solution."""
     result = _answer(a, op, b)
