@@ -116,9 +116,14 @@ def _one_prompt(experiences: list[Experience]) -> bool:
     return all(e.prompt_token_ids == experiences[0].prompt_token_ids for e in experiences)
 
 
-def micro_batches(experiences: list[Experience], size: int, pairs: bool = False) -> list[list[Experience]]:
+def micro_batches(experiences: list[Experience], size: int, pairs: bool = False,
+                  by_prompt: bool = False) -> list[list[Experience]]:
     """Split a batch into micro-batches, the samples of one prompt together and by response length,
     so that micro-batches share their prompt where they can and little compute goes to padding.
+
+    `by_prompt` (the trainer's share_prompt): a prompt with several samples gets micro-batches of its own,
+    which run that prompt once (a GRPO group of 8 in a micro-batch of 16 would otherwise run 16 prompts);
+    rows whose prompt is theirs alone are packed together as before.
 
     `pairs`: the batch is (chosen, rejected) pairs of rows, which a preference loss compares: each pair stays
     together and in order, `size // 2` pairs (at least one) a micro-batch; a pair shares its prompt."""
@@ -127,8 +132,20 @@ def micro_batches(experiences: list[Experience], size: int, pairs: bool = False)
             raise ValueError(f"a batch of preference pairs has an even number of rows; got {len(experiences)}")
         per = max(size // 2, 1) * 2
         return [experiences[i : i + per] for i in range(0, len(experiences), per)]
+    size = max(size, 1)
+
     def key(e: Experience) -> tuple[int, list[int], int]:
         return len(e.prompt_token_ids), e.prompt_token_ids, len(e.response_token_ids)
 
     ordered = sorted(experiences, key=key)
-    return [ordered[i : i + size] for i in range(0, len(ordered), max(size, 1))]
+    if not by_prompt:
+        return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+    groups: list[list[Experience]] = []
+    for exp in ordered:
+        if groups and groups[-1][0].prompt_token_ids == exp.prompt_token_ids:
+            groups[-1].append(exp)
+        else:
+            groups.append([exp])
+    alone = [g[0] for g in groups if len(g) == 1]
+    shared = [g[i : i + size] for g in groups if len(g) > 1 for i in range(0, len(g), size)]
+    return shared + [alone[i : i + size] for i in range(0, len(alone), size)]

@@ -131,7 +131,7 @@ class TorchTrainer(TrainerBackend):
         }
         trained = [e for e in batch if not self._adds_nothing(e)]
         pairs = algorithms.is_preference_loss(self.algorithm.policy_loss_fn)  # dpo: the rows are (chosen, rejected)
-        chunks = micro_batches(trained, self.config.trainer.micro_batch_size, pairs=pairs)
+        chunks = micro_batches(trained, self.config.trainer.micro_batch_size, pairs=pairs, by_prompt=self.share_prompt)
         micros = [collate([_with_advantage(e) for e in c] if self.critic else c, self.pad_token_id) for c in chunks]
         critic_metrics: dict[str, float] = {}
         if self.critic is not None and micros:  # before the policy: the old values make the advantages (veRL's order)
@@ -197,7 +197,7 @@ class TorchTrainer(TrainerBackend):
     def _logprobs_of(self, model: torch.nn.Module, batch: list[Experience]) -> list[list[float]]:
         out: dict[str, list[float]] = {}
         with torch.no_grad():
-            for chunk in micro_batches(batch, self.config.trainer.micro_batch_size):
+            for chunk in micro_batches(batch, self.config.trainer.micro_batch_size, by_prompt=self.share_prompt):
                 micro = collate([_with_advantage(e) for e in chunk], self.pad_token_id)
                 token_logprobs, _ = self._response_logprobs(model, micro, with_entropy=False)
                 for row, exp in enumerate(chunk):

@@ -133,6 +133,17 @@ def test_micro_batches_keep_a_prompt_s_samples_together() -> None:
     assert sum(collate(c, 0).shared_prompt is not None for c in chunks) == 1  # the group; the others differ
 
 
+def test_micro_batches_by_prompt_never_mix_two_groups() -> None:
+    """With share_prompt a group gets micro-batches of its own (one prompt run each); single rows pack together."""
+    second = [replace(e, eid=f"h/{i}", prompt_token_ids=[*e.prompt_token_ids, 5]) for i, e in enumerate(group([1.0] * 6))]
+    mixed = group([1.0, -1.0, 0.5, -0.5, 1.0, -1.0]) + second + batch([1.0, -1.0, 1.0])
+    chunks = micro_batches(mixed[::-1], 8, by_prompt=True)
+    assert sorted(len(c) for c in chunks) == [3, 6, 6]
+    assert sum(collate(c, 0).shared_prompt is not None for c in chunks) == 2  # each group's prompt runs once
+    assert sorted(e.eid for c in chunks for e in c) == sorted(e.eid for e in mixed)
+    assert [len(c) for c in micro_batches(group([1.0] * 4), 3, by_prompt=True)] == [3, 1]  # a group over the size
+
+
 def test_entropy_metric_is_the_batch_entropy_whatever_the_micro_batches(model_dir: Path) -> None:
     """compute_loss normalises the entropy by the whole batch's tokens: micro-batches add up to it (it was
     divided by their number)."""
