@@ -168,8 +168,8 @@ class TorchTrainerConfig(TrainerBase):
     )
     share_prompt: bool = Field(
         True,
-        description="Run a prompt once for all the samples of a micro-batch that share it (a GRPO group) and "
-        "let every response attend to it: the same loss and gradient with fewer tokens. Off with "
+        description="Give each prompt with several samples (a GRPO group) micro-batches of its own, run the prompt "
+        "once in each and let every response attend to it: the same loss and gradient with fewer tokens. Off with "
         "gradient_checkpointing.",
     )
     critic: CriticConfig = critic_field()
