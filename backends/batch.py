@@ -11,6 +11,7 @@ holds it once, so the trainer can run the prompt a single time and let all respo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import groupby
 
 import torch
 
@@ -140,12 +141,7 @@ def micro_batches(experiences: list[Experience], size: int, pairs: bool = False,
     ordered = sorted(experiences, key=key)
     if not by_prompt:
         return [ordered[i : i + size] for i in range(0, len(ordered), size)]
-    groups: list[list[Experience]] = []
-    for exp in ordered:
-        if groups and groups[-1][0].prompt_token_ids == exp.prompt_token_ids:
-            groups[-1].append(exp)
-        else:
-            groups.append([exp])
+    groups = [list(rows) for _, rows in groupby(ordered, key=lambda e: e.prompt_token_ids)]
     alone = [g[0] for g in groups if len(g) == 1]
     shared = [g[i : i + size] for g in groups if len(g) > 1 for i in range(0, len(g), size)]
     return shared + [alone[i : i + size] for i in range(0, len(alone), size)]
