@@ -6,11 +6,14 @@ forward pass only needs the last `response_width + 1` logits.
 
 When every row of a micro-batch has the same prompt (the samples of one GRPO group), `shared_prompt`
 holds it once, so the trainer can run the prompt a single time and let all responses attend to it.
+Rows whose prompts differ but open alike (SFT rows under one system prompt) can be rewritten to share
+their opening (`with_shared_opening`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from itertools import groupby
 
 import torch
@@ -145,3 +148,28 @@ def micro_batches(experiences: list[Experience], size: int, pairs: bool = False,
     alone = [g[0] for g in groups if len(g) == 1]
     shared = [g[i : i + size] for g in groups if len(g) > 1 for i in range(0, len(g), size)]
     return shared + [alone[i : i + size] for i in range(0, len(alone), size)]
+
+
+# Below this many common tokens, one more forward call costs more than the shared tokens save.
+MIN_SHARED_OPENING = 16
+
+
+def with_shared_opening(rows: list[Experience], min_tokens: int = MIN_SHARED_OPENING) -> list[Experience]:
+    """Rows whose prompts differ but open with the same tokens (one system prompt, one chat template),
+    rewritten to share a prompt: the common opening becomes the prompt and the rest of each prompt moves to
+    the front of its response, untrained (response mask 0, logprob 0). Every token keeps its position and
+    what it attends to, so the trained tokens' logits are unchanged, and the trainer runs the opening once
+    (its shared-prompt pass) instead of once per row. Rows that already share a prompt, open too briefly
+    alike, or carry per-token inputs besides the mask are returned as they are."""
+    if len(rows) < 2 or _one_prompt(rows):
+        return rows
+    if any(e.token_advantages or e.token_rewards or e.teacher_topk_ids or e.teacher_logprobs for e in rows):
+        return rows
+    opening = os.path.commonprefix([e.prompt_token_ids for e in rows])  # element-wise: works on token lists
+    if len(opening) < min_tokens:
+        return rows
+    n = len(opening)
+    return [replace(e, prompt_token_ids=list(opening), response_token_ids=e.prompt_token_ids[n:] + e.response_token_ids,
+                    response_mask=[0] * (len(e.prompt_token_ids) - n) + list(e.response_mask),
+                    logprobs=[0.0] * (len(e.prompt_token_ids) - n) + list(e.logprobs))
+            for e in rows]

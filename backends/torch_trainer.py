@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, get_scheduler
 
 import algorithms
-from backends.batch import TrainBatch, collate, micro_batches, stack_padded
+from backends.batch import TrainBatch, collate, micro_batches, stack_padded, with_shared_opening
 from backends.critic import Critic, critic_dir
 from backends.reward_kl import STATE_KEY, RewardKL, penalise_before_step
 from backends.trainer import TrainerBackend, TrainerDevices, scoring_temperature
@@ -30,9 +30,12 @@ from checkpointing.models import resolve_model_path
 from checkpointing.safe_load import load_tensors
 
 if TYPE_CHECKING:
-    from schemas import ExperimentConfig
+    from schemas import AlgorithmConfig, ExperimentConfig
 
 CHECKPOINT_FORMAT = "rft-torch-v1"
+# Aggregations whose result does not depend on the padded response width (veRL's seq-mean-token-sum-norm
+# divides by it when no loss_scale_factor is given).
+WIDTH_FREE_AGG = frozenset({"token-mean", "token-sum", "seq-mean-token-mean", "seq-mean-token-sum"})
 # Policy losses proportional to the advantage: a zero-advantage sample has zero loss and gradient.
 ZERO_ADVANTAGE_LOSSES = frozenset({"ppo", "gspo", "cispo", "mix", "mix_chord", "m2po"})  # mix: of the sampled rows
 # Metrics compute_loss normalises by whole-batch counts (aggregated like the loss): summed over micro-batches.
@@ -86,6 +89,7 @@ class TorchTrainer(TrainerBackend):
             self.model.gradient_checkpointing_enable()
         # Recomputation (gradient checkpointing) and a cache that carries gradients do not mix.
         self.share_prompt = settings.share_prompt and not settings.gradient_checkpointing
+        self.share_openings = self.share_prompt and _width_free_sft(config.algorithm)
         self.is_lora = bool(config.model.lora_configs)
         self.lora_settings: dict | None = None  # what the checkpoint records (the adapter actually trained)
         if self.is_lora:
@@ -132,6 +136,8 @@ class TorchTrainer(TrainerBackend):
         trained = [e for e in batch if not self._adds_nothing(e)]
         pairs = algorithms.is_preference_loss(self.algorithm.policy_loss_fn)  # dpo: the rows are (chosen, rejected)
         chunks = micro_batches(trained, self.config.trainer.micro_batch_size, pairs=pairs, by_prompt=self.share_prompt)
+        if self.share_openings:  # SFT rows under one system prompt: run it once per micro-batch
+            chunks = [with_shared_opening(c) for c in chunks]
         micros = [collate([_with_advantage(e) for e in c] if self.critic else c, self.pad_token_id) for c in chunks]
         critic_metrics: dict[str, float] = {}
         if self.critic is not None and micros:  # before the policy: the old values make the advantages (veRL's order)
@@ -511,3 +517,12 @@ def _set_rng_state(state: dict) -> None:
     if state.get("cuda") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
+
+
+def _width_free_sft(algorithm: AlgorithmConfig) -> bool:
+    """Whether SFT rows may share their prompts' opening (backends/batch.py: with_shared_opening): an SFT loss
+    alone, aggregated independently of the response width (the opening's tail joins the responses, masked)."""
+    if algorithm.policy_loss_fn != "sft" or algorithms.needs_reference_model(algorithm) or algorithms.needs_critic(algorithm):
+        return False
+    args = algorithms.POLICY_LOSS_FNS.resolve_args("sft", algorithm.policy_loss_fn_args)
+    return args.get("loss_agg_mode", "token-mean") in WIDTH_FREE_AGG or args.get("loss_scale_factor") is not None

@@ -7,7 +7,11 @@ run its prompt once (trainer.share_prompt); `mixed` packs two groups into a micr
 row's prompt. The same trainer runs both, one warm-up step each, then `--steps` measured steps. The JSON is
 written whole (a temporary file renamed over the old one), with the machine, date and commit.
 
-    .venv/bin/python benchmarks/train_step.py [--groups 16] [--steps 3] [--model DIR] [--out FILE]
+`--stage sft` times the recipe's warm-up step instead: 16 worked answers of the `columns` style, each under
+its own question and the one system prompt, with the prompts' common opening run once per micro-batch
+(`shared_opening`, trainer.share_prompt) or every row padded whole (`padded`); it writes sft_step.json.
+
+    .venv/bin/python benchmarks/train_step.py [--stage grpo|sft] [--groups 16] [--steps 3] [--model DIR] [--out FILE]
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ from buffer.generators import generate  # noqa: E402
 from checkpointing.models import resolve_model_path  # noqa: E402
 from deployments import load_recipe  # noqa: E402
 from deployments.recipes.arith import ARITH_SYSTEM_PROMPT  # noqa: E402
+from tasks.sft import dataset_key, supervised_examples  # noqa: E402
 
 SAMPLES = 8
-MODES = ("by_prompt", "mixed")
+MODES = {"grpo": ("by_prompt", "mixed"), "sft": ("shared_opening", "padded")}
 
 
 def grpo_batch(tokenizer, groups: int) -> list[Experience]:  # noqa: ANN001
@@ -56,46 +61,67 @@ def grpo_batch(tokenizer, groups: int) -> list[Experience]:  # noqa: ANN001
     return out
 
 
+def timed(trainer, experiences: list[Experience], steps: int) -> dict:  # noqa: ANN001
+    """One warm-up step, then `steps` measured ones: their median, min and max seconds."""
+    seconds, tokens = [], 0.0
+    for step in range(steps + 1):
+        started = time.perf_counter()
+        metrics = trainer.train_step(experiences)
+        if step:  # the first is the warm-up
+            seconds.append(time.perf_counter() - started)
+        tokens = metrics["train_tokens"]
+    return {"median_s": round(statistics.median(seconds), 2), "min_s": round(min(seconds), 2),
+            "max_s": round(max(seconds), 2), "steps_s": [round(s, 2) for s in seconds], "tokens_run": tokens}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stage", choices=tuple(MODES), default="grpo")
     parser.add_argument("--groups", type=int, default=16)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--model", default=None, help="a model folder; default: the recipe's model")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks/measured/train_step.json"))
+    parser.add_argument("--out", default=None, help="default: benchmarks/measured/{train,sft}_step.json")
     args = parser.parse_args()
 
-    config = load_recipe("arith")
-    model_dir = Path(args.model or resolve_model_path(config.model.model_path))
-    trainer = trainer_module.TorchTrainer(config, model_dir, total_steps=args.steps + 1)
-    experiences = grpo_batch(trainer.tokenizer, args.groups)
+    recipe = load_recipe("arith")
+    model_dir = Path(args.model or resolve_model_path(recipe.model.model_path))
+    if args.stage == "grpo":
+        config = recipe
+        trainer = trainer_module.TorchTrainer(config, model_dir, total_steps=args.steps + 1)
+        experiences = grpo_batch(trainer.tokenizer, args.groups)
+    else:
+        config = recipe.resolve_stages()[0].with_overrides({
+            "buffer.trainer_input.experience_buffer.generator_args": {"solution_style": "columns"}})
+        trainer = trainer_module.TorchTrainer(config, model_dir, total_steps=args.steps + 1)
+        rows = supervised_examples(*dataset_key(config, str(model_dir)))
+        experiences = list(rows[: config.buffer.train_batch_size])
     split = batch_module.micro_batches
     results = {}
-    for mode in MODES:
-        def micro_batches(rows, size, pairs=False, by_prompt=False, _by=mode == "by_prompt"):  # noqa: ANN001, ANN202
-            return split(rows, size, pairs=pairs, by_prompt=_by)
-        trainer_module.micro_batches = micro_batches
-        seconds, tokens = [], 0.0
-        for step in range(args.steps + 1):
-            started = time.perf_counter()
-            metrics = trainer.train_step(experiences)
-            if step:  # the first is the warm-up
-                seconds.append(time.perf_counter() - started)
-            tokens = metrics["train_tokens"]
-        results[mode] = {"median_s": round(statistics.median(seconds), 2), "min_s": round(min(seconds), 2),
-                         "max_s": round(max(seconds), 2), "steps_s": [round(s, 2) for s in seconds],
-                         "tokens_run": tokens}
+    for mode in MODES[args.stage]:
+        if args.stage == "grpo":
+            def micro_batches(rows, size, pairs=False, by_prompt=False, _by=mode == "by_prompt"):  # noqa: ANN001, ANN202
+                return split(rows, size, pairs=pairs, by_prompt=_by)
+            trainer_module.micro_batches = micro_batches
+        else:
+            trainer.share_openings = mode == "shared_opening"
+        results[mode] = timed(trainer, experiences, args.steps)
         print(json.dumps({mode: results[mode]}), flush=True)
     trainer_module.micro_batches = split
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    fast, slow = MODES[args.stage]
+    shape = ({"groups": args.groups, "samples": SAMPLES} if args.stage == "grpo"
+             else {"rows": len(experiences), "solution_style": "columns"})
     record = {
-        "what": __doc__.split("\n\n")[0],
-        "shape": {"groups": args.groups, "samples": SAMPLES, "micro_batch_size": config.trainer.micro_batch_size},
+        "what": __doc__.split("\n\n")[0] if args.stage == "grpo" else
+        "Seconds per torch-trainer SFT step (the arith warm-up's) on SmolLM2-135M-Instruct (CPU), its rows' common "
+        "prompt opening run once per micro-batch or not.",
+        "shape": {**shape, "micro_batch_size": config.trainer.micro_batch_size},
         "model": str(model_dir), "date": datetime.date.today().isoformat(), "commit": commit,
         "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine()},
         "results": results,
-        "speedup_by_prompt": round(results["mixed"]["median_s"] / results["by_prompt"]["median_s"], 2),
+        f"speedup_{fast}": round(results[slow]["median_s"] / results[fast]["median_s"], 2),
     }
-    out = Path(args.out)
+    out = Path(args.out or ROOT / f"benchmarks/measured/{'train' if args.stage == 'grpo' else 'sft'}_step.json")
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2) + "\n")
     tmp.replace(out)

@@ -78,8 +78,14 @@ class FilterGroupsConfig(Section):
         "means accuracy."
     )
     max_num_gen_batches: int = Field(
-        4, ge=1, description="Batches of buffer.batch_size tasks an explore step may sample, the first included; "
+        4, ge=1, description="Batches of gen_batch_size tasks an explore step may sample, the first included; "
         "a step still short of informative groups after them trains on those it has. veRL's 0 (no limit) is refused."
+    )
+    gen_batch_size: int | None = Field(
+        None, ge=1, description="Tasks a round samples (veRL's data.gen_batch_size); None: buffer.batch_size. Above "
+        "batch_size, one larger round fills a step that would take several when most groups agree, and a CPU "
+        "engine samples a larger batch for little more time. Keep it when resuming: it sets where each step's "
+        "tasks start."
     )
 
     @model_validator(mode="before")

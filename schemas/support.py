@@ -207,6 +207,9 @@ SUPPORT: dict[str, Entry] = {
     "algorithm.filter_groups.enable": honoured("tasks/explore.py"),
     "algorithm.filter_groups.metric": honoured("tasks/explore.py", "buffer/dynamic_sampling.py"),
     "algorithm.filter_groups.max_num_gen_batches": honoured("tasks/explore.py"),
+    "algorithm.filter_groups.gen_batch_size": honoured("tasks/explore.py").warn_if(
+        lambda v, c: v and not c.algorithm.filter_groups.enable,
+        "has no effect without dynamic sampling (algorithm.filter_groups.enable)"),
     # presets: each either trains in tests/test_presets.py or is refused
     # sample strategies
     # KL as a reward penalty: applied by the trainers that hold the reference (backends/reward_kl.py)

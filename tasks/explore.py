@@ -23,7 +23,8 @@ from workflows.runner import RunnerResult
 
 def taskset_reader(config: ExperimentConfig, step: int, batches_before: int | None = None) -> TasksetReader:
     """The training taskset's reader, positioned at the batch of explore step `step`: after `batches_before`
-    batches (what the earlier steps read, as the experience store records it; default one a step).
+    batches (what the earlier steps read, as the experience store records it; default one a step). A batch is
+    buffer.batch_size tasks, or with dynamic sampling a round of algorithm.filter_groups.gen_batch_size.
 
     Batches are deterministic and failed tasks still consume their place, so a resumed or retried step
     reads exactly what an uninterrupted one would. With dynamic sampling a step may read several batches,
@@ -32,8 +33,12 @@ def taskset_reader(config: ExperimentConfig, step: int, batches_before: int | No
     taskset = config.buffer.explorer_input.taskset
     if taskset is None:
         raise ValueError("buffer.explorer_input.taskset: exploring needs a taskset")
-    epochs = None if config.algorithm.filter_groups.enable else config.buffer.total_epochs
-    reader = TasksetReader.for_taskset(load_taskset(taskset), taskset, config.buffer.batch_size, epochs)
+    filter_groups = config.algorithm.filter_groups
+    epochs = None if filter_groups.enable else config.buffer.total_epochs
+    size = config.buffer.batch_size
+    if filter_groups.enable and filter_groups.gen_batch_size:
+        size = filter_groups.gen_batch_size
+    reader = TasksetReader.for_taskset(load_taskset(taskset), taskset, size, epochs)
     for _ in range(step - 1 if batches_before is None else batches_before):
         reader.read()
     return reader

@@ -12,6 +12,7 @@ from buffer.dynamic_sampling import fill_step, split_by_variance
 from buffer.experience import Experience
 from buffer.experience_store import ExperienceStore
 from deployments import load_recipe
+from tasks.explore import taskset_reader
 
 
 def _group(round_: int, task: int, rewards: list[float], step: int = 1) -> list[Experience]:
@@ -95,6 +96,19 @@ def test_the_next_step_reads_on_after_the_batches_each_step_read(tmp_path: Path)
         assert [store.taskset_batches_before(k) for k in (1, 2, 3, 4)] == [0, 3, 4, 5]
         store.delete_explored_after(1)  # explored again from step 2: from the same place
         assert store.taskset_batches_before(2) == 3 and store.taskset_batches_before(3) == 4
+
+
+def test_a_round_reads_gen_batch_size_tasks_from_where_the_earlier_rounds_stopped():
+    dapo = load_recipe("smoke").with_overrides({"algorithm.algorithm_type": "dapo", "buffer.batch_size": 2,
+                                                "algorithm.filter_groups.gen_batch_size": 3})
+    every = [t.task_id for t in taskset_reader(dapo, 1, 0).read() + taskset_reader(dapo, 1, 1).read()]
+    assert len(every) == 6 and len(set(every)) == 6  # two rounds of 3: the second starts after the first
+    # a step after 1 round reads the second: where a resumed run's step starts (the store counts rounds)
+    assert [t.task_id for t in taskset_reader(dapo, 2, 1).read()] == every[3:]
+    # without dynamic sampling a batch is buffer.batch_size, and the setting is warned about
+    grpo = load_recipe("smoke").with_overrides({"buffer.batch_size": 2, "algorithm.filter_groups.gen_batch_size": 3})
+    assert len(taskset_reader(grpo, 1, 0).read()) == 2
+    assert any("gen_batch_size" in w and "no effect without dynamic sampling" in w for w in grpo.warnings)
 
 
 def test_the_dapo_preset_turns_it_on_and_the_setting_reads_verls_names():

@@ -11,12 +11,13 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
-from backends.batch import collate, micro_batches
+from backends.batch import collate, micro_batches, with_shared_opening
 from backends.torch_trainer import TorchTrainer
 from buffer.experience import Experience
 from checkpointing.models import resolve_model_path
 from deployments import load_recipe
 from schemas import ExperimentConfig
+from tasks.sft import dataset_key, supervised_examples
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +125,33 @@ def test_shared_prompt_pass_gives_the_padded_batch_logprobs_and_update(model_dir
     gb = {n: p.grad for n, p in padded.model.named_parameters()}
     scale = max(g.abs().max().item() for g in gb.values())
     assert max((ga[n] - gb[n]).abs().max().item() for n in ga) < 1e-4 * scale
+
+
+def test_sft_rows_share_their_system_prompt_with_the_same_update(model_dir: Path) -> None:
+    """The arith warm-up's rows differ in their question only: run once, the system prompt gives the same loss
+    and gradient as padded rows, for about half the tokens."""
+    warm_up = load_recipe("arith").resolve_stages()[0].with_overrides({"trainer.micro_batch_size": 4})
+    rows = list(supervised_examples(*dataset_key(warm_up, str(model_dir))))[:8]
+    shared = TorchTrainer(warm_up, model_dir, total_steps=4)
+    padded = TorchTrainer(warm_up.with_overrides({"trainer.share_prompt": False}), model_dir, total_steps=4)
+    assert shared.share_openings and not padded.share_openings
+    opened = with_shared_opening(rows)
+    opening = len(opened[0].prompt_token_ids)
+    assert opening >= 30 and all(e.prompt_token_ids == opened[0].prompt_token_ids for e in opened)
+    for row, new in zip(rows, opened, strict=True):  # the same tokens; only the original response is trained
+        assert new.prompt_token_ids + new.response_token_ids == row.prompt_token_ids + row.response_token_ids
+        assert sum(new.response_mask) == len(row.response_token_ids) == len(new.response_token_ids) - (
+            len(row.prompt_token_ids) - opening)
+    m_shared, m_padded = shared.train_step(rows), padded.train_step(rows)
+    assert m_shared["sft_loss"] == pytest.approx(m_padded["sft_loss"], rel=1e-4)
+    assert m_shared["grad_norm"] == pytest.approx(m_padded["grad_norm"], rel=1e-3)
+    assert m_shared["train_tokens"] < 0.75 * m_padded["train_tokens"]
+    ga = {n: p.grad for n, p in shared.model.named_parameters()}
+    gb = {n: p.grad for n, p in padded.model.named_parameters()}
+    scale = max(g.abs().max().item() for g in gb.values())
+    assert max((ga[n] - gb[n]).abs().max().item() for n in ga) < 1e-4 * scale
+    # an RL batch keeps its prompts: its groups already share theirs, and other losses may weigh the width
+    assert not TorchTrainer(make_config(), model_dir, total_steps=4).share_openings
 
 
 def test_micro_batches_keep_a_prompt_s_samples_together() -> None:
