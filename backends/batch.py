@@ -6,14 +6,15 @@ forward pass only needs the last `response_width + 1` logits.
 
 When every row of a micro-batch has the same prompt (the samples of one GRPO group), `shared_prompt`
 holds it once, so the trainer can run the prompt a single time and let all responses attend to it.
-Rows whose prompts differ but open alike (SFT rows under one system prompt) can be rewritten to share
-their opening (`with_shared_opening`).
+With `share_opening`, rows whose prompts differ but open with the same tokens (one system prompt and
+chat template) share that opening the same way: it fills the first columns of every row, and each
+prompt's own tail is left-padded after it, so the responses still start at one column.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import groupby
 
 import torch
@@ -32,7 +33,7 @@ class TrainBatch:
     advantages: torch.Tensor  # [B, R]: the outcome advantage broadcast over the response, or per token
     prompt_width: int
     response_width: int
-    shared_prompt: torch.Tensor | None = None  # [P]: the one prompt of every row, when they share it
+    shared_prompt: torch.Tensor | None = None  # [S ≤ P]: the prompt (or its opening) every row starts with
     rewards: torch.Tensor | None = None  # [B]: each experience's reward (a critic's GAE places it per token)
     expert_mask: torch.Tensor | None = None  # [B] bool: the mix strategy's expert rows (tasks/expert.py)
     token_penalty: torch.Tensor | None = None  # [B, R]: the reward's KL penalty per token, for GAE (set by the trainer)
@@ -45,12 +46,28 @@ class TrainBatch:
         return int(self.attention_mask.sum())
 
 
-def collate(experiences: list[Experience], pad_token_id: int) -> TrainBatch:
-    """Pad a micro-batch; experiences must carry their advantage."""
+# Below this many common tokens, the extra forward call of a shared opening costs more than it saves.
+MIN_SHARED_OPENING = 16
+
+
+def shared_opening(experiences: list[Experience], share_opening: bool = False) -> int:
+    """Tokens every row's prompt starts with that the batch lays out once: the whole prompt when the rows
+    share it; with `share_opening`, their common opening when it is at least MIN_SHARED_OPENING long; else 0."""
+    if _one_prompt(experiences):
+        return len(experiences[0].prompt_token_ids)
+    if not share_opening:
+        return 0
+    common = len(os.path.commonprefix([e.prompt_token_ids for e in experiences]))  # element-wise, on token lists
+    return common if common >= MIN_SHARED_OPENING else 0
+
+
+def collate(experiences: list[Experience], pad_token_id: int, share_opening: bool = False) -> TrainBatch:
+    """Pad a micro-batch; experiences must carry their advantage. `share_opening`: module docstring."""
     missing = [e.eid for e in experiences if e.advantage is None]
     if missing:
         raise ValueError(f"experiences without an advantage cannot be trained on: {missing[:5]}")
-    prompt_width = max(len(e.prompt_token_ids) for e in experiences)
+    opening = shared_opening(experiences, share_opening)
+    prompt_width = opening + max(len(e.prompt_token_ids) - opening for e in experiences)
     response_width = max(max(len(e.response_token_ids) for e in experiences), 1)
     rows = len(experiences)
     width = prompt_width + response_width
@@ -62,8 +79,10 @@ def collate(experiences: list[Experience], pad_token_id: int) -> TrainBatch:
     advantages = torch.zeros((rows, response_width), dtype=torch.float32)
     for row, exp in enumerate(experiences):
         prompt, response = exp.prompt_token_ids, exp.response_token_ids
-        start = prompt_width - len(prompt)
-        input_ids[row, start:prompt_width] = torch.tensor(prompt, dtype=torch.long)
+        input_ids[row, :opening] = torch.tensor(prompt[:opening], dtype=torch.long)
+        attention_mask[row, :opening] = 1
+        start = prompt_width - (len(prompt) - opening)  # the prompt's own tail, left-padded after the opening
+        input_ids[row, start:prompt_width] = torch.tensor(prompt[opening:], dtype=torch.long)
         input_ids[row, prompt_width : prompt_width + len(response)] = torch.tensor(response, dtype=torch.long)
         attention_mask[row, start : prompt_width + len(response)] = 1
         response_mask[row, : len(response)] = torch.tensor(exp.response_mask, dtype=torch.float32)
@@ -86,7 +105,7 @@ def collate(experiences: list[Experience], pad_token_id: int) -> TrainBatch:
         advantages=advantages,
         prompt_width=prompt_width,
         response_width=response_width,
-        shared_prompt=input_ids[0, :prompt_width] if _one_prompt(experiences) else None,
+        shared_prompt=input_ids[0, :opening] if opening else None,
         rewards=torch.tensor([float(e.reward) for e in experiences], dtype=torch.float32),
         expert_mask=torch.tensor([e.expert for e in experiences], dtype=torch.bool),
         teacher_topk_ids=topk_ids,
@@ -149,27 +168,3 @@ def micro_batches(experiences: list[Experience], size: int, pairs: bool = False,
     shared = [g[i : i + size] for g in groups if len(g) > 1 for i in range(0, len(g), size)]
     return shared + [alone[i : i + size] for i in range(0, len(alone), size)]
 
-
-# Below this many common tokens, one more forward call costs more than the shared tokens save.
-MIN_SHARED_OPENING = 16
-
-
-def with_shared_opening(rows: list[Experience], min_tokens: int = MIN_SHARED_OPENING) -> list[Experience]:
-    """Rows whose prompts differ but open with the same tokens (one system prompt, one chat template),
-    rewritten to share a prompt: the common opening becomes the prompt and the rest of each prompt moves to
-    the front of its response, untrained (response mask 0, logprob 0). Every token keeps its position and
-    what it attends to, so the trained tokens' logits are unchanged, and the trainer runs the opening once
-    (its shared-prompt pass) instead of once per row. Rows that already share a prompt, open too briefly
-    alike, or carry per-token inputs besides the mask are returned as they are."""
-    if len(rows) < 2 or _one_prompt(rows):
-        return rows
-    if any(e.token_advantages or e.token_rewards or e.teacher_topk_ids or e.teacher_logprobs for e in rows):
-        return rows
-    opening = os.path.commonprefix([e.prompt_token_ids for e in rows])  # element-wise: works on token lists
-    if len(opening) < min_tokens:
-        return rows
-    n = len(opening)
-    return [replace(e, prompt_token_ids=list(opening), response_token_ids=e.prompt_token_ids[n:] + e.response_token_ids,
-                    response_mask=[0] * (len(e.prompt_token_ids) - n) + list(e.response_mask),
-                    logprobs=[0.0] * (len(e.prompt_token_ids) - n) + list(e.logprobs))
-            for e in rows]

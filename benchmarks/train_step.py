@@ -103,7 +103,7 @@ def main() -> None:
                 return split(rows, size, pairs=pairs, by_prompt=_by)
             trainer_module.micro_batches = micro_batches
         else:
-            trainer.share_openings = mode == "shared_opening"
+            trainer.share_prompt = mode == "shared_opening"
         results[mode] = timed(trainer, experiences, args.steps)
         print(json.dumps({mode: results[mode]}), flush=True)
     trainer_module.micro_batches = split

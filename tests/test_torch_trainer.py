@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
-from backends.batch import collate, micro_batches, with_shared_opening
+from backends.batch import collate, micro_batches
 from backends.torch_trainer import TorchTrainer
 from buffer.experience import Experience
 from checkpointing.models import resolve_model_path
@@ -128,20 +128,23 @@ def test_shared_prompt_pass_gives_the_padded_batch_logprobs_and_update(model_dir
 
 
 def test_sft_rows_share_their_system_prompt_with_the_same_update(model_dir: Path) -> None:
-    """The arith warm-up's rows differ in their question only: run once, the system prompt gives the same loss
-    and gradient as padded rows, for about half the tokens."""
+    """The arith warm-up's rows differ in their question only: run once, the system prompt's tokens give the same
+    loss and gradient as padded rows, for about half the tokens."""
     warm_up = load_recipe("arith").resolve_stages()[0].with_overrides({"trainer.micro_batch_size": 4})
     rows = list(supervised_examples(*dataset_key(warm_up, str(model_dir))))[:8]
     shared = TorchTrainer(warm_up, model_dir, total_steps=4)
     padded = TorchTrainer(warm_up.with_overrides({"trainer.share_prompt": False}), model_dir, total_steps=4)
-    assert shared.share_openings and not padded.share_openings
-    opened = with_shared_opening(rows)
-    opening = len(opened[0].prompt_token_ids)
-    assert opening >= 30 and all(e.prompt_token_ids == opened[0].prompt_token_ids for e in opened)
-    for row, new in zip(rows, opened, strict=True):  # the same tokens; only the original response is trained
-        assert new.prompt_token_ids + new.response_token_ids == row.prompt_token_ids + row.response_token_ids
-        assert sum(new.response_mask) == len(row.response_token_ids) == len(new.response_token_ids) - (
-            len(row.prompt_token_ids) - opening)
+    micro = collate(rows[:4], shared.pad_token_id, share_opening=True)
+    opening = len(micro.shared_prompt)
+    assert 30 <= opening < micro.prompt_width and collate(rows[:4], 0).shared_prompt is None
+    for i, row in enumerate(rows[:4]):  # the opening, then the prompt's own tail, then the response
+        real = micro.input_ids[i][micro.attention_mask[i].bool()].tolist()
+        assert real == row.prompt_token_ids + row.response_token_ids
+    with torch.no_grad():
+        a, _ = shared._response_logprobs(shared.model, micro, with_entropy=False)
+        b, _ = padded._response_logprobs(padded.model, collate(rows[:4], 0), with_entropy=False)
+    mask = micro.response_mask.bool()
+    assert torch.allclose(a[mask], b[mask], atol=1e-4), (a[mask] - b[mask]).abs().max()
     m_shared, m_padded = shared.train_step(rows), padded.train_step(rows)
     assert m_shared["sft_loss"] == pytest.approx(m_padded["sft_loss"], rel=1e-4)
     assert m_shared["grad_norm"] == pytest.approx(m_padded["grad_norm"], rel=1e-3)
@@ -150,8 +153,9 @@ def test_sft_rows_share_their_system_prompt_with_the_same_update(model_dir: Path
     gb = {n: p.grad for n, p in padded.model.named_parameters()}
     scale = max(g.abs().max().item() for g in gb.values())
     assert max((ga[n] - gb[n]).abs().max().item() for n in ga) < 1e-4 * scale
-    # an RL batch keeps its prompts: its groups already share theirs, and other losses may weigh the width
-    assert not TorchTrainer(make_config(), model_dir, total_steps=4).share_openings
+    # two GRPO groups in one micro-batch share their common opening, and each group's prompt keeps its tail
+    two = collate(group([1.0, -1.0]) + batch([1.0, -1.0]), 0, share_opening=True)
+    assert two.shared_prompt is None  # 6 common tokens: too few to pay for the extra call
 
 
 def test_micro_batches_keep_a_prompt_s_samples_together() -> None:
