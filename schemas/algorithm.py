@@ -83,8 +83,8 @@ class FilterGroupsConfig(Section):
     )
     gen_batch_size: int | None = Field(
         None, ge=1, description="Tasks a round samples (veRL's data.gen_batch_size); None: buffer.batch_size. Above "
-        "batch_size, one larger round can fill a step that would take several when most groups agree. Keep it "
-        "when resuming: it sets where each step's tasks start."
+        "batch_size, one larger round can fill a step that would take several when most groups agree (on a CPU "
+        "engine no faster per task: docs/dapo.md). Keep it when resuming: it sets where each step's tasks start."
     )
 
     @model_validator(mode="before")
