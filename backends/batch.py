@@ -167,4 +167,3 @@ def micro_batches(experiences: list[Experience], size: int, pairs: bool = False,
     alone = [g[0] for g in groups if len(g) == 1]
     shared = [g[i : i + size] for g in groups if len(g) > 1 for i in range(0, len(g), size)]
     return shared + [alone[i : i + size] for i in range(0, len(alone), size)]
-

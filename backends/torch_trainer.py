@@ -392,8 +392,9 @@ class TorchTrainer(TrainerBackend):
         cache = DynamicCache(config=model.config)  # the layer types (full or sliding attention)
         head = model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
         whole = opening == micro.prompt_width  # the rows share their whole prompt: its last logits predict token 0
+        first = head.logits[:, -1:, :].expand(rows, -1, -1)
         if whole and width == 1:
-            return head.logits[:, -1:, :].expand(rows, -1, -1)
+            return first
         cache.batch_repeat_interleave(rows)
         # The columns after the opening, but the last: each row's own prompt tail (left-padded) and its response
         # tokens 0..R-2. The last R columns' logits predict the response (R-1 of them when the prompt is whole).
@@ -406,9 +407,7 @@ class TorchTrainer(TrainerBackend):
             use_cache=True,
             logits_to_keep=width - 1 if whole else width,
         )
-        if not whole:
-            return body.logits
-        return torch.cat([head.logits[:, -1:, :].expand(rows, -1, -1), body.logits], dim=1)
+        return torch.cat([first, body.logits], dim=1) if whole else body.logits
 
     def _make_reference(self, model_dir: Path, dtype: str) -> torch.nn.Module | None:
         """The reference of the KL terms and of a preference loss (dpo): model.ref_model_path, else the model
@@ -517,5 +516,3 @@ def _set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     if state.get("cuda") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-

@@ -169,8 +169,9 @@ class TorchTrainerConfig(TrainerBase):
     share_prompt: bool = Field(
         True,
         description="Give each prompt with several samples (a GRPO group) micro-batches of its own, run the prompt "
-        "once in each and let every response attend to it: the same loss and gradient with fewer tokens. SFT rows "
-        "(loss sft) share the opening their prompts have in common, a system prompt, the same way. Off with "
+        "once in each and let every response attend to it: the same loss and gradient with fewer tokens. Rows whose "
+        "prompts differ but open alike (a system prompt of 16 tokens or more, as SFT rows do) share that opening "
+        "the same way. Off with "
         "gradient_checkpointing.",
     )
     critic: CriticConfig = critic_field()

@@ -153,7 +153,7 @@ def test_sft_rows_share_their_system_prompt_with_the_same_update(model_dir: Path
     gb = {n: p.grad for n, p in padded.model.named_parameters()}
     scale = max(g.abs().max().item() for g in gb.values())
     assert max((ga[n] - gb[n]).abs().max().item() for n in ga) < 1e-4 * scale
-    # two GRPO groups in one micro-batch share their common opening, and each group's prompt keeps its tail
+    # prompts that open alike for fewer than MIN_SHARED_OPENING tokens keep the plain layout
     two = collate(group([1.0, -1.0]) + batch([1.0, -1.0]), 0, share_opening=True)
     assert two.shared_prompt is None  # 6 common tokens: too few to pay for the extra call
 
