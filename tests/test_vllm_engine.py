@@ -87,7 +87,8 @@ def engine(model_dir: Path):
 
     ray_cluster.connect("local")  # a private cluster, never another run's
     settings = EngineSettings(
-        model_path=str(model_dir), max_model_len=512, kv_cache_memory_bytes=1 << 30, dtype="float32", seed=7
+        model_path=str(model_dir), max_model_len=512, kv_cache_memory_bytes=1 << 30, dtype="float32", seed=7,
+        enable_prefix_caching=True,  # as every recipe has it
     )
     name = f"{EXPERIMENT}-rollout-0"
     start_engine_actors(settings, [name], threads=None, gpus=0)
@@ -174,12 +175,14 @@ def test_engine_is_found_by_name_from_a_fresh_lookup(engine) -> None:
 
     from backends.local import ray_cluster
     from backends.local.engine_client import EngineClient
-    from backends.local.vllm_engine import EngineSettings, start_engine_actors
+    from backends.local.vllm_engine import CPU_PREFIX_BLOCK, EngineSettings, start_engine_actors
 
     name = f"{EXPERIMENT}-rollout-0"
     assert ray_cluster.actor_names(f"{EXPERIMENT}-rollout-") == [name]
     client = EngineClient(name)
     assert client.info()["name"] == name and client.alive()
+    # KV blocks short enough that a system prompt fills one: vLLM's CPU default of 128 tokens is never reused.
+    assert client.info()["block_size"] == CPU_PREFIX_BLOCK
     assert client.model_version() == ray.get(engine.model_version.remote())
     with pytest.raises(LookupError, match="no actor named"):
         EngineClient(f"{EXPERIMENT}-rollout-9")
