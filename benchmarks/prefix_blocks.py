@@ -37,6 +37,7 @@ def measure(way: str, rounds: int) -> dict:
     from buffer.taskset import load_taskset
     from checkpointing.models import resolve_model_path
     from deployments import load_recipe
+    from workflows.math_workflow import MathWorkflow
     from workflows.render import renderer_for
 
     config = load_recipe("arith")
@@ -44,14 +45,13 @@ def measure(way: str, rounds: int) -> dict:
         VLLMEngine._cpu_cache_kwargs = lambda self: {}  # type: ignore[method-assign]
     settings = EngineSettings.from_config(config, str(resolve_model_path(config.model.model_path)))
     engine = VLLMEngine(f"bench-prefix-{way}-rollout-0", asdict(settings))
-    render = renderer_for(config.model.model_path).render
+    renderer = renderer_for(config.model.model_path)
     inputs = config.buffer.explorer_input
 
-    def prompts(taskset, count: int, skip: int = 0) -> list[list[int]]:  # noqa: ANN001
-        rows = load_taskset(taskset)[skip:skip + count]
-        system = taskset.format.system_prompt
-        key = taskset.format.prompt_key
-        return [render([{"role": "system", "content": system}, {"role": "user", "content": t.raw[key]}]) for t in rows]
+    def prompts(tasks: list) -> list[list[int]]:
+        """The recipe's own prompts, rendered as its workflow renders them."""
+        return [renderer.render(MathWorkflow(t, engine, renderer, repeat_times=1, explore_step=0, model_version=0)
+                                .messages()) for t in tasks]
 
     def timed(batch: list[list[int]], sampling: SamplingSettings) -> tuple[float, int]:
         started = time.perf_counter()
@@ -60,15 +60,16 @@ def measure(way: str, rounds: int) -> dict:
 
     max_tokens = config.model.max_response_tokens
     try:
-        held_out = prompts(inputs.eval_tasksets[0], 300)
+        held_out = prompts(load_taskset(inputs.eval_tasksets[0])[:300])
         eval_s, eval_tokens = timed(held_out, SamplingSettings(n=1, temperature=0.0, max_tokens=max_tokens))
+        train = prompts(load_taskset(inputs.taskset)[:16 * rounds])
         round_s, round_tokens = [], []
         for r in range(rounds):
-            seconds, tokens = timed(prompts(inputs.taskset, 16, skip=16 * r),
+            seconds, tokens = timed(train[16 * r:16 * (r + 1)],
                                     SamplingSettings(n=8, temperature=1.0, max_tokens=max_tokens))
             round_s.append(round(seconds, 2))
             round_tokens.append(tokens)
-        block = engine.llm.llm_engine.vllm_config.cache_config.block_size
+        block = engine.info()["block_size"]
     finally:
         engine.shutdown()
     return {"block_size": block, "eval_300_s": round(eval_s, 2), "eval_tokens": eval_tokens,
