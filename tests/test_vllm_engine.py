@@ -218,9 +218,20 @@ def _train_toward(model_dir: Path, out_dir: Path, target: str, steps: int = 40) 
     model.save_pretrained(out_dir)
 
 
+def _top_logprobs(model_dir: Path, sequence: list[int], start: int, k: int):  # noqa: ANN202
+    """The model's own k highest log-probs at each position from `start` on (transformers, float32)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    with torch.no_grad():
+        return torch.log_softmax(model(torch.tensor([sequence])).logits[0, start - 1 : -1], -1).topk(k, dim=-1).values
+
+
 @pytest.mark.slow
 def test_after_sync_the_engine_samples_from_the_new_weights(engine, model_dir, renderer, tmp_path: Path) -> None:
     import ray
+    import torch
 
     greedy = SamplingSettings(n=1, temperature=0.0, max_tokens=16)
     [[before]] = ray.get(engine.generate.remote([renderer.render(QUESTION)], greedy))
@@ -236,6 +247,12 @@ def test_after_sync_the_engine_samples_from_the_new_weights(engine, model_dir, r
     assert after.text.strip() == TARGET
     assert after.finish_reason == "stop"
     assert ray.get(engine.model_version.remote()) == version + 1
+    # The engine scores as the new weights do at every position, its tied lm_head included: on CPU a reload once
+    # left that head's kernel on the weights the engine started with (greedy 0.817 against 0.867 on arith).
+    prompt = renderer.render(QUESTION)
+    sequence = prompt + after.response_token_ids
+    [scores] = ray.get(engine.score.remote([sequence], [len(prompt)], 5))
+    assert torch.allclose(torch.tensor(scores.top_logprobs), _top_logprobs(trained, sequence, len(prompt), 5), atol=2e-2)
     # The base model's file was not touched: the engine's folder got its own copy/link.
     assert os.path.realpath(model_dir / "model.safetensors") != os.path.realpath(
         Path(ray.get(engine.info.remote())["serve_dir"]) / "model.safetensors"
