@@ -147,9 +147,10 @@ def _arith_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
     random.Random(f"{args.seed}/test").shuffle(test)  # any prefix (test[:100]) mixes the operations
     rng = random.Random(f"{args.seed}/train")
     train = []
-    operations = [op for op in args.operations if pools[op]]
+    operations = [op for op in args.train_operations or args.operations if pools[op]]
     if not operations:
-        raise ValueError(f"train_second_operand {list(args.train_second_operand or ())} leaves no training problem")
+        raise ValueError(f"train_second_operand {list(args.train_second_operand or ())} leaves no training problem"
+                         + (f" of train_operations {args.train_operations}" if args.train_operations else ""))
     for _ in range(args.train_size):
         op = rng.choice(operations)
         a, b = rng.choice(pools[op])

@@ -30,7 +30,8 @@ class ArithArgs(Section):
     """
 
     # Arguments that shape only the train split: an eval taskset may differ in them and still hold out the same problems.
-    TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset({"train_size", "train_second_operand", "solution_style"})
+    TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset(
+        {"train_size", "train_second_operand", "train_operations", "solution_style"})
 
     seed: int = Field(0, description="Seed of which problems are held out and of the train split's order.")
     operations: list[Operation] = Field(["+", "-", "*"], min_length=1, description="Operations: +, -, *.")
@@ -51,6 +52,13 @@ class ArithArgs(Section):
         None,
         description="Train split only: draw only problems whose second operand is in this range, e.g. [0, 9] to "
         "drill the one-digit last step of the worked answers. The test split is the same as without it.",
+    )
+
+    train_operations: list[Operation] | None = Field(
+        None,
+        description="Train split only: draw only problems of these operations (some of `operations`), e.g. [\"+\", \"-\"] "
+        "to leave out the products, which the train split repeats until they are learnt by heart while the held-out "
+        "ones are other facts. The test split is the same as without it.",
     )
 
     @field_validator("operations")
@@ -85,6 +93,13 @@ class ArithArgs(Section):
                 + " (a quarter of each operation's): widen the operand ranges or hold out fewer"
             )
         return test_size
+
+    @model_validator(mode="after")
+    def _train_operations_are_operations(self) -> ArithArgs:
+        extra = [op for op in self.train_operations or () if op not in self.operations]
+        if extra:
+            raise ValueError(f"train_operations {extra} are not among the operations {self.operations}")
+        return self
 
     @model_validator(mode="after")
     def _second_operand_in_a_range(self) -> ArithArgs:

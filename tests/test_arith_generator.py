@@ -178,3 +178,20 @@ def test_a_train_only_second_operand_drills_the_last_step_and_keeps_the_held_out
     assert not any("may be trained on" in w for w in config.warnings)  # train-only arguments hold out the same problems
     with pytest.raises(ValidationError, match="outside every operation's operand range"):
         load_recipe("arith").with_overrides({"buffer.explorer_input.taskset.generator_args.train_second_operand": [200, 300]})
+
+
+def test_train_operations_leave_an_operation_out_of_the_train_split_only():
+    """`train_operations` draws the train split from some of the operations (RL on + and - without the products the
+    train split repeats until learnt by heart); the held-out problems are those of all the operations, so an eval
+    taskset with the recipe's arguments still holds out exactly what training never sees."""
+    narrowed = ArithArgs(train_operations=["+", "-"], train_size=2000)
+    rows = arith(narrowed, "train")
+    assert {r["operation"] for r in rows} == {"+", "-"}
+    assert arith(narrowed, "test") == arith(ArithArgs(), "test")
+    assert not questions(rows) & questions(arith(ArithArgs(), "test"))
+    config = load_recipe("arith").with_overrides(
+        {"buffer.explorer_input.taskset.generator_args": {"train_operations": ["+", "-"], "train_size": 2000}})
+    assert not any("may be trained on" in w for w in config.warnings)
+    with pytest.raises(ValidationError, match=r"generator_args.*train_operations \['\*'\] are not among the operations"):
+        load_recipe("arith").with_overrides({"buffer.explorer_input.taskset.generator_args": {
+            "operations": ["+", "-"], "train_operations": ["*"]}})
