@@ -144,13 +144,22 @@ def test_chat_template_and_logprobs_match_the_sampling_distribution(engine, mode
     assert not torch.allclose(torch.tensor(sample.logprobs), raw, atol=2e-2)
 
 
+def _log_probs(model_dir: Path, sequence: list[int], start: int):  # noqa: ANN202
+    """The model's own log-probs over the vocabulary at each position from `start` on (transformers, float32)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    with torch.no_grad():
+        return torch.log_softmax(model(torch.tensor([sequence])).logits[0, start - 1 : -1], -1)
+
+
 @pytest.mark.slow
 def test_a_teacher_scores_given_tokens_with_its_top_k(engine, model_dir, renderer) -> None:
     """score with k (a teacher for topk_distill): at each position from the start on, the given token's log-prob and
     the model's k likeliest tokens, likeliest first, as the model itself computes them at temperature 1."""
     import ray
     import torch
-    from transformers import AutoModelForCausalLM
 
     prompt = renderer.render(QUESTION)
     [[sample]] = ray.get(engine.generate.remote([prompt], SamplingSettings(n=1, temperature=1.0, max_tokens=10, seed=5)))
@@ -158,9 +167,7 @@ def test_a_teacher_scores_given_tokens_with_its_top_k(engine, model_dir, rendere
     [scores] = ray.get(engine.score.remote([sequence], [len(prompt)], k))
     [given] = ray.get(engine.score.remote([sequence], [len(prompt)]))
     assert scores.logprobs == given.logprobs and len(scores.top_ids) == len(sample.response_token_ids)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    with torch.no_grad():
-        log_probs = torch.log_softmax(model(torch.tensor([sequence])).logits[0, len(prompt) - 1 : -1], -1)
+    log_probs = _log_probs(model_dir, sequence, len(prompt))
     expected = log_probs.topk(k, dim=-1)
     assert torch.allclose(torch.tensor(scores.top_logprobs), expected.values, atol=2e-2)
     assert all(len(ids) == k for ids in scores.top_ids)
@@ -218,16 +225,6 @@ def _train_toward(model_dir: Path, out_dir: Path, target: str, steps: int = 40) 
     model.save_pretrained(out_dir)
 
 
-def _top_logprobs(model_dir: Path, sequence: list[int], start: int, k: int):  # noqa: ANN202
-    """The model's own k highest log-probs at each position from `start` on (transformers, float32)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    with torch.no_grad():
-        return torch.log_softmax(model(torch.tensor([sequence])).logits[0, start - 1 : -1], -1).topk(k, dim=-1).values
-
-
 @pytest.mark.slow
 def test_after_sync_the_engine_samples_from_the_new_weights(engine, model_dir, renderer, tmp_path: Path) -> None:
     import ray
@@ -252,7 +249,7 @@ def test_after_sync_the_engine_samples_from_the_new_weights(engine, model_dir, r
     prompt = renderer.render(QUESTION)
     sequence = prompt + after.response_token_ids
     [scores] = ray.get(engine.score.remote([sequence], [len(prompt)], 5))
-    assert torch.allclose(torch.tensor(scores.top_logprobs), _top_logprobs(trained, sequence, len(prompt), 5), atol=2e-2)
+    assert torch.allclose(torch.tensor(scores.top_logprobs), _log_probs(trained, sequence, len(prompt)).topk(5, dim=-1).values, atol=2e-2)
     # The base model's file was not touched: the engine's folder got its own copy/link.
     assert os.path.realpath(model_dir / "model.safetensors") != os.path.realpath(
         Path(ray.get(engine.info.remote())["serve_dir"]) / "model.safetensors"

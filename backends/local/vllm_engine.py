@@ -25,7 +25,7 @@ from backends.history import CallRecord
 from backends.local import ray_cluster
 from backends.local.openai_server import OpenAIServer, ServerSettings, generate_on_loop
 from backends.local.request_limits import Limits
-from backends.local.weight_sync import SHM_ROOT, WeightTransport, make_transport, refresh_tied_cpu_gemms
+from backends.local.weight_sync import SHM_ROOT, WeightTransport, after_new_weights, make_transport
 from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds, TopScores
 from backends.weights import WeightsHandle
 from checkpointing.models import resolve_model_path
@@ -360,9 +360,7 @@ class VLLMEngine(RolloutEngine):
 
     def finish_weight_update(self) -> None:
         self._on_engine(self.llm.finish_weight_update)
-        if not self.use_gpu:  # a tied lm_head's CPU kernel still holds the old weights (refresh_tied_cpu_gemms)
-            self._on_engine(lambda: refresh_tied_cpu_gemms(self.llm))
-        self._on_engine(self.llm.reset_prefix_cache)
+        self._on_engine(lambda: after_new_weights(self.llm))
 
 
 # --- lifecycle ---------------------------------------------------------------------------------

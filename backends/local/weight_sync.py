@@ -113,12 +113,19 @@ def reload_from_serve_dir(llm: LLM) -> None:
     """Make a running vLLM re-read its model folder, and drop KV blocks computed by the old weights."""
     # reload_weights with no arguments re-reads model_config.model, i.e. the engine's serve folder.
     llm.collective_rpc("reload_weights")
+    after_new_weights(llm)
+
+
+def after_new_weights(llm: LLM) -> None:
+    """What every way of changing a running engine's weights (a reload, a push) ends with: the tied layers' CPU
+    kernels rebuilt, and the KV blocks the old weights computed dropped."""
     refresh_tied_cpu_gemms(llm)
     llm.reset_prefix_cache()
 
 
 def refresh_tied_cpu_gemms(llm: LLM) -> None:
-    """On CPU, rebuild the matrix-multiply kernel of each layer whose weight another layer owns (a tied lm_head).
+    """On CPU, rebuild the matrix-multiply kernel of each layer whose weight another layer owns (a tied lm_head); on
+    GPU there is none (no layer has a CPU kernel), so nothing.
 
     vLLM's CPU backend packs each linear layer's weight into a oneDNN kernel when it loads the model. A reload
     rebuilds the kernels of the layers it loads weights into; a tied lm_head gets none (its weight is the
