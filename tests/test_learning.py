@@ -30,7 +30,14 @@ def test_a_few_grpo_steps_raise_held_out_reward(tmp_path: Path) -> None:
         "buffer.total_steps": STEPS,
         "buffer.batch_size": 2,
         "model.max_response_tokens": 48,
+        # plain GRPO at a constant lr (the recipe's DAPO would resample all-zero groups of the untrained model)
+        "algorithm.algorithm_type": "grpo",
         "algorithm.optimizer.lr": 1e-4,  # 5e-5 over 6 steps: format 0 -> 0.19 (2026-11-25), short of +0.3
+        "algorithm.optimizer.lr_scheduler_type": "constant",
+        "algorithm.optimizer.min_lr_ratio": 0.0,
+        "algorithm.kl_loss_fn": "none",
+        "algorithm.kl_loss_fn_args": {"kl_coef": 0.0},
+        "buffer.explorer_input.taskset.generator_args": {"train_size": 5000},  # the problems it was tuned on
         "buffer.explorer_input.taskset.reward_fn_args": {"require_boxed": True, "format_score": 1.0},
         "buffer.explorer_input.eval_tasksets.0.split": "test[:32]",
         "explorer.eval_interval": STEPS,

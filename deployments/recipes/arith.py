@@ -1,9 +1,10 @@
 """arith — generated arithmetic (a + b, a - b, a * b) with SmolLM2-135M-Instruct on CPU: learning you can
-watch. The untrained model gets a quarter of the sums right by its last number but almost never answers in
-\\boxed{} (strict ~1 %). GRPO alone teaches the form within a dozen steps but cannot sharpen sums the model
-rarely gets right, so the recipe is the usual cold start: a short SFT warm-up on worked answers
-("65 + 10 = 75, 75 + 7 = 82. \\boxed{82}", the generator's `solution` column), evaluated before and after,
-then GRPO on the same problems' rewards. Numbers and minutes: docs/recipes/arith.md.
+watch. The untrained model gets a seventh of the sums right by its last number but almost never answers in
+\\boxed{} (strict 0). GRPO alone teaches the form within a dozen steps but cannot sharpen sums the model
+rarely gets right, so the recipe is the usual cold start: a short SFT warm-up on worked answers, digit by digit
+("14 - 7 = 7, 8 - 1 = 7, 7 - 5 = 2, so 84 - 57 = 27", the generator's `solution` column in its `columns`
+style), stopped while the model still makes mistakes, then DAPO on the same problems' rewards, where the groups
+whose answers differ carry the signal. Numbers and minutes: docs/recipes/arith.md.
 
 Run it:  rft run arith          (inspect first: rft validate arith; the data: schemas/generators.py)
 """
@@ -33,12 +34,20 @@ ARITH_SYSTEM_PROMPT = (
     "Solve the arithmetic problem step by step. Put the final answer, a number only, in \\boxed{}, e.g. \\boxed{42}."
 )
 ARITH_FORMAT = FormatConfig(prompt_key="question", response_key="answer", system_prompt=ARITH_SYSTEM_PROMPT)
-# The warm-up's rows: the same generated train split, the worked `solution` column as the response.
-ARITH_SFT = StorageConfig(
-    name="arith-sft", path="generator:arith", split="train",
-    format=FormatConfig(prompt_type="plaintext", prompt_key="question", response_key="solution",
-                        system_prompt=ARITH_SYSTEM_PROMPT),
-)
+
+
+def arith_sft(**generator_args: object) -> StorageConfig:
+    """The warm-up's rows: the generated train split, the worked `solution` column as the response."""
+    return StorageConfig(
+        name="arith-sft", path="generator:arith", split="train", generator_args=dict(generator_args),
+        format=FormatConfig(prompt_type="plaintext", prompt_key="question", response_key="solution",
+                            system_prompt=ARITH_SYSTEM_PROMPT),
+    )
+
+
+# The tens-ones worked answers ("65 + 10 = 75, 75 + 7 = 82. \\boxed{82}"): arith-dpo's warm-up and its pairs.
+ARITH_SFT = arith_sft()
+
 # The answer counts only in \boxed{} (the form the system prompt asks for), plus the format bonus.
 ARITH_REWARD = {"require_boxed": True, "format_score": 0.1}
 
@@ -53,19 +62,34 @@ def arith_taskset(name: str, split: str, **fields) -> TasksetConfig:  # noqa: AN
 # 300 held-out problems, greedy: ±2.3 points (one standard error) at 80 %.
 ARITH_EVAL = arith_taskset("arith-eval", "test", rollout_args=GenerationConfig(temperature=0.0))
 
+
+def sft_warmup(rows: StorageConfig, total_steps: int, min_lr_ratio: float) -> StageConfig:
+    """The warm-up stage: `total_steps` steps of 16 worked answers at lr 3e-4, decayed by cosine to `min_lr_ratio` of
+    it, evaluated on the held-out problems before and after (~11 s a step on 2 cores)."""
+    return StageConfig(
+        stage_name="sft_warmup",
+        mode="train",
+        algorithm=AlgorithmConfig(algorithm_type="sft", optimizer=OptimizerConfig(
+            lr=3e-4, lr_scheduler_type="cosine", min_lr_ratio=min_lr_ratio)),
+        buffer=BufferConfig(batch_size=16, train_batch_size=16, total_steps=total_steps,
+                            trainer_input={"experience_buffer": rows},
+                            explorer_input=ExplorerInput(eval_tasksets=[ARITH_EVAL])),
+        trainer=TorchTrainerConfig(dtype="float32", device="auto", micro_batch_size=16, save_interval=total_steps),
+    )
+
+
 config = ExperimentConfig(
     mode="both",
     project="rft",
     name="arith",
     checkpoint_root_dir="./checkpoints",
     algorithm=AlgorithmConfig(
-        algorithm_type="grpo",
+        # DAPO (Trinity's preset): dynamic sampling fills a step with 16 groups whose answers differ (2-4 rounds of
+        # 16 tasks), clip-higher, token-level loss. At 2e-5 held constant a stage gave back after its 4th step what
+        # it had gained; decayed to a quarter it keeps it (docs/runs.md, the arith-mid rows).
+        algorithm_type="dapo",
         repeat_times=8,
-        # After the warm-up the policy is nearly deterministic (entropy ~0.02) and most groups agree: at 2e-5
-        # Adam's sign-sized steps on that thin signal cost 9 points of held-out accuracy in 30 steps.
-        optimizer=OptimizerConfig(lr=5e-6, lr_scheduler_type="constant"),
-        kl_loss_fn="none",
-        kl_loss_fn_args={"kl_coef": 0.0},
+        optimizer=OptimizerConfig(lr=2e-5, lr_scheduler_type="cosine", min_lr_ratio=0.25),
     ),
     model=ModelConfig(
         model_path="HuggingFaceTB/SmolLM2-135M-Instruct",
@@ -75,35 +99,30 @@ config = ExperimentConfig(
     ),
     cluster=ClusterConfig(node_num=1, gpu_per_node=0, ray_address="local"),
     buffer=BufferConfig(
-        batch_size=8,
-        # 10 steps (~4 min) fit the 30-minute budget after the 200-step warm-up: 0.820 -> 0.833 on seed 0.
-        total_steps=10,
+        batch_size=16,
+        # 4 steps (~2.3 min each) add 5-17 points over the warm-up's model; 4 more added nothing (seed 1).
+        total_steps=4,
         explorer_input=ExplorerInput(
-            taskset=arith_taskset("arith", "train", rollout_args=GenerationConfig(temperature=1.0)),
+            # 20,000 train rows: the RL problems are drawn from a longer list than the warm-up's 5,000
+            taskset=arith_taskset("arith", "train", rollout_args=GenerationConfig(temperature=1.0),
+                                  generator_args={"train_size": 20000}),
             eval_tasksets=[ARITH_EVAL],
         ),
     ),
     explorer=ExplorerConfig(
-        eval_interval=10,
+        eval_interval=4,
         rollout_model=VllmModelConfig(
             engine_num=1, enforce_eager=True, kv_cache_memory_gb=2.0, dtype="float32", enable_prefix_caching=True
         ),
     ),
-    trainer=TorchTrainerConfig(dtype="float32", device="auto", micro_batch_size=16, save_interval=10),
+    trainer=TorchTrainerConfig(dtype="float32", device="auto", micro_batch_size=16, save_interval=4),
     synchronizer=SynchronizerConfig(sync_method="memory", sync_interval=1, sync_offset=0),
     monitor=MonitorConfig(monitor_type="mlflow"),
     stages=[
-        StageConfig(
-            stage_name="sft_warmup",
-            mode="train",
-            # 200 steps of 16 rows (~5.3 s each), lr 3e-4 decayed to 0: 0.82 strict (`rft run arith`, seed 0); over 150
-            # steps 0.81; at a constant 1e-4: 0.55 after 40, 0.73 after 80, 0.81 after 160 (in-process probes, test 300).
-            algorithm=AlgorithmConfig(algorithm_type="sft", optimizer=OptimizerConfig(lr=3e-4, lr_scheduler_type="cosine")),
-            buffer=BufferConfig(batch_size=16, train_batch_size=16, total_steps=200,
-                                trainer_input={"experience_buffer": ARITH_SFT},
-                                explorer_input=ExplorerInput(eval_tasksets=[ARITH_EVAL])),
-            trainer=TorchTrainerConfig(dtype="float32", device="auto", micro_batch_size=16, save_interval=50),
-        ),
+        # Stopped at 75 steps with half its lr left, while the model still errs on a quarter to a third of the
+        # held-out problems (0.63 / 0.76 on two seeds): GRPO needs groups whose answers differ. Run to convergence
+        # (100-200 steps, 0.82-0.87) the warm-up leaves DAPO too few of them and DAPO lost 3-5 points.
+        sft_warmup(arith_sft(solution_style="columns"), total_steps=75, min_lr_ratio=0.5),
         StageConfig(stage_name="grpo"),
     ],
 )

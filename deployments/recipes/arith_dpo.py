@@ -1,5 +1,5 @@
 """arith-dpo — DPO on generated arithmetic with SmolLM2-135M-Instruct on CPU: a short SFT warm-up on worked
-answers (the arith recipe's, 50 steps), then DPO on preference pairs: the worked answer (`solution`, chosen)
+answers (tens-ones, 50 steps), then DPO on preference pairs: the worked answer (`solution`, chosen)
 against the warm-up model's own wrong answer to the same problem (`rejected`, e.g. "84 - 50 = 54, 54 - 7 = 51.
 \\boxed{51}" for 27), sampled once from this recipe's warm-up model (data/arith-self-pairs, written by
 scripts/arith_self_pairs.py). Both sides are scored against the warm-up's model (the reference); the held-out
@@ -9,13 +9,13 @@ Numbers and minutes: docs/recipes/arith-dpo.md.
 Run it:  rft run arith-dpo          (inspect first: rft validate arith-dpo)
 """
 
-from deployments.recipes.arith import ARITH_EVAL, ARITH_SYSTEM_PROMPT
+from deployments.recipes.arith import ARITH_EVAL, ARITH_SFT, ARITH_SYSTEM_PROMPT, sft_warmup
 from deployments.recipes.arith import config as arith
 from schemas import AlgorithmConfig, BufferConfig, ExplorerInput, FormatConfig, OptimizerConfig, StorageConfig
 
 # The warm-up's length: 50 steps of the arith warm-up's batch (16 rows), the train split's first 800 rows.
 WARMUP_STEPS = 50
-WARMUP_ROWS = WARMUP_STEPS * arith.stages[0].buffer.train_batch_size
+WARMUP_ROWS = WARMUP_STEPS * sft_warmup(ARITH_SFT, WARMUP_STEPS, 0.0).buffer.train_batch_size
 PAIR_FORMAT = FormatConfig(prompt_type="plaintext", prompt_key="question", chosen_key="solution", rejected_key="rejected",
                            system_prompt=ARITH_SYSTEM_PROMPT)
 # The worked answer (chosen) against the warm-up model's own wrong answer (rejected), sampled from this recipe's
@@ -33,7 +33,8 @@ config = arith.with_overrides({
                            trainer_input={"experience_buffer": ARITH_PAIRS, "eval_pairs": ARITH_HELDOUT_PAIRS},
                            explorer_input=ExplorerInput(eval_tasksets=[ARITH_EVAL])),
     "trainer.save_interval": 40,
+    "explorer.eval_interval": 10,  # the held-out problems and pairs at steps 10, 20, 30 and 40
     "synchronizer.sync_method": "checkpoint",  # mode train: the evaluations load the trained weights from a checkpoint
-    "stages": [arith.stages[0].model_copy(update={"buffer": arith.stages[0].buffer.model_copy(update={"total_steps": WARMUP_STEPS})}),
-               {"stage_name": "dpo"}],
+    # The tens-ones warm-up its pairs were sampled from (data/arith-self-pairs/meta.json), decayed to 0 over its 50 steps.
+    "stages": [sft_warmup(ARITH_SFT, total_steps=WARMUP_STEPS, min_lr_ratio=0.0), {"stage_name": "dpo"}],
 })
