@@ -54,6 +54,15 @@ def module_tmp_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def tiny_model_path() -> str:
+    """tests/tiny_model.py's model, built once into the model cache (RFT_CACHE_DIR) beside SmolLM2's conversion."""
+    from checkpointing.models import model_cache_dir
+    from tests.tiny_model import tiny_model
+
+    return str(tiny_model(model_cache_dir() / "rft-tests" / "tiny-smollm2-v1"))
+
+
 # ----------------------------------------------------------------------------- the local Tinker server
 TINKER_TEST_KEY = "tml-rft-tests"  # the server refuses any other key, as the hosted service would
 

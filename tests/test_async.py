@@ -75,14 +75,14 @@ def staleness_of(config: ExperimentConfig) -> dict[int, set[int]]:
 
 
 @pytest.fixture(scope="module")
-def overlapped(module_tmp_path: Path) -> tuple[ExperimentConfig, dict]:
+def overlapped(module_tmp_path: Path, tiny_model_path: str) -> tuple[ExperimentConfig, dict]:
     """smoke, 3 steps, the explorer one step ahead of the trainer (explore of step k+1 ‖ train of step k).
-    16-token answers and no evaluation before training (test_rft_flow.py checks that one, made by the
-    same code before the sides split): generation on 2 CPU cores is most of the run's time."""
+    The tiny model (tests/tiny_model.py), 16-token answers and no evaluation before training (test_rft_flow.py
+    checks that one, made by the same code before the sides split): what is checked is the record, not learning."""
     from flows.rft import rft
 
     config = load_recipe("smoke").with_overrides({
-        "name": "overlap", "checkpoint_root_dir": str(module_tmp_path),
+        "name": "overlap", "checkpoint_root_dir": str(module_tmp_path), "model.model_path": tiny_model_path,
         "cluster.ray_address": "local", "buffer.total_steps": 3, "synchronizer.sync_offset": 1,
         "model.max_response_tokens": 16, "explorer.eval_on_startup": False,
     })
@@ -159,7 +159,8 @@ def test_an_overlapped_run_stops_at_its_budget_and_resumes_to_the_unbudgeted_sta
 
 @pytest.mark.slow
 @pytest.mark.parametrize("style", ["trainer_driven", "explorer_driven"])
-def test_driven_run_trains_every_experience_once_within_its_staleness_bound(style: str, tmp_path: Path) -> None:
+def test_driven_run_trains_every_experience_once_within_its_staleness_bound(
+        style: str, tmp_path: Path, tiny_model_path: str) -> None:
     """The driven styles as a whole run: the sides overlap, the explorer samples with the newest weights it
     has, and `max_staleness: 1` bounds how far it may run ahead. Which version a step gets depends on the
     timing, so what is exact is the record: every experience trained once by its own step, none staler than
@@ -168,6 +169,7 @@ def test_driven_run_trains_every_experience_once_within_its_staleness_bound(styl
 
     config = load_recipe("smoke").with_overrides({
         "name": f"driven-{style}", "checkpoint_root_dir": str(tmp_path), "cluster.ray_address": "local",
+        "model.model_path": tiny_model_path,
         "buffer.total_steps": 3, "synchronizer.sync_style": style, "synchronizer.sync_interval": 1,
         "algorithm.sample_strategy_args": {"max_staleness": 1},
         "model.max_response_tokens": 16, "explorer.eval_on_startup": False, "buffer.explorer_input.eval_tasksets": [],
@@ -206,7 +208,7 @@ def test_bench_mode_logs_an_eval_curve_of_the_saved_checkpoints(
 ) -> None:
     config, _ = overlapped
     bench = rft_cli(tmp_path, "bench", f"checkpoint_root_dir={config.checkpoint_root_dir}", "name=overlap",
-                    "mode=bench", "cluster.ray_address=local")
+                    "mode=bench", "cluster.ray_address=local", f"model.model_path={config.model.model_path}")
     assert bench.wait(timeout=900) == 0, (tmp_path / "bench.log").read_text()[-3000:]
     log = (tmp_path / "bench.log").read_text()
     assert "Traceback" not in log, log[-5000:]  # a clean `rft run` on its temporary server: no Prefect-internal one
