@@ -130,11 +130,12 @@ def steps_and_tasks(experiment: Path) -> list[tuple[int, int, str]]:
 
 @pytest.mark.slow
 @pytest.mark.full  # CI's 90 minutes: scripts/test.sh --full (docs/testing.md, 2026-11-29)
-def test_a_token_budget_stops_the_run_and_a_larger_one_resumes_it(tmp_path: Path) -> None:
+def test_a_token_budget_stops_the_run_and_a_larger_one_resumes_it(tmp_path: Path, tiny_model_path: str) -> None:
     from flows.rft import rft
 
-    base = load_recipe("smoke").with_overrides({
-        "checkpoint_root_dir": str(tmp_path / "checkpoints"), "buffer.total_steps": 3, "trainer.save_interval": 3,
+    base = load_recipe("smoke").with_overrides({  # the tiny model (tests/tiny_model.py): the record, not learning
+        "checkpoint_root_dir": str(tmp_path / "checkpoints"), "model.model_path": tiny_model_path,
+        "buffer.total_steps": 3, "trainer.save_interval": 3,
         "explorer.eval_on_startup": False, "buffer.explorer_input.eval_tasksets": [], "model.max_response_tokens": 16,
     })
     budgeted = base.with_overrides({"name": "budgeted", "budget.max_tokens": 1})  # reached by the first step
@@ -179,7 +180,7 @@ def test_a_token_budget_stops_the_run_and_a_larger_one_resumes_it(tmp_path: Path
         assert cpu_s > 0 and cpu_s == pytest.approx(finished["usage"][f"{side}_cpu_s"])
 
 
-def sft_config(root: Path, name: str) -> ExperimentConfig:
+def sft_config(root: Path, name: str, model_path: str | None = None) -> ExperimentConfig:
     """An SFT stage on its own: 3 steps of 4 rows (no evaluation, so no engines)."""
     rows = root / "sft.jsonl"
     if root.is_dir():
@@ -190,19 +191,20 @@ def sft_config(root: Path, name: str) -> ExperimentConfig:
         "explorer.eval_on_startup": False, "buffer.explorer_input.eval_tasksets": [],
         "buffer.trainer_input.experience_buffer": {"name": "sft", "path": str(rows), "split": "train", "format": {
             "prompt_type": "plaintext", "prompt_key": "prompt", "response_key": "response"}},
+        **({"model.model_path": model_path} if model_path else {}),
     })
 
 
 @pytest.mark.slow
-def test_an_sft_stage_stops_at_its_wall_budget_and_resumes_to_the_same_weights(tmp_path: Path) -> None:
+def test_an_sft_stage_stops_at_its_wall_budget_and_resumes_to_the_same_weights(tmp_path: Path, tiny_model_path: str) -> None:
     """SFT trains fixed rows (each step's batch follows from the step), so a resumed run ends with the same
-    weights as one that ran through."""
+    weights as one that ran through. The tiny model (tests/tiny_model.py): SFT changes its weights too."""
     import torch
     from safetensors.torch import load_file
 
     from flows.rft import rft
 
-    budgeted = sft_config(tmp_path, "sft-budgeted").with_overrides({"budget.max_wall_minutes": 1e-6})  # reached at step 1
+    budgeted = sft_config(tmp_path, "sft-budgeted", tiny_model_path).with_overrides({"budget.max_wall_minutes": 1e-6})  # reached at step 1
     stopped = rft(config=budgeted, return_state=True)
     assert stopped.is_completed() and stopped.name == "BudgetReached", stopped
     exp = budgeted.experiment_dir
@@ -211,7 +213,7 @@ def test_an_sft_stage_stops_at_its_wall_budget_and_resumes_to_the_same_weights(t
     assert summary["usage"]["tokens_trained"] > 0 and summary["usage"]["tokens_sampled"] == 0
 
     rft(config=budgeted.with_overrides({"budget.max_wall_minutes": None}))
-    unbudgeted = sft_config(tmp_path, "sft-unbudgeted")
+    unbudgeted = sft_config(tmp_path, "sft-unbudgeted", tiny_model_path)
     rft(config=unbudgeted)
     finished = json.loads((exp / "summary.json").read_text())
     assert finished["steps"] == 3 and "stopped" not in finished
