@@ -25,12 +25,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.full]  # CI's 90 minutes: scripts/te
 CRITIC_METRICS = ("train/critic/value_loss", "train/critic/vf_explained_var", "train/critic/values_mean")
 
 
-def test_ppo_logs_the_critic_and_checkpoints_it(tmp_path: Path) -> None:
+def test_ppo_logs_the_critic_and_checkpoints_it(tmp_path: Path, tiny_model_path: str) -> None:
     from backends.torch_trainer import TorchTrainer
     from flows.rft import rft
 
     config = load_recipe("smoke").with_overrides({
         "name": "ppo-critic", "checkpoint_root_dir": str(tmp_path), "cluster.ray_address": "local",
+        "model.model_path": tiny_model_path,  # tests/tiny_model.py: the critic's values, not the rewards, make its loss
         "algorithm": {"algorithm_type": "ppo", "repeat_times": 2},
         "model.max_response_tokens": 16, "explorer.eval_on_startup": False,
         "buffer.explorer_input.eval_tasksets": [], "trainer.save_interval": 1,  # cheaper: train only
