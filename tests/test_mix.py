@@ -145,7 +145,7 @@ def test_the_mix_strategy_and_the_mix_losses_need_each_other(tmp_path: Path) -> 
 # ----------------------------------------------------------------------------- a whole run (slow)
 @pytest.mark.slow
 @pytest.mark.full  # a whole run, ~2 min: scripts/test.sh --full (CI's 90 minutes are full)
-def test_a_mix_run_trains_on_sampled_and_expert_rows(tmp_path: Path) -> None:
+def test_a_mix_run_trains_on_sampled_and_expert_rows(tmp_path: Path, tiny_model_path: str) -> None:
     """`rft run` of mix_chord on arith with the arith warm-up's SFT data as expert rows: every train step adds them,
     the sampled experiences are each trained once, and MLflow has both parts of the loss (and the explorer's
     experience pipeline, its pass rates)."""
@@ -157,7 +157,7 @@ def test_a_mix_run_trains_on_sampled_and_expert_rows(tmp_path: Path) -> None:
     arith = load_recipe("arith")
     expert = arith.stages[0].buffer.trainer_input.experience_buffer.model_dump(mode="json", exclude_unset=True)
     config: ExperimentConfig = arith.with_overrides({
-        "name": "mix", "checkpoint_root_dir": str(tmp_path), "stages": [],
+        "name": "mix", "checkpoint_root_dir": str(tmp_path), "stages": [], "model.model_path": tiny_model_path,
         "algorithm.algorithm_type": "mix_chord", "algorithm.repeat_times": 2,
         "algorithm.sample_strategy_args": {"expert_data_ratio": 0.25},
         "algorithm.policy_loss_fn_args": {"mu_warmup_steps": 2, "mu_peak": 0.5, "mu_valley": 0.5},
