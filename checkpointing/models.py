@@ -12,6 +12,8 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -80,23 +82,28 @@ def _convert_gguf_once(model_id: str) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     logger.info("Converting %s from %s into %s (once)", model_id, gguf.name, target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Build under a private temp name and rename: concurrent converters never see half a folder, and
-    # the loser of a race just discards its copy.
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
+    with building_once(target) as tmp:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(
             gguf.parent, gguf_file=gguf.name, dtype=getattr(torch, SAVE_DTYPE)
         )
         model.save_pretrained(tmp)  # also writes generation_config.json
         tokenizer.save_pretrained(tmp)  # also writes the chat template
+    return target
+
+
+@contextmanager
+def building_once(target: Path) -> Iterator[Path]:
+    """A private folder beside `target` to build a model folder in, renamed to `target` when the block ends:
+    concurrent builders never see half a folder, and the loser of a race just discards its copy."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        yield tmp
         try:
             tmp.rename(target)
         except OSError:
             if not (target / "config.json").is_file():
                 raise
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return target
+        shutil.rmtree(tmp, ignore_errors=True)

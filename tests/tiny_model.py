@@ -10,7 +10,6 @@ Tests of learning, of what weights change or of the default model's conversion k
 from __future__ import annotations
 
 import shutil
-import uuid
 from pathlib import Path
 
 BASE_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -26,7 +25,7 @@ def tiny_model(target: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    from checkpointing.models import resolve_model_path
+    from checkpointing.models import building_once, resolve_model_path
 
     source = resolve_model_path(BASE_MODEL)
     base = LlamaConfig.from_pretrained(source)
@@ -37,17 +36,9 @@ def tiny_model(target: Path) -> Path:
         tie_word_embeddings=True, bos_token_id=base.bos_token_id, eos_token_id=base.eos_token_id,
         pad_token_id=base.pad_token_id,
     )
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
+    with building_once(target) as tmp:
         AutoModelForCausalLM.from_config(config, dtype=torch.float32).save_pretrained(tmp)
         for name in TOKENIZER_FILES:
             if (source / name).is_file():
                 shutil.copy(source / name, tmp / name)
-        try:
-            tmp.rename(target)
-        except OSError:
-            if not (target / "config.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return target

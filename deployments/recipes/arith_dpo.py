@@ -15,7 +15,9 @@ from schemas import AlgorithmConfig, BufferConfig, ExplorerInput, FormatConfig, 
 
 # The warm-up's length: 50 steps of the arith warm-up's batch (16 rows), the train split's first 800 rows.
 WARMUP_STEPS = 50
-WARMUP_ROWS = WARMUP_STEPS * sft_warmup(ARITH_SFT, WARMUP_STEPS, 0.0).buffer.train_batch_size
+# The tens-ones warm-up its pairs were sampled from (data/arith-self-pairs/meta.json), decayed to 0 over its 50 steps.
+WARMUP = sft_warmup(ARITH_SFT, total_steps=WARMUP_STEPS, min_lr_ratio=0.0)
+WARMUP_ROWS = WARMUP_STEPS * WARMUP.buffer.train_batch_size
 PAIR_FORMAT = FormatConfig(prompt_type="plaintext", prompt_key="question", chosen_key="solution", rejected_key="rejected",
                            system_prompt=ARITH_SYSTEM_PROMPT)
 # The worked answer (chosen) against the warm-up model's own wrong answer (rejected), sampled from this recipe's
@@ -35,6 +37,5 @@ config = arith.with_overrides({
     "trainer.save_interval": 40,
     "explorer.eval_interval": 10,  # the held-out problems and pairs at steps 10, 20, 30 and 40
     "synchronizer.sync_method": "checkpoint",  # mode train: the evaluations load the trained weights from a checkpoint
-    # The tens-ones warm-up its pairs were sampled from (data/arith-self-pairs/meta.json), decayed to 0 over its 50 steps.
-    "stages": [sft_warmup(ARITH_SFT, total_steps=WARMUP_STEPS, min_lr_ratio=0.0), {"stage_name": "dpo"}],
+    "stages": [WARMUP, {"stage_name": "dpo"}],
 })
