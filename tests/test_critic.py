@@ -1,5 +1,5 @@
 """PPO's critic (advantage_fn 'ppo'): GAE and the clipped value loss against hand-computed numbers, the
-settings it is validated with, and the torch trainer's critic on the real SmolLM2-135M (a step, and a
+settings it is validated with, and the torch trainer's critic on the tiny model of tests/tiny_model.py (a step, and a
 checkpoint a fresh trainer resumes from exactly). The whole flow: tests/test_critic_run.py (slow)."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import algorithms
 from backends.critic import OPTIM_STATE, WEIGHTS, critic_dir
 from backends.torch_trainer import TorchTrainer
 from buffer.experience import Experience
-from checkpointing.models import resolve_model_path
 from checkpointing.safe_load import UnsafeCheckpointError
 from deployments import load_recipe
 from schemas import ExperimentConfig, describe_errors
@@ -128,8 +127,8 @@ def scored(step: int) -> list[Experience]:
 
 
 @pytest.fixture(scope="module")
-def model_dir() -> Path:
-    return resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct")
+def model_dir(tiny_model_path: str) -> Path:
+    return Path(tiny_model_path)
 
 
 def test_a_resumed_critic_continues_exactly(model_dir: Path, tmp_path: Path) -> None:

@@ -50,10 +50,11 @@ def test_the_judge_workflow_needs_a_judge_and_q20_does_not() -> None:
 
 @pytest.mark.slow
 @pytest.mark.full  # a whole run with a judge engine, ~3.5 min: scripts/test.sh --full (CI's 90 minutes are full)
-def test_a_judge_grades_each_response_and_a_model_answers_q20(tmp_path: Path) -> None:
+def test_a_judge_grades_each_response_and_a_model_answers_q20(tmp_path: Path, tiny_model_path: str) -> None:
     """One run, two kinds of row (format.workflow_key): GSM8K-style questions graded by the judge, and q20 games whose
     questions the same auxiliary model answers (SmolLM2-135M itself: what it grades matters less than that every
-    grade is its own reply, parsed)."""
+    grade is its own reply, parsed). The policy is the tiny model (tests/tiny_model.py): what it answers is graded,
+    not judged here."""
     from flows.rft import rft
 
     rows = [{"workflow": "q20", "question": "dog"}, {"workflow": "llm_judge_workflow", "question": "What is 2 + 3?",
@@ -67,7 +68,8 @@ def test_a_judge_grades_each_response_and_a_model_answers_q20(tmp_path: Path) ->
                "default_workflow_type": "llm_judge_workflow", "rollout_args": {"temperature": 1.0, "max_tokens": 32},
                "workflow_args": {"judge": "judge", "answerer": "judge", "max_turns": 2, "max_tokens_per_turn": 16}}
     config: ExperimentConfig = load_recipe("q20").with_overrides({
-        **JUDGE, "name": "judge", "checkpoint_root_dir": str(tmp_path / "ckpt"), "algorithm.repeat_times": 2,
+        **JUDGE, "name": "judge", "checkpoint_root_dir": str(tmp_path / "ckpt"), "model.model_path": tiny_model_path,
+        "algorithm.repeat_times": 2,
         "buffer.batch_size": 2, "buffer.total_steps": 2, "buffer.explorer_input": {"taskset": taskset, "eval_tasksets": []},
         "explorer.eval_on_startup": False, "model.max_response_tokens": 64, "trainer.save_interval": 2,
     })

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,6 @@ from typer.testing import CliRunner
 import algorithms
 from backends.torch_trainer import TorchTrainer
 from buffer.experience import Experience
-from checkpointing.models import resolve_model_path
 from cli.main import app
 from deployments import load_recipe
 from schemas import ExperimentConfig, support
@@ -86,9 +86,10 @@ def scored_batch(config: ExperimentConfig) -> list[Experience]:
 
 
 @pytest.fixture(scope="module")
-def trainer() -> TorchTrainer:
-    # grpo's preset has a KL term, so the shared trainer holds a reference model for those that need one
-    return TorchTrainer(preset_config("grpo"), resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct"), total_steps=20)
+def trainer(tiny_model_path: str) -> TorchTrainer:
+    # grpo's preset has a KL term, so the shared trainer holds a reference model for those that need one. The tiny
+    # model (tests/tiny_model.py): a step's loss, gradient and metric names, not what it learns, are checked here.
+    return TorchTrainer(preset_config("grpo"), Path(tiny_model_path), total_steps=20)
 
 
 def test_every_preset_is_trained_here_or_refused():
@@ -99,17 +100,20 @@ def test_every_preset_is_trained_here_or_refused():
 
 
 @pytest.mark.parametrize("preset", TRAINED)
-def test_preset_trains_a_step(preset: str, trainer: TorchTrainer, tmp_path: Path) -> None:
+def test_preset_trains_a_step(preset: str, trainer: TorchTrainer, tmp_path: Path, tiny_model_path: str) -> None:
     config = preset_config(preset, tmp_path)
+    if algorithms.needs_critic(config.algorithm):  # GAE: the advantages come from a critic the trainer holds
+        trainer = TorchTrainer(config, Path(tiny_model_path), total_steps=20)
+    trainer.config, trainer.algorithm = config, config.algorithm
     batch = scored_batch(config)
+    # the rollout logprobs an engine serving the trainer's weights gives: the ratio starts at 1, as on-policy
+    batch = [replace(e, logprobs=lp) for e, lp in zip(batch, trainer.logprobs(batch), strict=True)]
     fill_advantages(config, batch)
     experts = expert_rows(config, 1, len(batch))  # what tasks/train.py adds to the batch (mix strategy)
     assert len(experts) == (len(batch) if preset in MIX else 0)  # expert_data_ratio 0.5: as many as sampled
     batch += experts
-    if algorithms.needs_critic(config.algorithm):  # GAE: the advantages come from a critic the trainer holds
+    if algorithms.needs_critic(config.algorithm):
         assert all(e.advantage is None for e in batch)
-        trainer = TorchTrainer(config, resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct"), total_steps=20)
-    trainer.config, trainer.algorithm = config, config.algorithm
     metrics = trainer.train_step(batch)
     assert math.isfinite(metrics["loss"]) and metrics["grad_norm"] > 0, metrics
     expected = {"opmd": "opmd_loss", "sft": "sft_loss", "raft": "sft_loss", "gspo": "pg_clipfrac", "cispo": "pg_clipfrac",
@@ -132,7 +136,8 @@ def test_rft_validate_names_what_a_preset_needs():
 # ----------------------------------------------------------------------------- a whole run (slow)
 @pytest.mark.slow
 @pytest.mark.full  # a whole run, ~1.7 min: scripts/test.sh --full (every preset still trains a step above)
-def test_opmd_smoke_run_with_priority_sampling_tensorboard_and_every_hf_checkpoint(tmp_path: Path) -> None:
+def test_opmd_smoke_run_with_priority_sampling_tensorboard_and_every_hf_checkpoint(tmp_path: Path,
+                                                                                   tiny_model_path: str) -> None:
     """The smoke recipe as opmd, through the real stack, with settings this project now honours:
     sample_strategy priority, monitor tensorboard (no MLflow at all), save_hf_checkpoint always,
     max_prompt_tokens (longer prompts skipped and counted), min_response_tokens, a Ray timeline."""
@@ -142,7 +147,9 @@ def test_opmd_smoke_run_with_priority_sampling_tensorboard_and_every_hf_checkpoi
     from workflows.math_workflow import MathWorkflow
     from workflows.render import renderer_for
 
-    base = preset_config("opmd").with_overrides({"checkpoint_root_dir": str(tmp_path / "ckpt")})
+    # the tiny model: this run checks the settings' effects, not what opmd learns
+    base = preset_config("opmd").with_overrides({"checkpoint_root_dir": str(tmp_path / "ckpt"),
+                                                 "model.model_path": tiny_model_path})
     # a prompt limit between the shortest and the longest prompt of the first batch: some are skipped
     renderer = renderer_for(base.model.model_path)
     tasks = load_taskset(base.buffer.explorer_input.taskset)[: base.buffer.batch_size * 2]

@@ -158,9 +158,11 @@ def test_mistakes_end_the_run_before_any_actor_starts(cluster: dict, tmp_path: P
     assert actors(cluster, "rft-bad") == []  # no engine, no trainer: nothing was started
 
 
-def test_smoke_runs_its_engines_on_both_nodes(cluster: dict, tmp_path: Path) -> None:
+def test_smoke_runs_its_engines_on_both_nodes(cluster: dict, tmp_path: Path, tiny_model_path: str) -> None:
+    # the tiny model (tests/tiny_model.py): where the engines run is checked, not what they sample
     rc, out, err, seconds = rft_run(
-        cluster, tmp_path / "checkpoints", "name=two-nodes", "cluster.node_num=2", "explorer.rollout_model.engine_num=2",
+        cluster, tmp_path / "checkpoints", "name=two-nodes", f"model.model_path={tiny_model_path}", "cluster.node_num=2",
+        "explorer.rollout_model.engine_num=2",
         "explorer.rollout_model.kv_cache_memory_gb=0.5", "synchronizer.sync_method=checkpoint", address=cluster["address"],
     )
     print(f"smoke on two nodes: {seconds:.0f} s")
@@ -173,12 +175,14 @@ def test_smoke_runs_its_engines_on_both_nodes(cluster: dict, tmp_path: Path) -> 
     shutil.rmtree(tmp_path / "checkpoints", ignore_errors=True)
 
 
-def test_a_cluster_that_goes_away_is_named(cluster: dict, tmp_path: Path) -> None:
-    """Runs last: it stops the cluster in the middle of a run that joined it through Ray Client."""
+def test_a_cluster_that_goes_away_is_named(cluster: dict, tmp_path: Path, tiny_model_path: str) -> None:
+    """Runs last: it stops the cluster in the middle of a run that joined it through Ray Client (the tiny model's
+    steps take about a second: 200 of them outlast the kill)."""
     root = tmp_path / "checkpoints"
     proc = subprocess.Popen(
         [sys.executable, "-m", "cli.main", "run", "smoke", "--set", f"checkpoint_root_dir={root}", "--set", "name=lost",
-         "--set", f"cluster.ray_address={cluster['client']}", "--set", "buffer.total_steps=20"],
+         "--set", f"cluster.ray_address={cluster['client']}", "--set", f"model.model_path={tiny_model_path}",
+         "--set", "buffer.total_steps=200"],
         env=cluster["env"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

@@ -1,4 +1,5 @@
-"""The native torch trainer on the real SmolLM2-135M: exact skipping, checkpoints, exported weights."""
+"""The native torch trainer on the tiny model (tests/tiny_model.py: SmolLM2-135M's tokenizer, 2 small layers): exact
+skipping, checkpoints, exported weights. What is checked is exact arithmetic, not learning, so the size does not matter."""
 
 from __future__ import annotations
 
@@ -14,15 +15,14 @@ from transformers import AutoModelForCausalLM
 from backends.batch import collate, micro_batches
 from backends.torch_trainer import TorchTrainer
 from buffer.experience import Experience
-from checkpointing.models import resolve_model_path
 from deployments import load_recipe
 from schemas import ExperimentConfig
 from tasks.sft import dataset_key, supervised_examples
 
 
 @pytest.fixture(scope="module")
-def model_dir() -> Path:
-    return resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct")
+def model_dir(tiny_model_path: str) -> Path:
+    return Path(tiny_model_path)
 
 
 def make_config(**overrides: object) -> ExperimentConfig:
