@@ -27,11 +27,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.full  # CI's 90 minutes: scripts/test.sh --full (docs/testing.md, 2026-11-29)
 @pytest.mark.parametrize("trainer_type", ["torch", "verl"])
-def test_a_run_in_turns_drops_all_equal_groups_and_fills_every_step(tmp_path: Path, trainer_type: str) -> None:
-    """The explore side does it all, so every trainer backend gets it (veRL: scripts/test.sh --full)."""
+def test_a_run_in_turns_drops_all_equal_groups_and_fills_every_step(tmp_path: Path, trainer_type: str,
+                                                                   tiny_model_path: str) -> None:
+    """The explore side does it all, so every trainer backend gets it. On the tiny model (tests/tiny_model.py): its
+    random answers differ from each other, so an informative row's four similarities differ as SmolLM2's do."""
     from flows.rft import rft
 
-    config = load_recipe("hello").with_overrides(overrides(tmp_path, f"ds-{trainer_type}") | {"trainer.trainer_type": trainer_type})
+    config = load_recipe("hello").with_overrides(overrides(tmp_path, f"ds-{trainer_type}") | {
+        "trainer.trainer_type": trainer_type, "model.model_path": tiny_model_path})
     outcome = rft(config=config)[config.name]
     assert outcome["steps"] == 3
     assert check_the_record(config) == expected()
