@@ -22,6 +22,7 @@ from checkpointing.models import resolve_model_path
 from deployments import load_recipe
 from schemas import ExperimentConfig
 from tests import policy_contract
+from tests.tiny_model import CONTRACT_LR, CONTRACT_STEPS
 from workflows.render import ChatRenderer, renderer_for
 
 
@@ -55,10 +56,9 @@ def local(module_tmp_path: Path, tiny_model_path: str) -> Iterator[tuple[Experim
         "name": "contract",
         "checkpoint_root_dir": str(module_tmp_path),
         "cluster.ray_address": "local",
-        # the tiny model (tests/tiny_model.py): from its near-uniform start the contract's target answer takes ~70 steps
-        # at 1e-3 (tests/test_verl_trainer.py's count); the checks are of the policy's plumbing, not of learning
+        # the tiny model: the checks are of the policy's plumbing, not of learning
         "model.model_path": tiny_model_path,
-        "algorithm.optimizer.lr": 1e-3,
+        "algorithm.optimizer.lr": CONTRACT_LR,
         "algorithm.optimizer.weight_decay": 0.0,
         # the trainer pushes its tensors into the running engine (vLLM's weight-transfer API, over gloo on
         # CPU), as on GPUs; the recipes' folder route (memory) runs in every flow test
@@ -94,7 +94,7 @@ def test_contract_checkpoint_round_trip(local: tuple[ExperimentConfig, Policy], 
 
 @pytest.mark.slow
 def test_contract_published_weights_change_samples(local: tuple[ExperimentConfig, Policy], renderer: ChatRenderer) -> None:
-    policy_contract.check_published_weights_change_samples(local[1], renderer, max_steps=120)  # the tiny model: ~70
+    policy_contract.check_published_weights_change_samples(local[1], renderer, max_steps=CONTRACT_STEPS)
 
 
 @pytest.mark.slow

@@ -24,6 +24,7 @@ from checkpointing.models import resolve_model_path
 from deployments import load_recipe
 from schemas import ExperimentConfig
 from tests import policy_contract
+from tests.tiny_model import CONTRACT_LR, CONTRACT_STEPS
 from workflows.render import ChatRenderer, renderer_for
 
 pytestmark = pytest.mark.slow
@@ -36,8 +37,7 @@ def verl(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: str) -> Iter
     config = load_recipe("smoke").with_overrides({
         "name": "verl-contract",
         # The tiny model (tests/tiny_model.py): the checks here are veRL's arithmetic against the torch trainer's, its
-        # checkpoints and its weight push. From its near-uniform start (-11 a token) lr 1e-3 learns the contract's
-        # target answer in ~70 steps (the torch trainer's count) and still lowers the parity batch's loss step by step.
+        # checkpoints and its weight push. The contract's lr still lowers the parity batch's loss step by step.
         "model.model_path": tiny_model_path,
         "checkpoint_root_dir": str(tmp_path_factory.mktemp("verl")),
         "cluster.ray_address": "local",
@@ -48,7 +48,7 @@ def verl(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: str) -> Iter
         # sends, rank 1 joins the gathers (the folder route, memory, runs in tests/test_deployment.py)
         "synchronizer.sync_method": "nccl",
         "synchronizer.sync_timeout": 300,  # a push stuck on a peer fails within it (test_a_dead_engine_...)
-        "algorithm.optimizer.lr": 1e-3,
+        "algorithm.optimizer.lr": CONTRACT_LR,
         "algorithm.optimizer.weight_decay": 0.0,
     })
     policy = policy_for(config)
@@ -141,7 +141,7 @@ def test_contract_checkpoint_round_trip_in_verl_layout(checkpoint: Path) -> None
 def test_contract_published_weights_change_samples(verl, renderer: ChatRenderer) -> None:
     """Both ranks gather the sharded weights, rank 0 publishes them, the vLLM engine loads them: trained
     toward a target answer, the engine answers it greedily and serves the trainer's step as its version."""
-    policy_contract.check_published_weights_change_samples(verl[1], renderer, max_steps=120)  # the tiny model: ~70
+    policy_contract.check_published_weights_change_samples(verl[1], renderer, max_steps=CONTRACT_STEPS)
 
 
 def test_a_fresh_trainer_resumes_from_the_checkpoint(verl, renderer: ChatRenderer, checkpoint: Path) -> None:
@@ -184,7 +184,7 @@ def test_a_dead_verl_worker_counts_as_a_dead_trainer_and_is_started_again(verl, 
     assert policy_contract._close(policy.trainer.logprobs([exp])[0], saved)
 
 
-def test_the_checkpoint_converts_to_a_model_transformers_loads(checkpoint: Path, tmp_path: Path, tiny_model_path: str) -> None:
+def test_the_checkpoint_converts_to_a_model_transformers_loads(verl, checkpoint: Path, tmp_path: Path) -> None:
     import shutil
 
     from transformers import AutoModelForCausalLM
@@ -193,7 +193,7 @@ def test_the_checkpoint_converts_to_a_model_transformers_loads(checkpoint: Path,
 
     step = tmp_path / "global_step_1"
     shutil.copytree(checkpoint, step)
-    model_dir = Path(tiny_model_path)  # the module's model
+    model_dir = Path(verl[2])  # the module's model
     copy_side_files(model_dir, step / "actor" / "huggingface")  # as the save-checkpoint task does
     result = convert_step(step, None, False, "2GB")
     assert result["format"] == "verl-fsdp" and result["max_logit_diff"] <= result["tolerance"], result
