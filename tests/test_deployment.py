@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from checkpointing.layout import latest_step
 from deployments import prefect_yaml
 from tracking import PARENT_TAG, ROLE_TAG
 
@@ -31,6 +32,7 @@ TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 ENV_KEY = f"tml-env-{uuid.uuid4().hex}"
 BLOCK_KEY = f"tml-block-{uuid.uuid4().hex}"
 NO_SERVER = "http://127.0.0.1:9"  # the workers' TINKER_BASE_URL: nothing listens there
+KILLED_RUN_STEPS = 6  # the killed runs' steps on the tiny model: a kill lands before the last (seconds each)
 
 
 def free_port() -> int:
@@ -175,16 +177,19 @@ def wait_for_state(env: dict[str, str], flow_run_id: str, states: set[str], time
 
 
 @pytest.mark.parametrize("trainer_type", [pytest.param("torch", marks=pytest.mark.full), "verl"])  # torch: scripts/test.sh --full
-def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dict[str, str], tmp_path: Path, trainer_type: str) -> None:
-    """The CI smoke flow, and what a retry from the UI does: SIGKILL the run's process in the middle of
-    step 2, `prefect flow-run retry` it, and it finishes from its step-1 checkpoint through the worker.
+def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dict[str, str], tmp_path: Path,
+                                                             tiny_model_path: str, trainer_type: str) -> None:
+    """The CI smoke flow, and what a retry from the UI does: SIGKILL the run's process once step 2 is under
+    way, `prefect flow-run retry` it, and it finishes from its latest checkpoint through the worker.
     Once per trainer a user picks with `--set trainer.trainer_type=...` (veRL: its FSDP workers on gloo)."""
     root = tmp_path / "checkpoints"
-    # No evaluation and 16-token answers: this run is about the kill and the retry (the evaluations and
-    # the recipe's 32-token answers are checked in process by tests/test_rft_flow.py); generation on
-    # 2 CPU cores dominates each of its two starts.
+    # The tiny model, no evaluation and 16-token answers: this run is about the kill and the retry (the
+    # evaluations and the recipe's 32-token answers are checked in process by tests/test_rft_flow.py). Its steps
+    # take seconds, so the run has KILLED_RUN_STEPS of them: the kill lands before the last one, in whichever
+    # step, and the retry must resume after the checkpoint that was the latest when the process died.
     overrides = {"checkpoint_root_dir": str(root), "cluster.ray_address": "local", "explorer.eval_on_startup": False,
                  "buffer.explorer_input.eval_tasksets": [], "model.max_response_tokens": 16,
+                 "model.model_path": tiny_model_path, "buffer.total_steps": KILLED_RUN_STEPS,
                  "trainer.trainer_type": trainer_type}
     started = prefect(prefect_stack, "deployment", "run", "rft/smoke", "--param", f"overrides={json.dumps(overrides)}")
     assert started.returncode == 0, started.stdout + started.stderr
@@ -203,10 +208,13 @@ def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dic
             pytest.fail(f"the smoke run ended before step 2: {state_of(prefect_stack, flow_run_id)}\n{logs[-4000:]}")
         time.sleep(0.5)
     kill_and_retry(prefect_stack, flow_run_id)
+    (experiment,) = root.glob("rft/smoke-*")
+    resumed_after = latest_step(experiment)  # the process is gone: no checkpoint can appear before the retry's
+    assert resumed_after is not None and 1 <= resumed_after < KILLED_RUN_STEPS
     ended = wait_for_state(prefect_stack, flow_run_id, {"COMPLETED", "FAILED", "CRASHED"}, 900)
     assert ended == "COMPLETED", f"the retry ended {ended}\n{why_it_ended(prefect_stack, flow_run_id)}"
     logs = prefect(prefect_stack, "flow-run", "logs", flow_run_id).stdout
-    assert "resuming after step 1" in logs
+    assert f"resuming after step {resumed_after}:" in logs
     # The worker ran the crashed run's on_crashed hook itself (its process was gone), calling it by keyword
     worker_log = (Path(prefect_stack["PREFECT_HOME"]) / "logs" / f"worker-{prefect_yaml.CPU_POOL}.log").read_text()
     assert "Running hook '_release' in response to entering state 'Crashed'" in worker_log
@@ -214,7 +222,7 @@ def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dic
 
     (summary_path,) = root.glob("rft/smoke-*/summary.json")  # one experiment for the run and its retry
     summary = json.loads(summary_path.read_text())
-    assert summary["steps"] == 2
+    assert summary["steps"] == KILLED_RUN_STEPS
     client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("rft").experiment_id])
     (mlflow_run,) = [r for r in runs if r.data.tags[ROLE_TAG] == "main"]  # continued by the retry, not duplicated
@@ -222,13 +230,14 @@ def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dic
     assert mlflow_run.data.tags[PARENT_TAG] == parent.info.run_id and parent.info.status == "FINISHED"
     assert mlflow_run.info.run_id == summary["mlflow_run_id"] and mlflow_run.info.status == "FINISHED"
     assert {"config.json", "reward_curve.png"} <= {a.path for a in client.list_artifacts(mlflow_run.info.run_id)}
-    assert sorted({m.step for m in client.get_metric_history(mlflow_run.info.run_id, "explore/reward_mean")}) == [1, 2]
+    steps = list(range(1, KILLED_RUN_STEPS + 1))
+    assert sorted({m.step for m in client.get_metric_history(mlflow_run.info.run_id, "explore/reward_mean")}) == steps
     with sqlite3.connect(summary_path.parent / "buffer" / "experiences.db") as conn:
         rows = conn.execute("SELECT eid, train_step FROM experiences").fetchall()
-    assert len(rows) == len({eid for eid, _ in rows}) == 2 * 2 * 2  # steps × tasks × repeat_times
-    assert sorted(step for _, step in rows) == [1] * 4 + [2] * 4  # each trained once
+    assert len(rows) == len({eid for eid, _ in rows}) == KILLED_RUN_STEPS * 2 * 2  # steps × tasks × repeat_times
+    assert sorted(step for _, step in rows) == [s for s in steps for _ in range(4)]  # each trained once
     task_uses = Counter(eid.split("@")[0] for eid, _ in rows)  # eid = "{task_id}@{step}/{group}/{i}"
-    assert len(task_uses) == 2 * 2 and set(task_uses.values()) == {2}  # every task used equally
+    assert len(task_uses) == KILLED_RUN_STEPS * 2 and set(task_uses.values()) == {2}  # every task used equally
 
 
 def start_deployment(env: dict[str, str], deployment: str, overrides: dict) -> str:
@@ -266,12 +275,16 @@ def kill_and_retry(env: dict[str, str], flow_run_id: str) -> None:
 
 
 @pytest.mark.full  # two deployments killed and retried, ~3 min: scripts/test.sh --full
-def test_explore_and_train_deployments_killed_and_retried_finish_together(prefect_stack: dict[str, str], tmp_path: Path) -> None:
-    """rft/smoke-explore and rft/smoke-train share one experiment (smoke-split, 3 steps). The trainer is
-    killed while it trains step 2 and the explorer while it explores step 3; both are retried and the two
-    finish together: every explore step in the buffer once, every experience trained once, by its step."""
+def test_explore_and_train_deployments_killed_and_retried_finish_together(prefect_stack: dict[str, str], tmp_path: Path,
+                                                                          tiny_model_path: str) -> None:
+    """rft/smoke-explore and rft/smoke-train share one experiment (smoke-split, here on the tiny model with
+    KILLED_RUN_STEPS steps). The trainer is killed once it has a checkpoint and explore step 2 is in, the
+    explorer once the trainer's retry has published weights and before the last step is explored; both are
+    retried and the two finish together: every explore step in the buffer once, every experience trained once,
+    by its step."""
     root = tmp_path / "checkpoints"
-    overrides = {"checkpoint_root_dir": str(root), "cluster.ray_address": "local"}
+    overrides = {"checkpoint_root_dir": str(root), "cluster.ray_address": "local", "model.model_path": tiny_model_path,
+                 "buffer.total_steps": KILLED_RUN_STEPS}
     explorer = start_deployment(prefect_stack, "rft/smoke-explore", overrides)
     trainer = start_deployment(prefect_stack, "rft/smoke-train", overrides)
     exp = root / "rft" / "smoke-split"
@@ -293,18 +306,25 @@ def test_explore_and_train_deployments_killed_and_retried_finish_together(prefec
             time.sleep(0.5)
 
     until(lambda: (exp / "global_step_1").is_dir() and explored(2), "the trainer's step-1 checkpoint")
-    kill_and_retry(prefect_stack, trainer)  # it trains step 2, or waits for explore step 3
-    until(lambda: explored(2) and not explored(3) and (exp / "sync" / "published.json").exists(), "explore step 3 under way",
-          runs=(explorer,))
+    kill_and_retry(prefect_stack, trainer)  # it trains a step, or waits for the explorer's next
+    resumed_after = latest_step(exp)
+    published = exp / "sync" / "published.json"
+    def published_at() -> int:
+        return published.stat().st_mtime_ns if published.exists() else 0
+
+    published_before = published_at()
+    # The explorer waits for the trainer's weights, so it cannot pass the last step before the retried trainer runs
+    until(lambda: published_at() != published_before and not explored(KILLED_RUN_STEPS),
+          "the retried trainer's first published weights", runs=(explorer,))
     kill_and_retry(prefect_stack, explorer)
     for run in (explorer, trainer):
         assert wait_for_state(prefect_stack, run, {"COMPLETED", "FAILED", "CRASHED"}, 900) == "COMPLETED", (
             prefect(prefect_stack, "flow-run", "logs", run).stdout[-4000:])
-    assert "resuming after step 1" in prefect(prefect_stack, "flow-run", "logs", trainer).stdout
-    assert json.loads((exp / "summary.json").read_text())["steps"] == 3
+    assert f"resuming after step {resumed_after}:" in prefect(prefect_stack, "flow-run", "logs", trainer).stdout
+    assert json.loads((exp / "summary.json").read_text())["steps"] == KILLED_RUN_STEPS
     with sqlite3.connect(exp / "buffer" / "experiences.db") as conn:
         rows = conn.execute("SELECT eid, explore_step, train_step FROM experiences").fetchall()
-    assert len(rows) == len({eid for eid, _, _ in rows}) == 3 * 2 * 2  # steps × tasks × repeat_times, no duplicate
+    assert len(rows) == len({eid for eid, _, _ in rows}) == KILLED_RUN_STEPS * 2 * 2  # steps × tasks × repeats, once each
     assert all(explore == trained for _, explore, trained in rows)  # each trained once, by its own step
 
 
