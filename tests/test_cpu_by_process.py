@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "cpu_by_process.py"
@@ -19,3 +21,19 @@ def test_the_busy_child_is_named_with_its_seconds(tmp_path: Path) -> None:
     # The child by its own command line (the script's command line holds the child's code too).
     (child,) = [seconds for name, seconds in report["cpu_s_by_command"].items() if name.startswith(f"{sys.executable} -c")]
     assert 1.9 < child < 3.0, report  # 2 CPU-s, from the child's rusage
+
+
+def test_a_child_that_ended_keeps_the_command_line_it_had() -> None:
+    """Between its exit and the wait, a child is a zombie whose cmdline reads empty: CI once named it `python`."""
+    spec = importlib.util.spec_from_file_location("cpu_by_process", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    last: dict[int, tuple[float, str]] = {}
+    module.merge(last, {child.pid: (0.0, f"{sys.executable} -c pass")}, set())
+    while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.01)
+    comms: set[int] = set()
+    module.merge(last, module.cpu_seconds(comms), comms)
+    child.wait()
+    assert child.pid in comms and last[child.pid][1] == f"{sys.executable} -c pass"
