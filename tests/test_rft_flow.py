@@ -31,7 +31,7 @@ def changed(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> list[str]
 
 
 @pytest.fixture(scope="module")
-def staged_run(module_tmp_path: Path) -> tuple[list[ExperimentConfig], dict]:
+def staged_run(module_tmp_path: Path, tiny_model_path: str) -> tuple[list[ExperimentConfig], dict]:
     from flows.rft import rft
     from tracking import progress
 
@@ -41,7 +41,7 @@ def staged_run(module_tmp_path: Path) -> tuple[list[ExperimentConfig], dict]:
         json.dumps({"prompt": f"What is {i} + 3?", "response": f"{i} + 3 = {i + 3}. \\boxed{{{i + 3}}}"}) + "\n"
         for i in range(8)
     ))
-    config = sft_then_smoke(rows, root, "rft")
+    config = sft_then_smoke(rows, root, "rft", **{"model.model_path": tiny_model_path})  # orchestration, not learning
     seen: list[tuple[int, int]] = []
     progress.LISTENERS.append(lambda step, total, metrics: seen.append((step, total)))
     try:
