@@ -207,10 +207,9 @@ def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dic
             logs = prefect(prefect_stack, "flow-run", "logs", flow_run_id).stdout
             pytest.fail(f"the smoke run ended before step 2: {state_of(prefect_stack, flow_run_id)}\n{logs[-4000:]}")
         time.sleep(0.5)
-    kill_and_retry(prefect_stack, flow_run_id)
     (experiment,) = root.glob("rft/smoke-*")
-    resumed_after = latest_step(experiment)  # the process is gone: no checkpoint can appear before the retry's
-    assert resumed_after is not None and 1 <= resumed_after < KILLED_RUN_STEPS
+    resumed_after = kill_and_retry(prefect_stack, flow_run_id, experiment)
+    assert resumed_after is not None
     ended = wait_for_state(prefect_stack, flow_run_id, {"COMPLETED", "FAILED", "CRASHED"}, 900)
     assert ended == "COMPLETED", f"the retry ended {ended}\n{why_it_ended(prefect_stack, flow_run_id)}"
     logs = prefect(prefect_stack, "flow-run", "logs", flow_run_id).stdout
@@ -255,16 +254,19 @@ def hooks_ended(env: dict[str, str]) -> int:
     return sum(logs.count(line) for line in HOOK_ENDED)
 
 
-def kill_and_retry(env: dict[str, str], flow_run_id: str) -> None:
+def kill_and_retry(env: dict[str, str], flow_run_id: str, experiment: Path) -> int | None:
     """SIGKILL the flow run's process, as a crash would, and retry it as the UI's Retry does: once the process
     is gone and the worker has run the crashed run's hook (it frees what the run held; a retry racing it
-    could lose its new engines' shared memory to it)."""
+    could lose its new engines' shared memory to it). Returns the step the retry resumes after: the latest
+    checkpoint once the process is gone, before the retry can write one (None: none yet, as for an explorer)."""
     pid = flow_run_process(flow_run_id)
     assert pid is not None, "the flow run's process was not found"
     ended_before = hooks_ended(env)
     os.kill(pid, signal.SIGKILL)
     assert wait_for_state(env, flow_run_id, {"CRASHED", "FAILED"}, 180) == "CRASHED"
     wait_until_gone(pid)
+    resumes_after = latest_step(experiment)
+    assert resumes_after is None or 1 <= resumes_after < KILLED_RUN_STEPS, resumes_after  # killed before the end
     deadline = time.time() + 120
     while hooks_ended(env) == ended_before:
         if time.time() > deadline:
@@ -272,6 +274,7 @@ def kill_and_retry(env: dict[str, str], flow_run_id: str) -> None:
         time.sleep(0.5)
     retried = prefect(env, "flow-run", "retry", flow_run_id)
     assert retried.returncode == 0, retried.stdout + retried.stderr
+    return resumes_after
 
 
 @pytest.mark.full  # two deployments killed and retried, ~3 min: scripts/test.sh --full
@@ -306,8 +309,8 @@ def test_explore_and_train_deployments_killed_and_retried_finish_together(prefec
             time.sleep(0.5)
 
     until(lambda: (exp / "global_step_1").is_dir() and explored(2), "the trainer's step-1 checkpoint")
-    kill_and_retry(prefect_stack, trainer)  # it trains a step, or waits for the explorer's next
-    resumed_after = latest_step(exp)
+    resumed_after = kill_and_retry(prefect_stack, trainer, exp)  # it trains a step, or waits for the explorer's next
+    assert resumed_after is not None
     published = exp / "sync" / "published.json"
     def published_at() -> int:
         return published.stat().st_mtime_ns if published.exists() else 0
@@ -316,7 +319,7 @@ def test_explore_and_train_deployments_killed_and_retried_finish_together(prefec
     # The explorer waits for the trainer's weights, so it cannot pass the last step before the retried trainer runs
     until(lambda: published_at() != published_before and not explored(KILLED_RUN_STEPS),
           "the retried trainer's first published weights", runs=(explorer,))
-    kill_and_retry(prefect_stack, explorer)
+    kill_and_retry(prefect_stack, explorer, exp)
     for run in (explorer, trainer):
         assert wait_for_state(prefect_stack, run, {"COMPLETED", "FAILED", "CRASHED"}, 900) == "COMPLETED", (
             prefect(prefect_stack, "flow-run", "logs", run).stdout[-4000:])
