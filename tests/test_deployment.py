@@ -176,12 +176,13 @@ def wait_for_state(env: dict[str, str], flow_run_id: str, states: set[str], time
     pytest.fail(f"flow run {flow_run_id} still {state_of(env, flow_run_id)} after {timeout} s")
 
 
-@pytest.mark.parametrize("trainer_type", [pytest.param("torch", marks=pytest.mark.full), "verl"])  # torch: scripts/test.sh --full
-def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dict[str, str], tmp_path: Path,
-                                                             tiny_model_path: str, trainer_type: str) -> None:
-    """The CI smoke flow, and what a retry from the UI does: SIGKILL the run's process once step 2 is under
-    way, `prefect flow-run retry` it, and it finishes from its latest checkpoint through the worker.
-    Once per trainer a user picks with `--set trainer.trainer_type=...` (veRL: its FSDP workers on gloo)."""
+def test_smoke_deployment_on_verl_killed_mid_step_and_retried_resumes(prefect_stack: dict[str, str], tmp_path: Path,
+                                                                     tiny_model_path: str) -> None:
+    """The CI smoke flow as `--set trainer.trainer_type=verl` runs it (veRL's FSDP workers on gloo), and what a
+    retry from the UI does: SIGKILL the run's process once step 2 is under way, `prefect flow-run retry` it, and
+    it finishes from its latest checkpoint through the worker. (The torch trainer's deployment killed and
+    retried: the explore/train pair below, whose trainer side it is.)"""
+    trainer_type = "verl"
     root = tmp_path / "checkpoints"
     # The tiny model, no evaluation and 16-token answers: this run is about the kill and the retry (the
     # evaluations and the recipe's 32-token answers are checked in process by tests/test_rft_flow.py). Its steps
@@ -214,10 +215,7 @@ def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dic
     assert ended == "COMPLETED", f"the retry ended {ended}\n{why_it_ended(prefect_stack, flow_run_id)}"
     logs = prefect(prefect_stack, "flow-run", "logs", flow_run_id).stdout
     assert f"resuming after step {resumed_after}:" in logs
-    # The worker ran the crashed run's on_crashed hook itself (its process was gone), calling it by keyword
-    worker_log = (Path(prefect_stack["PREFECT_HOME"]) / "logs" / f"worker-{prefect_yaml.CPU_POOL}.log").read_text()
-    assert "Running hook '_release' in response to entering state 'Crashed'" in worker_log
-    assert "error was encountered while running hook" not in worker_log, worker_log[-4000:]
+    assert_the_worker_ran_the_crashed_hook(prefect_stack)
 
     (summary_path,) = root.glob("rft/smoke-*/summary.json")  # one experiment for the run and its retry
     summary = json.loads(summary_path.read_text())
@@ -237,6 +235,13 @@ def test_smoke_deployment_killed_mid_step_and_retried_resumes(prefect_stack: dic
     assert sorted(step for _, step in rows) == [s for s in steps for _ in range(4)]  # each trained once
     task_uses = Counter(eid.split("@")[0] for eid, _ in rows)  # eid = "{task_id}@{step}/{group}/{i}"
     assert len(task_uses) == KILLED_RUN_STEPS * 2 and set(task_uses.values()) == {2}  # every task used equally
+
+
+def assert_the_worker_ran_the_crashed_hook(env: dict[str, str]) -> None:
+    """The worker ran a crashed run's on_crashed hook itself (its process was gone), calling it by keyword."""
+    worker_log = (Path(env["PREFECT_HOME"]) / "logs" / f"worker-{prefect_yaml.CPU_POOL}.log").read_text()
+    assert "Running hook '_release' in response to entering state 'Crashed'" in worker_log
+    assert "error was encountered while running hook" not in worker_log, worker_log[-4000:]
 
 
 def start_deployment(env: dict[str, str], deployment: str, overrides: dict) -> str:
@@ -284,7 +289,8 @@ def test_explore_and_train_deployments_killed_and_retried_finish_together(prefec
     KILLED_RUN_STEPS steps). The trainer is killed once it has a checkpoint and explore step 2 is in, the
     explorer once the trainer's retry has published weights and before the last step is explored; both are
     retried and the two finish together: every explore step in the buffer once, every experience trained once,
-    by its step."""
+    by its step. The trainer side is the torch trainer's deployment killed and retried: its MLflow run is
+    continued, not duplicated, as the veRL smoke deployment's is above."""
     root = tmp_path / "checkpoints"
     overrides = {"checkpoint_root_dir": str(root), "cluster.ray_address": "local", "model.model_path": tiny_model_path,
                  "buffer.total_steps": KILLED_RUN_STEPS}
@@ -329,6 +335,20 @@ def test_explore_and_train_deployments_killed_and_retried_finish_together(prefec
         rows = conn.execute("SELECT eid, explore_step, train_step FROM experiences").fetchall()
     assert len(rows) == len({eid for eid, _, _ in rows}) == KILLED_RUN_STEPS * 2 * 2  # steps × tasks × repeats, once each
     assert all(explore == trained for _, explore, trained in rows)  # each trained once, by its own step
+    task_uses = Counter(eid.split("@")[0] for eid, _, _ in rows)  # eid = "{task_id}@{step}/{group}/{i}"
+    assert len(task_uses) == KILLED_RUN_STEPS * 2 and set(task_uses.values()) == {2}  # every task used equally
+    assert_the_worker_ran_the_crashed_hook(prefect_stack)
+    # Each side's MLflow run is continued by its retry, not duplicated, under the experiment's run
+    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("rft").experiment_id])
+    by_role = Counter(r.data.tags[ROLE_TAG] for r in runs)
+    assert by_role == {"main": 1, "explorer": 1, "experiment": 1}, by_role
+    (parent,) = [r for r in runs if r.data.tags[ROLE_TAG] == "experiment"]
+    steps = list(range(1, KILLED_RUN_STEPS + 1))
+    for role, metric in (("main", "train/loss"), ("explorer", "explore/reward_mean")):
+        (run,) = [r for r in runs if r.data.tags[ROLE_TAG] == role]
+        assert run.data.tags[PARENT_TAG] == parent.info.run_id and run.info.status == "FINISHED", role
+        assert sorted({m.step for m in client.get_metric_history(run.info.run_id, metric)}) == steps, role
 
 
 def failed_run_logs(env: dict[str, str], deployment: str, checkpoints: Path) -> str:
