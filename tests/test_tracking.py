@@ -175,3 +175,22 @@ def test_a_failed_start_without_any_run_creates_no_mlflow_store(tmp_path: Path) 
     config = load_recipe("smoke").with_overrides({"checkpoint_root_dir": str(tmp_path / "root")})
     tracking.fail_open_run(config)
     assert not (tmp_path / "root").exists()
+
+
+def test_two_processes_open_a_new_sqlite_store_at_once(tmp_path: Path) -> None:
+    """An explore and a train deployment of one experiment start together: both open the experiment's new
+    SQLite store (MLflow alone fails one of them: "table registered_models already exists")."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code = ("import sys\nfrom pathlib import Path\nfrom tracking.spool import TrackingClient\n"
+            "client = TrackingClient(sys.argv[1], Path(sys.argv[2]))\n"
+            "client.search_experiments(max_results=1)\nclient.search_registered_models(max_results=1)\n")
+    sides = [subprocess.Popen([sys.executable, "-c", code, uri, str(tmp_path / f"spool-{i}")], cwd=root,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    for side in sides:
+        _, err = side.communicate(timeout=120)
+        assert side.returncode == 0, err[-3000:]
+    assert MlflowClient(tracking_uri=uri).search_registered_models() == []

@@ -6,6 +6,7 @@ What may be skipped while the server is down (the curve, the model registry) is 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import shutil
@@ -37,6 +38,26 @@ _lock = threading.Lock()  # one writer at a time per process: the spool is repla
 _down_since: dict[str, float] = {}  # tracking URI -> when it was last found not answering
 
 
+_sqlite_ready: set[Path] = set()  # SQLite stores this process has opened (their tables exist)
+
+
+def _sqlite_client(uri: str) -> MlflowClient:
+    """A client on a SQLite store whose tracking and registry tables are made under a lock beside it. MLflow
+    creates (and migrates) the tables of a new store when a client first opens it, and two processes doing
+    that at once fail ("table ... already exists"): an explore and a train deployment of one experiment start
+    together."""
+    db = Path(uri.removeprefix("sqlite:///"))
+    if db in _sqlite_ready:
+        return MlflowClient(tracking_uri=uri)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        client = MlflowClient(tracking_uri=uri)  # opens the tracking store: its tables
+        client.search_registered_models(max_results=1)  # opens the registry store: its tables
+    _sqlite_ready.add(db)
+    return client
+
+
 class TrackingClient:
     """An MlflowClient whose writes (`SPOOLED`) never fail a run: while the server does not answer,
     each is appended to a spool file (artifacts copied beside it) with a warning, and the spool is
@@ -47,7 +68,7 @@ class TrackingClient:
     def __init__(self, uri: str, spool: Path) -> None:
         self.uri = uri
         self.spool = spool
-        self.client = MlflowClient(tracking_uri=uri)
+        self.client = _sqlite_client(uri) if uri.startswith("sqlite:///") else MlflowClient(tracking_uri=uri)
 
     def __getattr__(self, name: str) -> Any:
         if name in self.SPOOLED:
