@@ -3,7 +3,9 @@ run's tests against those marked `full` (what CI would add by running `scripts/t
 slowest tests and the failures; written whole as JSON.
 
     scripts/test.sh --full --junitxml=run.xml
-    .venv/bin/python benchmarks/suite_time.py --junit run.xml --commit <sha> --wall-s <seconds> --out X.json
+    .venv/bin/python benchmarks/machine_speed.py --out speed.json   # machines here differ up to 2x
+    .venv/bin/python benchmarks/suite_time.py --junit run.xml --commit <sha> --wall-s <seconds> \
+        --machine-speed speed.json --out X.json
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ def full_ids(tree: Path = ROOT) -> set[str]:
     return collect(tree, "-m", "full")
 
 
-def summarise(junit: Path, full: set[str], commit: str, wall_s: float | None) -> dict:
+def summarise(junit: Path, full: set[str], commit: str, wall_s: float | None, speed: dict | None = None) -> dict:
+    """`speed`: benchmarks/machine_speed.py's JSON for the machine that ran the tests (its sampling tokens/s)."""
     cases = []
     for case in ET.parse(junit).iter("testcase"):
         failed = case.find("failure") is not None or case.find("error") is not None
@@ -36,7 +39,8 @@ def summarise(junit: Path, full: set[str], commit: str, wall_s: float | None) ->
     split = {side: [c for c in cases if (c["id"] in full) == (side == "full")] for side in ("default", "full")}
     return {
         "what": "one pytest run's time per test file, split into the default run's tests and those marked full",
-        "commit": commit, "machine": {"cores": os.cpu_count(), "platform": platform.platform()},
+        "commit": commit, "machine": {"cores": os.cpu_count(), "platform": platform.platform(),
+                                      **({"sampling_tokens_per_s": speed["median_tokens_per_s"]} if speed else {})},
         "wall_s": wall_s,
         "seconds_in_tests": round(sum(c["seconds"] for c in cases), 1),
         "by_side": {side: {"tests": len(cs), "seconds": round(sum(c["seconds"] for c in cs), 1),
@@ -52,9 +56,11 @@ def main() -> int:
     parser.add_argument("--junit", type=Path, required=True)
     parser.add_argument("--commit", required=True, help="the commit the run tested")
     parser.add_argument("--wall-s", type=float, help="the whole command's wall seconds, setup and lint included")
+    parser.add_argument("--machine-speed", type=Path, help="benchmarks/machine_speed.py's JSON for this machine")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    report = summarise(args.junit, full_ids(), args.commit, args.wall_s)
+    speed = json.loads(args.machine_speed.read_text()) if args.machine_speed else None
+    report = summarise(args.junit, full_ids(), args.commit, args.wall_s, speed)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     sides = report["by_side"]
     print(f"default {sides['default']['seconds']:.0f} s, full {sides['full']['seconds']:.0f} s -> {args.out}")
