@@ -20,9 +20,9 @@ from pathlib import Path
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(comms: set[int] | None = None) -> dict[int, tuple[float, str]]:
-    """pid -> (CPU seconds so far, command line) of every process we may read; pids named only by
-    their short name (no command line: a kernel thread or a zombie) are added to `comms`."""
+def cpu_seconds() -> dict[int, tuple[float, str, bool]]:
+    """pid -> (CPU seconds so far, name, whether the name is its command line) of every process we may read:
+    one without a command line (a kernel thread, or a zombie) is named by its short name."""
     seen = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -32,16 +32,14 @@ def cpu_seconds(comms: set[int] | None = None) -> dict[int, tuple[float, str]]:
             continue
         fields = stat[stat.rfind(")") + 2:].split()  # the name may hold spaces: split after it
         name = cmdline or stat[stat.find("(") + 1:stat.rfind(")")]
-        if not cmdline and comms is not None:
-            comms.add(int(pid))
-        seen[int(pid)] = ((int(fields[11]) + int(fields[12])) / TICKS, name)
+        seen[int(pid)] = ((int(fields[11]) + int(fields[12])) / TICKS, name, bool(cmdline))
     return seen
 
 
-def merge(last: dict[int, tuple[float, str]], now: dict[int, tuple[float, str]], comms: set[int]) -> None:
+def merge(last: dict[int, tuple[float, str]], now: dict[int, tuple[float, str, bool]]) -> None:
     """Take the newer seconds, but keep a command line seen before: a zombie's cmdline reads empty."""
-    for pid, (seconds, name) in now.items():
-        if pid in comms and pid in last:
+    for pid, (seconds, name, is_cmdline) in now.items():
+        if not is_cmdline and pid in last:
             name = last[pid][1]
         last[pid] = (seconds, name)
 
@@ -58,12 +56,10 @@ def main() -> int:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
-        comms: set[int] = set()
-        merge(last, cpu_seconds(comms), comms)  # a process that ends keeps its last sample
+        merge(last, cpu_seconds())  # a process that ends keeps its last sample
         time.sleep(0.25)  # a process that ends loses what it used after its last sample (not the command itself)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    comms = set()
-    merge(last, cpu_seconds(comms), comms)
+    merge(last, cpu_seconds())
     # The command's own seconds are exact: its rusage, however long a /proc scan took on a busy machine.
     last[proc.pid] = (usage.ru_utime + usage.ru_stime, last.get(proc.pid, (0.0, " ".join(command)))[1])
     by_command: collections.Counter[str] = collections.Counter()

@@ -30,10 +30,10 @@ def test_a_child_that_ended_keeps_the_command_line_it_had() -> None:
     spec.loader.exec_module(module)
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     last: dict[int, tuple[float, str]] = {}
-    module.merge(last, {child.pid: (0.0, f"{sys.executable} -c pass")}, set())
+    module.merge(last, {child.pid: (0.0, f"{sys.executable} -c pass", True)})
     while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
         time.sleep(0.01)
-    comms: set[int] = set()
-    module.merge(last, module.cpu_seconds(comms), comms)
+    scan = module.cpu_seconds()
+    module.merge(last, scan)
     child.wait()
-    assert child.pid in comms and last[child.pid][1] == f"{sys.executable} -c pass"
+    assert scan[child.pid][2] is False and last[child.pid][1] == f"{sys.executable} -c pass"
