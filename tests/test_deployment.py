@@ -182,7 +182,6 @@ def test_smoke_deployment_on_verl_killed_mid_step_and_retried_resumes(prefect_st
     retry from the UI does: SIGKILL the run's process once step 2 is under way, `prefect flow-run retry` it, and
     it finishes from its latest checkpoint through the worker. (The torch trainer's deployment killed and
     retried: the explore/train pair below, whose trainer side it is.)"""
-    trainer_type = "verl"
     root = tmp_path / "checkpoints"
     # The tiny model, no evaluation and 16-token answers: this run is about the kill and the retry (the
     # evaluations and the recipe's 32-token answers are checked in process by tests/test_rft_flow.py). Its steps
@@ -191,7 +190,7 @@ def test_smoke_deployment_on_verl_killed_mid_step_and_retried_resumes(prefect_st
     overrides = {"checkpoint_root_dir": str(root), "cluster.ray_address": "local", "explorer.eval_on_startup": False,
                  "buffer.explorer_input.eval_tasksets": [], "model.max_response_tokens": 16,
                  "model.model_path": tiny_model_path, "buffer.total_steps": KILLED_RUN_STEPS,
-                 "trainer.trainer_type": trainer_type}
+                 "trainer.trainer_type": "verl"}
     started = prefect(prefect_stack, "deployment", "run", "rft/smoke", "--param", f"overrides={json.dumps(overrides)}")
     assert started.returncode == 0, started.stdout + started.stderr
     flow_run_id = next(line.split()[-1] for line in started.stdout.splitlines() if "UUID" in line)
@@ -233,8 +232,13 @@ def test_smoke_deployment_on_verl_killed_mid_step_and_retried_resumes(prefect_st
         rows = conn.execute("SELECT eid, train_step FROM experiences").fetchall()
     assert len(rows) == len({eid for eid, _ in rows}) == KILLED_RUN_STEPS * 2 * 2  # steps × tasks × repeat_times
     assert sorted(step for _, step in rows) == [s for s in steps for _ in range(4)]  # each trained once
-    task_uses = Counter(eid.split("@")[0] for eid, _ in rows)  # eid = "{task_id}@{step}/{group}/{i}"
-    assert len(task_uses) == KILLED_RUN_STEPS * 2 and set(task_uses.values()) == {2}  # every task used equally
+    assert_every_task_used_equally([eid for eid, _ in rows])
+
+
+def assert_every_task_used_equally(eids: list[str]) -> None:
+    """Each of the run's tasks (2 a step) sampled repeat_times (2) times: none twice after the retry, none lost."""
+    task_uses = Counter(eid.split("@")[0] for eid in eids)  # eid = "{task_id}@{step}/{group}/{i}"
+    assert len(task_uses) == KILLED_RUN_STEPS * 2 and set(task_uses.values()) == {2}
 
 
 def assert_the_worker_ran_the_crashed_hook(env: dict[str, str]) -> None:
@@ -335,8 +339,7 @@ def test_explore_and_train_deployments_killed_and_retried_finish_together(prefec
         rows = conn.execute("SELECT eid, explore_step, train_step FROM experiences").fetchall()
     assert len(rows) == len({eid for eid, _, _ in rows}) == KILLED_RUN_STEPS * 2 * 2  # steps × tasks × repeats, once each
     assert all(explore == trained for _, explore, trained in rows)  # each trained once, by its own step
-    task_uses = Counter(eid.split("@")[0] for eid, _, _ in rows)  # eid = "{task_id}@{step}/{group}/{i}"
-    assert len(task_uses) == KILLED_RUN_STEPS * 2 and set(task_uses.values()) == {2}  # every task used equally
+    assert_every_task_used_equally([eid for eid, _, _ in rows])
     assert_the_worker_ran_the_crashed_hook(prefect_stack)
     # Each side's MLflow run is continued by its retry, not duplicated, under the experiment's run
     client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
