@@ -25,14 +25,24 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `full` run only in the extended run (scripts/test.sh --full): the default run, what CI
-    runs, leaves them out (their times: docs/testing.md)."""
-    if os.environ.get("RFT_TEST_FULL"):
+    """Tests marked `full` run only in the extended run (scripts/test.sh --full, RFT_TEST_FULL=1); CI's run
+    (scripts/test.sh --ci) sets RFT_TEST_FULL_HALF to run one half of them (tests/full_shards.py; their times:
+    docs/testing.md)."""
+    from tests.full_shards import half_of
+
+    half = os.environ.get("RFT_TEST_FULL_HALF")
+    if os.environ.get("RFT_TEST_FULL") and half is None:
         return
     skip = pytest.mark.skip(reason="extended test (minutes): scripts/test.sh --full")
+    other_half = pytest.mark.skip(reason=f"extended test outside half {half} (tests/full_shards.py): CI runs it when "
+                                         "the commit count's parity differs; scripts/test.sh --full runs it")
     for item in items:
-        if "full" in item.keywords:
+        if "full" not in item.keywords:
+            continue
+        if half is None:
             item.add_marker(skip)
+        elif half_of(item.path) not in (int(half), None):
+            item.add_marker(other_half)
 
 
 def pytest_unconfigure(config: object) -> None:

@@ -6,6 +6,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import suite_time  # noqa: E402
 
+from tests.full_shards import HALVES  # noqa: E402
+
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
 <testcase classname="tests.test_a" name="test_quick" time="1.25"/>
 <testcase classname="tests.test_a.TestGroup" name="test_grouped" time="2.0"/>
@@ -27,7 +29,12 @@ def test_the_full_tests_are_counted_apart_and_failures_named(tmp_path: Path) -> 
     assert report["per_file"]["tests/test_a.py"] == {"seconds": 3.2, "tests": 2}
 
 
-def test_the_projects_full_tests_are_collected() -> None:
+def test_the_projects_full_tests_are_collected_and_each_module_is_in_one_half() -> None:
     ids = suite_time.full_ids()
     assert "tests/test_learning.py::test_a_few_grpo_steps_raise_held_out_reward" in ids
     assert not any("test_suite_time" in i for i in ids)
+    # CI runs one half a stop (scripts/test.sh --ci): a module in neither half would run in both, one listed
+    # but with no `full` test left is a stale entry
+    modules = {Path(i.split("::")[0]).stem for i in ids}
+    assert not HALVES[0] & HALVES[1]
+    assert modules == HALVES[0] | HALVES[1], (modules ^ (HALVES[0] | HALVES[1]))
