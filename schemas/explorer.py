@@ -97,6 +97,10 @@ class InferenceBase(Variant):
     reasoning_parser: str | None = Field(None, description="vLLM's reasoning parser (e.g. 'qwen3'), or None.")
 
 
+# On CPU: ~46k tokens of SmolLM2-135M's float32 KV, a whole evaluation batch of the embedded recipes.
+CPU_KV_CACHE_GB = 2.0
+
+
 class VllmModelConfig(InferenceBase):
     """vLLM engines, each a Ray actor (GPUs, or vLLM's CPU build)."""
 
@@ -142,9 +146,9 @@ class VllmModelConfig(InferenceBase):
     kv_cache_memory_gb: float | None = Field(
         None,
         gt=0,
-        description="KV cache size in GiB, instead of sizing it from gpu_memory_utilization. Set it on CPU: "
-        "there vLLM takes the fraction of the NUMA node's RAM and subtracts what the engine process already "
-        "holds, which fails on small nodes.",
+        description="KV cache size in GiB, instead of sizing it from gpu_memory_utilization. None on CPU "
+        f"(cluster.gpu_per_node 0) with gpu_memory_utilization unset: {CPU_KV_CACHE_GB} (derived), because there "
+        "vLLM would reserve the fraction of the NUMA node's RAM and refuses to start when less is free.",
     )
     dtype: Literal["bfloat16", "float16", "float32", "auto"] = Field("bfloat16", description="Weights dtype.")
     enforce_eager: bool = Field(False, description="Disable graph capture (faster start, needed on CPU).")
@@ -155,8 +159,14 @@ class VllmModelConfig(InferenceBase):
         return self.engine_num * self.tensor_parallel_size
 
     def check(self, r: Resolver) -> None:
-        """The engines' GPUs fit the cluster (and leave the trainer some in mode both)."""
+        """On CPU, a fixed KV cache unless a memory share is asked for; the engines' GPUs fit the cluster (and leave
+        the trainer some in mode both)."""
         c = r.config
+        if c.cluster.gpu_per_node == 0 and self.kv_cache_memory_gb is None and not self.is_set("gpu_memory_utilization"):
+            # vLLM's CPU worker refuses to start when less than gpu_memory_utilization × RAM is free (0.9 by default:
+            # so beside any other process); auxiliary models take this value too (schemas/rules.py)
+            r.derive(self, "kv_cache_memory_gb", CPU_KV_CACHE_GB, "explorer.rollout_model.kv_cache_memory_gb",
+                     "cluster.gpu_per_node is 0: vLLM's CPU build would reserve gpu_memory_utilization of the RAM")
         gpus, nodes = c.cluster.gpu_per_node, c.cluster.node_num
         if gpus and nodes and c.mode in EXPLORING_MODES:
             rollout = sum(m.gpus() for m in (self, *c.explorer.auxiliary_models))

@@ -583,6 +583,7 @@ ENGINE_SETTINGS_SHARED = ("gpu_memory_utilization", "kv_cache_memory_gb", "dtype
 def _explorer(r: Resolver) -> None:
     c = r.config
     e = c.explorer
+    e.rollout_model.check(r)  # the chosen engine's own rules (schemas/explorer.py), first: what they derive is shared
     for i, aux in enumerate(e.auxiliary_models):
         if not aux.model_path:
             r.error(f"explorer.auxiliary_models.{i}.model_path", "required for an auxiliary model")
@@ -604,7 +605,6 @@ def _explorer(r: Resolver) -> None:
         r.error("explorer.auxiliary_models", f"algorithm.advantage_fn {c.algorithm.advantage_fn!r} learns from a "
                 "teacher's log-probs: list the teacher here (its model_path; the first auxiliary model is the teacher)")
     _openai_api(r)
-    e.rollout_model.check(r)  # the chosen engine's own rules (schemas/explorer.py)
 
 
 def _openai_api(r: Resolver) -> None:

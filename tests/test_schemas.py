@@ -173,6 +173,24 @@ def test_default_nccl_on_cpu_is_derived_but_an_explicit_one_is_kept():
     assert ExperimentConfig.model_validate(data).synchronizer.sync_method == "nccl"
 
 
+def test_on_cpu_an_unsized_kv_cache_is_derived_but_an_asked_memory_share_is_kept():
+    """vLLM's CPU build would reserve 90 % of the RAM and refuse to start beside anything else: a stage that replaces
+    the explorer section (`--set stages.0.explorer.eval_on_startup=false`) lost the recipe's KV size that way."""
+    stage = load_recipe("gsm8k").with_overrides({"stages.0.explorer.eval_on_startup": False}).resolve_stages()[0]
+    assert stage.explorer.rollout_model.kv_cache_memory_gb == 2.0
+    assert "cluster.gpu_per_node is 0" in stage.derived["explorer.rollout_model.kv_cache_memory_gb"]
+    data = gsm8k_data()
+    data["explorer"] = {"rollout_model": {"gpu_memory_utilization": 0.4},
+                        "auxiliary_models": [{"model_path": "HuggingFaceTB/SmolLM2-135M-Instruct"}]}
+    asked = ExperimentConfig.model_validate(data).explorer
+    assert asked.rollout_model.kv_cache_memory_gb is None and asked.auxiliary_models[0].gpu_memory_utilization == 0.4
+    data["explorer"]["rollout_model"] = {}
+    derived = ExperimentConfig.model_validate(data).explorer
+    assert derived.rollout_model.kv_cache_memory_gb == derived.auxiliary_models[0].kv_cache_memory_gb == 2.0
+    data["cluster"] = {"gpu_per_node": 8, "node_num": 1}  # on GPUs vLLM's own share stands
+    assert ExperimentConfig.model_validate(data).explorer.rollout_model.kv_cache_memory_gb is None
+
+
 def test_eval_interval_off_the_sync_interval_is_rounded_down_with_a_warning():
     """Trinity's rule (IntervalConfigValidator), kept on re-validation and re-adjusted by an override."""
     c = load_recipe("gsm8k").with_overrides({"synchronizer.sync_interval": 3})  # eval_interval 20
