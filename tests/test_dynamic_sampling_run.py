@@ -50,11 +50,11 @@ def test_a_run_in_turns_drops_all_equal_groups_and_fills_every_step(tmp_path: Pa
 
 
 @pytest.mark.full  # CI's 90 minutes: scripts/test.sh --full (docs/testing.md, 2026-11-29)
-def test_a_run_killed_mid_step_and_run_again_trains_each_experience_once(tmp_path: Path) -> None:
+def test_a_run_killed_mid_step_and_run_again_trains_each_experience_once(tmp_path: Path, tiny_model_path: str) -> None:
     """Overlapped (the explorer a step ahead): SIGKILL the whole run while explore step 2 samples its second
-    batch, then `rft run` the same experiment again."""
-    settings = [f"{k}={json.dumps(v)}" for k, v in overrides(tmp_path, "ds-killed").items()]
-    settings.append("synchronizer.sync_offset=1")
+    batch, then `rft run` the same experiment again. On the tiny model, as the runs above."""
+    changed = {"synchronizer.sync_offset": 1, "model.model_path": tiny_model_path}
+    settings = [f"{k}={json.dumps(v)}" for k, v in (overrides(tmp_path, "ds-killed") | changed).items()]
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
 
     def run(attempt: str) -> tuple[subprocess.Popen, Path]:
@@ -74,5 +74,5 @@ def test_a_run_killed_mid_step_and_run_again_trains_each_experience_once(tmp_pat
     first.wait(timeout=60)
     again, log = run("again")
     assert again.wait(timeout=540) == 0, log.read_text()[-4000:]
-    config = load_recipe("hello").with_overrides(overrides(tmp_path, "ds-killed") | {"synchronizer.sync_offset": 1})
+    config = load_recipe("hello").with_overrides(overrides(tmp_path, "ds-killed") | changed)
     assert check_the_record(config) == expected()
