@@ -4,8 +4,8 @@ the `tinker_server` fixture of conftest.py, which enforces a key as the hosted s
 - a missing, malformed or refused key and an unreachable server fail the first call within seconds;
 - the backend contract (tests/policy_contract.py) against a Tinker policy;
 - `rft run hello --set model.tinker.enable=true`: SIGKILLed after its step-1 checkpoint and run again,
-  it resumes and finishes; the reward rises, MLflow has the metrics, no vLLM or Ray was started, and
-  `rft convert` downloads the final adapter and merges it into a model that differs from the base;
+  it resumes and finishes; MLflow has the metrics, no vLLM or Ray was started, and `rft convert` downloads
+  the final adapter and merges it into a model that learned (step 1's better answers made likelier);
 - an SFT warm-up → GRPO run in stages: the GRPO stage starts from the SFT stage's Tinker state.
 - dynamic sampling in a whole run (tests/dynamic_sampling_layout.py's layout), on this module's server.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -30,6 +31,7 @@ from mlflow.tracking import MlflowClient
 
 from backends.policy import Policy, policy_for
 from buffer.experience import Experience
+from buffer.experience_store import ExperienceStore
 from checkpointing.models import resolve_model_path
 from deployments import load_recipe
 from schemas import ExperimentConfig
@@ -214,7 +216,7 @@ def rft_run(root: Path, log: str, *settings: str, env: dict[str, str]) -> subpro
 full = pytest.mark.full
 
 HELLO_STEPS = 3  # a checkpoint every step: the first run is killed after step 1's, the second does 2 and 3
-HELLO_LR = "5e-3"  # three steps must show the reward rising (the recipe's 1e-3 needs more; 1e-2 overshoots)
+HELLO_LR = "5e-3"  # three steps must move the policy clearly (the recipe's 1e-3 needs more; 1e-2 overshoots)
 
 
 @pytest.fixture(scope="module")
@@ -244,7 +246,7 @@ def hello_run(tinker_server: dict[str, str], tmp_path_factory: pytest.TempPathFa
 @pytest.mark.slow
 @pytest.mark.tinker
 @pytest.mark.full  # two hello runs, ~4 min: scripts/test.sh --full (the contract's checkpoint round trip stays)
-def test_hello_resumes_after_sigkill_and_its_reward_rises(hello_run: dict) -> None:
+def test_hello_resumes_after_sigkill_and_finishes(hello_run: dict) -> None:
     assert "resuming after step 1" in hello_run["second"]
     assert "no vLLM engine, no GPU" in hello_run["first"] + hello_run["second"]
     assert "Started a local Ray instance" not in hello_run["first"] + hello_run["second"]
@@ -254,8 +256,6 @@ def test_hello_resumes_after_sigkill_and_its_reward_rises(hello_run: dict) -> No
     run_id = summary["mlflow_run_id"]
     for key in ("train/loss", "train/pg_loss", "train/grad_norm", "train/lr", "train/ppo_kl", "explore/reward_mean"):
         assert sorted({m.step for m in client.get_metric_history(run_id, key)}) == list(range(1, HELLO_STEPS + 1)), key
-    reward = {m.step: m.value for m in client.get_metric_history(run_id, "explore/reward_mean")}
-    assert reward[HELLO_STEPS] > reward[1] + 0.03, reward
     # greedy evaluation before training and at the end (3 steps move the sampled reward, not yet the greedy answer)
     evals = {m.step for m in client.get_metric_history(run_id, "eval/hello-eval/reward_mean")}
     assert evals == {0, HELLO_STEPS}, evals
@@ -272,9 +272,11 @@ def test_hello_resumes_after_sigkill_and_its_reward_rises(hello_run: dict) -> No
 @full
 @pytest.mark.slow
 @pytest.mark.tinker
-def test_hello_final_adapter_converts(hello_run: dict, server_env: dict[str, str]) -> None:
-    """`rft convert` downloads the final adapter and merges it: the merged model's logits differ from the
-    base model's (the adapter was trained)."""
+def test_hello_final_adapter_converts_and_learned(hello_run: dict, server_env: dict[str, str]) -> None:
+    """`rft convert` downloads the final adapter and merges it. The merged model learned: the 3 steps made step 1's
+    better-than-average answers likelier than its worse ones (Σ advantage × (log-prob under the merged model − under
+    the base), over the answers trained at step 1). The sampled reward of 16 answers a step is too noisy to show three
+    steps' gain every time (0.27 → 0.34 → 0.26 in one run)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -285,11 +287,21 @@ def test_hello_final_adapter_converts(hello_run: dict, server_env: dict[str, str
     assert convert.returncode == 0, convert.stdout[-3000:] + convert.stderr[-3000:]
     adapter = json.loads((exp / last / "actor" / "tinker_adapter" / "adapter_config.json").read_text())
     assert sorted(adapter["target_modules"]) == sorted(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
-    ids = torch.tensor([[1, 9690, 198, 2683, 359, 346, 47, 2]])
     merged = AutoModelForCausalLM.from_pretrained(exp / last / "actor" / "huggingface")
     base = AutoModelForCausalLM.from_pretrained(resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct"))
-    with torch.no_grad():
-        assert (merged(ids).logits - base(ids).logits).abs().max() > 1e-3
+    with ExperienceStore.for_experiment(exp) as store, sqlite3.connect(store.path) as conn:
+        batch = [Experience(**json.loads(data)) for (data,) in
+                 conn.execute("SELECT data FROM experiences WHERE train_step = 1 ORDER BY seq")]
+    assert batch and any(e.advantage for e in batch)
+
+    def response_logprob(model: torch.nn.Module, e: Experience) -> float:
+        ids = torch.tensor([[*e.prompt_token_ids, *e.response_token_ids]])
+        with torch.no_grad():
+            logprobs = torch.log_softmax(model(ids).logits[0, :-1].float(), dim=-1).gather(1, ids[0, 1:, None])[:, 0]
+        return float(logprobs[-len(e.response_token_ids):].sum())
+
+    gain = sum(e.advantage * (response_logprob(merged, e) - response_logprob(base, e)) for e in batch)
+    assert gain > 0, gain
 
 
 # ----------------------------------------------------------------------------- SFT warm-up → GRPO stages
