@@ -58,7 +58,10 @@ def reload_ray_auth() -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[dict]:
+def cluster(request: pytest.FixtureRequest) -> Iterator[dict]:
+    """A two-node cluster; its Ray logs (temp/session_latest/logs, the Ray Client server's among them) are kept
+    when a test of the module failed."""
+    failed = request.session.testsfailed
     temp = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))  # short: Ray's socket paths are limited
     (temp / "token").write_text(uuid.uuid4().hex)
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(temp / "token")}
@@ -85,7 +88,10 @@ def cluster() -> Iterator[dict]:
     finally:
         for node in reversed(nodes):
             stop(node)
-        shutil.rmtree(temp, ignore_errors=True)
+        if request.session.testsfailed == failed:
+            shutil.rmtree(temp, ignore_errors=True)
+        else:
+            print(f"the cluster's Ray logs are kept in {temp}")
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
