@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(reason="extended test (minutes): scripts/test.sh --full")
     other_half = pytest.mark.skip(reason=f"extended test outside half {half} (tests/full_shards.py): CI runs it when "
-                                         "the commit count's parity differs; scripts/test.sh --full runs it")
+                                         "the last commit hash's parity differs; scripts/test.sh --full runs it")
     for item in items:
         if "full" not in item.keywords:
             continue
