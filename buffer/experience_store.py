@@ -342,6 +342,11 @@ class ExperienceStore:
                                 (explore_step,))
         return max(explore_step - 1, 0) + int(extra)
 
+    def experiences(self, train_step: int | None = None) -> list[Experience]:
+        """Every stored experience in insertion order, or only those trained by `train_step`."""
+        where, params = ("WHERE train_step = ?", (train_step,)) if train_step is not None else ("", ())
+        return [Experience(**json.loads(data)) for (data,) in self._query(f"SELECT data FROM experiences {where} ORDER BY seq", params)]
+
     def all_eids(self) -> list[str]:
         """Every stored eid, in insertion order."""
         return [eid for (eid,) in self._query("SELECT eid FROM experiences ORDER BY seq")]

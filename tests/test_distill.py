@@ -4,9 +4,7 @@ per-token advantages (algorithms/advantage/distill.py) that every local trainer 
 
 from __future__ import annotations
 
-import json
 import math
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from pydantic import ValidationError
 from algorithms import teacher_advantages
 from backends.batch import collate
 from buffer.experience import Experience
-from checkpointing.layout import BUFFER_DB
+from buffer.experience_store import ExperienceStore
 from deployments import load_recipe
 from schemas import ExperimentConfig
 
@@ -146,8 +144,8 @@ def test_a_distillation_run_scores_every_sample_with_the_teacher(tmp_path: Path)
     })
     outcome = rft(config=config)[config.name]
     assert outcome["steps"] == 2
-    with sqlite3.connect(config.experiment_dir / BUFFER_DB) as db:
-        rows = [Experience(**json.loads(data)) for (data, ) in db.execute("SELECT data FROM experiences")]
+    with ExperienceStore.for_experiment(config.experiment_dir) as store:
+        rows = store.experiences()
     assert len(rows) == 16  # 2 steps of 4 tasks x 2 samples
     # The loss over the top 4 moves the student off its teacher at once (it pulls in the mass outside the 4), so
     # the samples of the starting weights (model version 0) are the ones the teacher's scores must equal.

@@ -5,14 +5,12 @@ the rules; and (slow) one run whose taskset holds both kinds of row."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from buffer.experience import Experience
-from checkpointing.layout import BUFFER_DB
+from buffer.experience_store import ExperienceStore
 from deployments import load_recipe
 from schemas import ExperimentConfig, describe_errors
 from workflows.judge import parse_grade
@@ -74,8 +72,8 @@ def test_a_judge_grades_each_response_and_a_model_answers_q20(tmp_path: Path, ti
         "explorer.eval_on_startup": False, "model.max_response_tokens": 64, "trainer.save_interval": 2,
     })
     assert rft(config=config)[config.name]["steps"] == 2
-    with sqlite3.connect(config.experiment_dir / BUFFER_DB) as db:
-        done = [Experience(**json.loads(data)) for (data,) in db.execute("SELECT data FROM experiences")]
+    with ExperienceStore.for_experiment(config.experiment_dir) as store:
+        done = store.experiences()
     graded = [e for e in done if "judge_reply" in e.info]
     games = [e for e in done if "turns" in e.info]
     assert len(graded) == 4 and len(games) == 4, [e.info for e in done]

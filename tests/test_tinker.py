@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -289,9 +288,8 @@ def test_hello_final_adapter_converts_and_learned(hello_run: dict, server_env: d
     assert sorted(adapter["target_modules"]) == sorted(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     merged = AutoModelForCausalLM.from_pretrained(exp / last / "actor" / "huggingface")
     base = AutoModelForCausalLM.from_pretrained(resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct"))
-    with ExperienceStore.for_experiment(exp) as store, sqlite3.connect(store.path) as conn:
-        batch = [Experience(**json.loads(data)) for (data,) in
-                 conn.execute("SELECT data FROM experiences WHERE train_step = 1 ORDER BY seq")]
+    with ExperienceStore.for_experiment(exp) as store:
+        batch = store.experiences(train_step=1)
     assert batch and any(e.advantage for e in batch)
 
     def response_logprob(model: torch.nn.Module, e: Experience) -> float:
