@@ -26,16 +26,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `full` run only in the extended run (scripts/test.sh --full, RFT_TEST_FULL=1); CI's run
-    (scripts/test.sh --ci) sets RFT_TEST_FULL_HALF to run one half of them (tests/full_shards.py; their times:
-    docs/testing.md)."""
+    (scripts/test.sh --ci) runs them in two pytest processes, each with RFT_TEST_FULL_HALF set to one half
+    (tests/full_shards.py; their times: docs/testing.md)."""
     from tests.full_shards import half_of
 
     half = os.environ.get("RFT_TEST_FULL_HALF")
     if os.environ.get("RFT_TEST_FULL") and half is None:
         return
     skip = pytest.mark.skip(reason="extended test (minutes): scripts/test.sh --full")
-    other_half = pytest.mark.skip(reason=f"extended test outside half {half} (tests/full_shards.py): CI runs it when "
-                                         "the last commit hash's parity differs; scripts/test.sh --full runs it")
+    other_half = pytest.mark.skip(reason=f"extended test outside half {half} (tests/full_shards.py): CI runs it in its "
+                                         "other pytest process; scripts/test.sh --full runs it")
     for item in items:
         if "full" not in item.keywords:
             continue

@@ -1,7 +1,9 @@
-"""The `full` tests in two halves: CI runs one after the default tests (`scripts/test.sh --ci`).
+"""The `full` tests in two halves: CI runs them after the default tests, each half in its own pytest process and
+only while it can still end within CI's 90 minutes (`scripts/test.sh --ci`).
 
-The whole set does not fit CI's 90 minutes with margin on its slower machines (docs/testing.md); the default tests
-and one half do. By module, so a module's shared runs (hello on Tinker, the learning run) stay one run. The halves
+On a machine as fast as the development one the default tests and both halves end by about minute 60; on one much
+slower only the first half runs, and the parity of the last commit's hash picks which (docs/testing.md).
+By module, so a module's shared runs (hello on Tinker, the learning run) stay one run. The halves
 balance the `full` tests' seconds of the whole run on 6ee961d (764 s and 733 s,
 benchmarks/measured/suite_time_whole_2026-11-30_6ee961d.json). tests/test_suite_time.py checks that every module
 with a `full` test is in exactly one half.

@@ -33,7 +33,7 @@ def test_the_projects_full_tests_are_collected_and_each_module_is_in_one_half() 
     ids = suite_time.full_ids()
     assert "tests/test_learning.py::test_a_few_grpo_steps_raise_held_out_reward" in ids
     assert not any("test_suite_time" in i for i in ids)
-    # CI runs one half a stop (scripts/test.sh --ci): a module in neither half would run in both, one listed
+    # CI runs the halves one after the other (scripts/test.sh --ci): a module in neither would run twice, one listed
     # but with no `full` test left is a stale entry
     modules = {Path(i.split("::")[0]).stem for i in ids}
     assert not HALVES[0] & HALVES[1]

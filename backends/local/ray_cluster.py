@@ -26,6 +26,10 @@ from schemas.secrets import redact
 NAMESPACE = "rft"
 PROBE_TIMEOUT_S = 3.0  # per TCP connect
 PROBE_ATTEMPTS = 3  # with a second between: ~10 s at most for a cluster that is down
+# Ray Client starts a server process per driver; that start can fail once on a busy head ("Starting Ray client
+# server failed") while the next one succeeds: a few more tries, then the error is the run's.
+CLIENT_ATTEMPTS = 3
+CLIENT_RETRY_S = 5.0
 
 _joined: dict[str, str] = {}  # the address this process joined, for error messages
 
@@ -108,9 +112,27 @@ def connect(ray_address: str = "auto") -> dict[str, float]:
             ray.init(address="local", include_dashboard=False, **common)
         else:
             probe(ray_address)
-            ray.init(address=address.init, **common)
+            _init_remote(address.init, common)
         _joined["address"] = address.init if address.probe else "local"
     return {k: float(v) for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")}
+
+
+def _init_remote(address: str, common: dict[str, Any]) -> None:
+    import ray
+
+    for attempt in range(1, CLIENT_ATTEMPTS + 1):
+        try:
+            ray.init(address=address, **common)
+            return
+        except ConnectionAbortedError as err:  # Ray Client's "Initialization failure from server"
+            if not address.startswith("ray://") or attempt == CLIENT_ATTEMPTS:
+                raise
+            logging.getLogger(__name__).warning(
+                "Ray Client at %s could not start this driver's server (attempt %d of %d): %s; retrying in %.0f s",
+                redact(address), attempt, CLIENT_ATTEMPTS, str(err).strip().splitlines()[-1], CLIENT_RETRY_S,
+            )
+            ray.shutdown()
+            time.sleep(CLIENT_RETRY_S)
 
 
 def joined_address() -> str:
