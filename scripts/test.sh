@@ -13,8 +13,7 @@ cd "$(dirname "$0")/.."
 PYTEST=(.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30)  # the 30 slowest, for CI's time budget
 # A half takes ~0.6 of the default run's time (733–914 s against 1,334–1,409 s here): started by minute 40 the first ends
 # by ~65 on a machine 1.7x slower than this one; started by minute 58 the second ends by ~75 on one as fast.
-FIRST_HALF_BY_MINUTE=40
-SECOND_HALF_BY_MINUTE=58
+HALF_BY_MINUTE=(40 58)  # the first half to run, then the second
 mode=default
 case "${1:-}" in
   --full) shift; export RFT_TEST_FULL=1 ;;
@@ -29,8 +28,8 @@ scripts/setup.sh
 commit=$(git rev-parse HEAD 2>/dev/null || echo 0)
 first=$((16#${commit: -1} % 2))
 status=0
-for half in "$first" $((1 - first)); do
-  by=$([[ $half == "$first" ]] && echo $FIRST_HALF_BY_MINUTE || echo $SECOND_HALF_BY_MINUTE)
+for turn in 0 1; do
+  half=$(((first + turn) % 2)) by=${HALF_BY_MINUTE[turn]}
   if (( SECONDS > by * 60 )); then
     echo "CI: minute $((SECONDS / 60)) is past $by: half $half of the full tests (tests/full_shards.py) is not run this time"
     continue

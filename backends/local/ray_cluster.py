@@ -120,16 +120,17 @@ def connect(ray_address: str = "auto") -> dict[str, float]:
 def _init_remote(address: str, common: dict[str, Any]) -> None:
     import ray
 
-    for attempt in range(1, CLIENT_ATTEMPTS + 1):
+    attempts = CLIENT_ATTEMPTS if address.startswith("ray://") else 1  # a GCS address has no per-driver server
+    for attempt in range(1, attempts + 1):
         try:
             ray.init(address=address, **common)
             return
         except ConnectionAbortedError as err:  # Ray Client's "Initialization failure from server"
-            if not address.startswith("ray://") or attempt == CLIENT_ATTEMPTS:
+            if attempt == attempts:
                 raise
             logging.getLogger(__name__).warning(
                 "Ray Client at %s could not start this driver's server (attempt %d of %d): %s; retrying in %.0f s",
-                redact(address), attempt, CLIENT_ATTEMPTS, str(err).strip().splitlines()[-1], CLIENT_RETRY_S,
+                redact(address), attempt, attempts, str(err).strip().splitlines()[-1], CLIENT_RETRY_S,
             )
             ray.shutdown()
             time.sleep(CLIENT_RETRY_S)
