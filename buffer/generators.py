@@ -52,6 +52,8 @@ def _solution(a: int, op: str, b: int, style: str) -> str:
     tens-ones  the tens, then the ones: `84 - 50 = 34, 34 - 7 = 27`
     columns    digit by digit, ones first, the carry or borrow a step of its own:
                `14 - 7 = 7, 8 - 1 = 7, 7 - 5 = 2, so 84 - 57 = 27` (a product as tens-ones)
+    columns-compare  columns, with a difference's ones compared first, so the choice to borrow follows a fact
+               written before it: `4 < 7, so 14 - 7 = 7, ...` or `7 >= 4, so 7 - 4 = 3, ...`
     via-ten    the same as tens-ones, but ones that cross a ten go to the ten first (`34 - 4 = 30, 30 - 3 = 27`), and a
                product is written smaller factor first (`3 * 5 = 15, so 5 * 3 = 15`): a held-out product's
                twin is a trained one"""
@@ -59,8 +61,11 @@ def _solution(a: int, op: str, b: int, style: str) -> str:
     if style == "via-ten":
         steps = ", ".join(_via_ten(a, op, b))
         return f"{steps}. \\boxed{{{result}}}"
-    if style == "columns" and op != "*":
+    if style in ("columns", "columns-compare") and op != "*":
         steps = ", ".join(_columns(a, op, b))
+        if style == "columns-compare" and op == "-":
+            a_ones, b_ones = a % 10, b % 10
+            steps = f"{a_ones} {'<' if a_ones < b_ones else '>='} {b_ones}, so {steps}"
         return f"{steps}, so {a} {op} {b} = {result}. \\boxed{{{result}}}"
     tens, ones = b - b % 10, b % 10
     if op == "*" or b < 10 or ones == 0:

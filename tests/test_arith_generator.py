@@ -83,7 +83,7 @@ def test_recipe_defaults_are_filled_in_and_different_arguments_warn():
         load_recipe("gsm8k").with_overrides({"buffer.explorer_input.taskset.generator_args": {"seed": 1}})
 
 
-@pytest.mark.parametrize("style", ["tens-ones", "columns", "via-ten"])
+@pytest.mark.parametrize("style", ["tens-ones", "columns", "columns-compare", "via-ten"])
 def test_worked_solutions_are_right_step_by_step(style: str):
     import re
 
@@ -112,6 +112,27 @@ def test_via_ten_steps_never_cross_a_ten_in_the_ones_and_products_go_smaller_fac
     assert [r["question"] for r in arith(args, "test")] == [r["question"] for r in arith(ArithArgs(), "test")]
     assert arith(ArithArgs(), "train")[0]["solution"] == "65 + 10 = 75, 75 + 7 = 82. \\boxed{82}"
     assert arith(args, "train")[0]["solution"] == "65 + 10 = 75, 75 + 5 = 80, 80 + 2 = 82. \\boxed{82}"
+
+
+def test_columns_compare_writes_the_ones_comparison_that_decides_the_borrow():
+    """columns-compare's point: a difference starts with its ones compared (`4 < 7` or `7 >= 4`), and the step after
+    it borrows exactly when the comparison says so; sums and products are as in columns."""
+    import re
+
+    args = ArithArgs(solution_style="columns-compare")
+    rows = arith(args, "train")[:2000] + arith(args, "test")
+    plain = {r["question"]: r["solution"] for r in arith(ArithArgs(solution_style="columns"), "train")[:2000]}
+    subtractions = 0
+    for row in rows:
+        a, b = map(int, re.findall(r"\d+", row["question"]))
+        if row["operation"] != "-":
+            assert row["question"] not in plain or row["solution"] == plain[row["question"]], row
+            continue
+        subtractions += 1
+        x, sign, y, first = re.match(r"(\d) (<|>=) (\d), so (\d+) - ", row["solution"]).groups()
+        assert (int(x), int(y)) == (a % 10, b % 10) and (sign == "<") == (a % 10 < b % 10), row
+        assert int(first) == a % 10 + (10 if sign == "<" else 0), row  # 14 - 7 after 4 < 7
+    assert subtractions > 500
 
 
 def test_rejected_answers_are_the_solution_with_a_wrong_last_result():
