@@ -176,15 +176,15 @@ def test_the_bundled_self_pairs_are_wrong_answers_to_problems_the_warm_up_did_no
 def test_the_warm_up_trains_on_the_train_split_of_the_same_arguments():
     sft, _ = load_recipe("arith").resolve_stages()
     rows = sft.buffer.trainer_input.experience_buffer
-    # the same problems as the evaluation's arguments; only the worked answers' style differs (digit by digit)
-    assert rows.generator_args == ArithArgs(solution_style="columns").model_dump(mode="json")
+    # the same problems as the evaluation's arguments; only the worked answers' style differs (digit by digit, a difference compared first)
+    assert rows.generator_args == ArithArgs(solution_style="columns-compare").model_dump(mode="json")
     assert sft.buffer.explorer_input.eval_tasksets[0].generator_args == ArithArgs().model_dump(mode="json")
     assert not sft.warnings
     held_out = questions(arith(ArithArgs(), "test"))
     assert not {t.raw["question"] for t in load_taskset(rows)} & held_out
     seed1 = load_recipe("arith").with_overrides({"stages.0.buffer.trainer_input.experience_buffer.generator_args.seed": 1})
     assert load_taskset(seed1.resolve_stages()[0].buffer.trainer_input.experience_buffer)[0].raw == arith(
-        ArithArgs(seed=1, solution_style="columns"), "train")[0]  # the rows follow generator_args
+        ArithArgs(seed=1, solution_style="columns-compare"), "train")[0]  # the rows follow generator_args
     assert any("may be trained on" in w for w in seed1.resolve_stages()[0].warnings)
 
 
