@@ -62,10 +62,7 @@ def _solution(a: int, op: str, b: int, style: str) -> str:
         steps = ", ".join(_via_ten(a, op, b))
         return f"{steps}. \\boxed{{{result}}}"
     if style in ("columns", "columns-compare") and op != "*":
-        steps = ", ".join(_columns(a, op, b))
-        if style == "columns-compare" and op == "-":
-            a_ones, b_ones = a % 10, b % 10
-            steps = f"{a_ones} {'<' if a_ones < b_ones else '>='} {b_ones}, so {steps}"
+        steps = ", ".join(_columns(a, op, b, compare=style == "columns-compare"))
         return f"{steps}, so {a} {op} {b} = {result}. \\boxed{{{result}}}"
     tens, ones = b - b % 10, b % 10
     if op == "*" or b < 10 or ones == 0:
@@ -77,8 +74,9 @@ def _solution(a: int, op: str, b: int, style: str) -> str:
     return f"{steps} \\boxed{{{result}}}"
 
 
-def _columns(a: int, op: str, b: int) -> list[str]:
-    """The equations of a `columns` worked answer of a + b or a - b (see _solution); a's tens may exceed 9."""
+def _columns(a: int, op: str, b: int, compare: bool = False) -> list[str]:
+    """The equations of a `columns` worked answer of a + b or a - b (see _solution); a's tens may exceed 9. With
+    `compare`, a difference opens with the ones comparison that decides its borrow (`columns-compare`)."""
     (a_tens, a_ones), (b_tens, b_ones) = divmod(a, 10), divmod(b, 10)
     if op == "+":
         ones = a_ones + b_ones
@@ -86,10 +84,15 @@ def _columns(a: int, op: str, b: int) -> list[str]:
         if ones >= 10:
             steps.append(f"{a_tens + b_tens} + 1 = {a_tens + b_tens + 1}")
         return steps
-    if a_ones >= b_ones:
-        return [f"{a_ones} - {b_ones} = {a_ones - b_ones}", f"{a_tens} - {b_tens} = {a_tens - b_tens}"]
-    return [f"{a_ones + 10} - {b_ones} = {a_ones + 10 - b_ones}", f"{a_tens} - 1 = {a_tens - 1}",
-            f"{a_tens - 1} - {b_tens} = {a_tens - 1 - b_tens}"]
+    borrow = a_ones < b_ones
+    if borrow:
+        steps = [f"{a_ones + 10} - {b_ones} = {a_ones + 10 - b_ones}", f"{a_tens} - 1 = {a_tens - 1}",
+                 f"{a_tens - 1} - {b_tens} = {a_tens - 1 - b_tens}"]
+    else:
+        steps = [f"{a_ones} - {b_ones} = {a_ones - b_ones}", f"{a_tens} - {b_tens} = {a_tens - b_tens}"]
+    if compare:
+        steps[0] = f"{a_ones} {'<' if borrow else '>='} {b_ones}, so {steps[0]}"
+    return steps
 
 
 def _via_ten(a: int, op: str, b: int) -> list[str]:

@@ -176,7 +176,8 @@ def test_the_bundled_self_pairs_are_wrong_answers_to_problems_the_warm_up_did_no
 def test_the_warm_up_trains_on_the_train_split_of_the_same_arguments():
     sft, _ = load_recipe("arith").resolve_stages()
     rows = sft.buffer.trainer_input.experience_buffer
-    # the same problems as the evaluation's arguments; only the worked answers' style differs (digit by digit, a difference compared first)
+    # the same problems as the evaluation's arguments; only the worked answers' style differs (digit by digit, a
+    # difference's ones compared first)
     assert rows.generator_args == ArithArgs(solution_style="columns-compare").model_dump(mode="json")
     assert sft.buffer.explorer_input.eval_tasksets[0].generator_args == ArithArgs().model_dump(mode="json")
     assert not sft.warnings
