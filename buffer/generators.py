@@ -45,7 +45,7 @@ def _test_shares(args: ArithArgs) -> dict[str, int]:
     return {op: shares[op] for op in args.operations}
 
 
-def _solution(a: int, op: str, b: int, style: str) -> str:
+def _solution(a: int, op: str, b: int, style: str, smaller_first: bool = False) -> str:
     """A worked answer in small steps, ending in \\boxed{}: the SFT warm-up's target. Each step is one a small
     model already gets right more often than the whole sum. `style` is ArithArgs.solution_style:
 
@@ -56,8 +56,11 @@ def _solution(a: int, op: str, b: int, style: str) -> str:
                written before it: `4 < 7, so 14 - 7 = 7, ...` or `7 >= 4, so 7 - 4 = 3, ...`
     via-ten    the same as tens-ones, but ones that cross a ten go to the ten first (`34 - 4 = 30, 30 - 3 = 27`), and a
                product is written smaller factor first (`3 * 5 = 15, so 5 * 3 = 15`): a held-out product's
-               twin is a trained one"""
+               twin is a trained one
+    `smaller_first` (ArithArgs.products_smaller_first) writes a product of any style as via-ten does"""
     result = _answer(a, op, b)
+    if op == "*" and smaller_first and style != "via-ten":
+        return f"{', '.join(_smaller_first(a, b))}. \\boxed{{{result}}}"
     if style == "via-ten":
         steps = ", ".join(_via_ten(a, op, b))
         return f"{steps}. \\boxed{{{result}}}"
@@ -95,10 +98,15 @@ def _columns(a: int, op: str, b: int, compare: bool = False) -> list[str]:
     return steps
 
 
+def _smaller_first(a: int, b: int) -> list[str]:
+    """A product's equations, smaller factor first: `4 * 8 = 32, so 8 * 4 = 32`."""
+    return [f"{b} * {a} = {a * b}", f"so {a} * {b} = {a * b}"] if a > b else [f"{a} * {b} = {a * b}"]
+
+
 def _via_ten(a: int, op: str, b: int) -> list[str]:
     """The equations of a `via-ten` worked answer (see _solution)."""
     if op == "*":
-        return [f"{b} * {a} = {a * b}", f"so {a} * {b} = {a * b}"] if a > b else [f"{a} * {b} = {a * b}"]
+        return _smaller_first(a, b)
     sign = 1 if op == "+" else -1
     tens, ones = b - b % 10, b % 10
     steps, at = [], a
@@ -119,21 +127,22 @@ def _via_ten(a: int, op: str, b: int) -> list[str]:
 _SLIPS = (-10, -2, -1, 1, 2, 10)
 
 
-def _rejected(a: int, op: str, b: int, style: str) -> str:
+def _rejected(a: int, op: str, b: int, style: str, smaller_first: bool = False) -> str:
     """A worked answer in the solution's form whose last result is wrong (a near miss, never negative, the same for
     the same problem): the rejected side of a preference pair whose chosen side is the solution."""
     result = _answer(a, op, b)
     slips = [d for d in _SLIPS if result + d >= 0]
     wrong = result + random.Random(f"{a}{op}{b}/slip").choice(slips)
-    right = _solution(a, op, b, style)
+    right = _solution(a, op, b, style, smaller_first)
     steps = right.rsplit(" \\boxed{", 1)[0].removesuffix(f"{result}.")
     return f"{steps}{wrong}. \\boxed{{{wrong}}}"
 
 
-def _row(a: int, op: str, b: int, style: str) -> dict[str, Any]:
+def _row(a: int, op: str, b: int, args: ArithArgs) -> dict[str, Any]:
+    style, smaller_first = args.solution_style, args.products_smaller_first
     return {
         "question": f"What is {a} {op} {b}?", "answer": str(_answer(a, op, b)), "operation": op,
-        "solution": _solution(a, op, b, style), "rejected": _rejected(a, op, b, style),
+        "solution": _solution(a, op, b, style, smaller_first), "rejected": _rejected(a, op, b, style, smaller_first),
     }
 
 
@@ -150,7 +159,7 @@ def _arith_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
     for op in args.operations:
         problems = _problems(op, getattr(args, RANGE_FIELD[op]), args.negative_results)
         random.Random(f"{args.seed}/{op}").shuffle(problems)
-        test += [_row(a, op, b, args.solution_style) for a, b in problems[: shares[op]]]
+        test += [_row(a, op, b, args) for a, b in problems[: shares[op]]]
         pools[op] = [(a, b) for a, b in problems[shares[op] :] if _in(b, args.train_second_operand)]
     random.Random(f"{args.seed}/test").shuffle(test)  # any prefix (test[:100]) mixes the operations
     rng = random.Random(f"{args.seed}/train")
@@ -162,7 +171,7 @@ def _arith_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
     for _ in range(args.train_size):
         op = rng.choice(operations)
         a, b = rng.choice(pools[op])
-        train.append(_row(a, op, b, args.solution_style))
+        train.append(_row(a, op, b, args))
     return {"train": train, "test": test}
 
 

@@ -31,7 +31,7 @@ class ArithArgs(Section):
 
     # Arguments that shape only the train split: an eval taskset may differ in them and still hold out the same problems.
     TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset(
-        {"train_size", "train_second_operand", "train_operations", "solution_style"})
+        {"train_size", "train_second_operand", "train_operations", "solution_style", "products_smaller_first"})
 
     seed: int = Field(0, description="Seed of which problems are held out and of the train split's order.")
     operations: list[Operation] = Field(["+", "-", "*"], min_length=1, description="Operations: +, -, *.")
@@ -49,6 +49,11 @@ class ArithArgs(Section):
         "ones compared first, so the borrow follows a written fact (`4 < 7, so 14 - 7 = 7, ...`, `7 >= 4, so 7 - 4 = 3, ...`); "
         "'via-ten' goes to the ten first when the ones cross it "
         "(`34 - 4 = 30, 30 - 3 = 27`) and writes a product smaller factor first (`3 * 5 = 15, so 5 * 3 = 15`).",
+    )
+    products_smaller_first: bool = Field(
+        False,
+        description="Write a product's worked answer smaller factor first (`4 * 8 = 32, so 8 * 4 = 32`), as 'via-ten' "
+        "always does: a held-out product whose twin (b * a) is trained is then answered from the trained fact.",
     )
     train_second_operand: tuple[int, int] | None = Field(
         None,
