@@ -74,8 +74,9 @@ def test_bad_arguments_are_errors_naming_the_field(path: str, value: object, mes
 
 def test_recipe_defaults_are_filled_in_and_different_arguments_warn():
     config = load_recipe("arith")
-    # the RL problems come from a longer train split (20,000 rows) than the warm-up's
-    assert config.buffer.explorer_input.taskset.generator_args == ArithArgs(train_size=20000).model_dump(mode="json")
+    # the RL problems come from a longer train split (20,000 rows) than the warm-up's, sums and differences only
+    assert config.buffer.explorer_input.taskset.generator_args == ArithArgs(
+        train_size=20000, train_operations=["+", "-"]).model_dump(mode="json")
     assert "buffer.explorer_input.taskset.generator_args.mul_range" in config.derived
     changed = config.with_overrides({"buffer.explorer_input.taskset.generator_args.mul_range": [0, 12]})
     assert any("may be trained on" in w for w in changed.warnings)
@@ -135,6 +136,32 @@ def test_columns_compare_writes_the_ones_comparison_that_decides_the_borrow():
     assert subtractions > 500
 
 
+def test_products_smaller_first_writes_the_twin_fact_and_changes_only_products():
+    """products_smaller_first: `8 * 4` is worked as `4 * 8 = 32, so 8 * 4 = 32`, so the fact of a held-out product
+    appears in the rows of its trained twin; sums and differences, and the questions, are as without it."""
+    import re
+
+    plain = arith(ArithArgs(solution_style="columns-compare"), "train")
+    twin = arith(ArithArgs(solution_style="columns-compare", products_smaller_first=True), "train")
+    assert [r["question"] for r in plain] == [r["question"] for r in twin]
+    swapped = 0
+    for before, after in zip(plain, twin, strict=True):
+        if after["operation"] != "*":
+            assert after == before
+            continue
+        a, b = map(int, re.findall(r"\d+", after["question"]))
+        assert after["solution"].startswith(f"{min(a, b)} * {max(a, b)} = {a * b}"), after
+        assert after["solution"].endswith(f"\\boxed{{{a * b}}}") and after["rejected"] != after["solution"]
+        swapped += a > b
+    assert swapped > 500
+    operands = {tuple(map(int, re.findall(r"\d+", r["question"]))) for r in arith(ArithArgs(), "test")
+                if r["operation"] == "*"}
+    facts = " ".join(r["solution"] for r in twin)
+    with_twin = [(a, b) for a, b in operands if a != b and (b, a) not in operands]  # held out, its twin trained
+    assert len(with_twin) > 5
+    assert all(f"{min(a, b)} * {max(a, b)} = {a * b}" in facts for a, b in with_twin)
+
+
 def test_rejected_answers_are_the_solution_with_a_wrong_last_result():
     """The preference pairs of arith-dpo: the chosen side is the worked solution, the rejected side the same text up to
     its last result, which is a near miss (never negative), the same for the same problem."""
@@ -177,15 +204,16 @@ def test_the_warm_up_trains_on_the_train_split_of_the_same_arguments():
     sft, _ = load_recipe("arith").resolve_stages()
     rows = sft.buffer.trainer_input.experience_buffer
     # the same problems as the evaluation's arguments; only the worked answers' style differs (digit by digit, a
-    # difference's ones compared first)
-    assert rows.generator_args == ArithArgs(solution_style="columns-compare").model_dump(mode="json")
+    # difference's ones compared first, a product smaller factor first)
+    style = {"solution_style": "columns-compare", "products_smaller_first": True}
+    assert rows.generator_args == ArithArgs(**style).model_dump(mode="json")
     assert sft.buffer.explorer_input.eval_tasksets[0].generator_args == ArithArgs().model_dump(mode="json")
     assert not sft.warnings
     held_out = questions(arith(ArithArgs(), "test"))
     assert not {t.raw["question"] for t in load_taskset(rows)} & held_out
     seed1 = load_recipe("arith").with_overrides({"stages.0.buffer.trainer_input.experience_buffer.generator_args.seed": 1})
     assert load_taskset(seed1.resolve_stages()[0].buffer.trainer_input.experience_buffer)[0].raw == arith(
-        ArithArgs(seed=1, solution_style="columns-compare"), "train")[0]  # the rows follow generator_args
+        ArithArgs(seed=1, **style), "train")[0]  # the rows follow generator_args
     assert any("may be trained on" in w for w in seed1.resolve_stages()[0].warnings)
 
 
