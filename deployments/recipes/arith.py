@@ -91,7 +91,7 @@ config = ExperimentConfig(
         algorithm_type="dapo",
         repeat_times=8,
         # At most 3 rounds: a 4th found 1-4 more groups for ~18 s of sampling and ~12 s of training (acmpY-s1).
-        filter_groups=FilterGroupsConfig(enable=True, max_num_gen_batches=3),
+        filter_groups=FilterGroupsConfig(max_num_gen_batches=3),
         optimizer=OptimizerConfig(lr=2e-5, lr_scheduler_type="cosine", min_lr_ratio=0.25),
     ),
     model=ModelConfig(
