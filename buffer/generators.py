@@ -45,7 +45,7 @@ def _test_shares(args: ArithArgs) -> dict[str, int]:
     return {op: shares[op] for op in args.operations}
 
 
-def _solution(a: int, op: str, b: int, style: str, smaller_first: bool = False) -> str:
+def _solution(a: int, op: str, b: int, args: ArithArgs) -> str:
     """A worked answer in small steps, ending in \\boxed{}: the SFT warm-up's target. Each step is one a small
     model already gets right more often than the whole sum. `style` is ArithArgs.solution_style:
 
@@ -57,9 +57,9 @@ def _solution(a: int, op: str, b: int, style: str, smaller_first: bool = False) 
     via-ten    the same as tens-ones, but ones that cross a ten go to the ten first (`34 - 4 = 30, 30 - 3 = 27`), and a
                product is written smaller factor first (`3 * 5 = 15, so 5 * 3 = 15`): a held-out product's
                twin is a trained one
-    `smaller_first` (ArithArgs.products_smaller_first) writes a product of any style as via-ten does"""
-    result = _answer(a, op, b)
-    if op == "*" and smaller_first and style != "via-ten":
+    ArithArgs.products_smaller_first writes a product of any style as via-ten does."""
+    style, result = args.solution_style, _answer(a, op, b)
+    if op == "*" and (style == "via-ten" or args.products_smaller_first):
         return f"{', '.join(_smaller_first(a, b))}. \\boxed{{{result}}}"
     if style == "via-ten":
         steps = ", ".join(_via_ten(a, op, b))
@@ -104,9 +104,7 @@ def _smaller_first(a: int, b: int) -> list[str]:
 
 
 def _via_ten(a: int, op: str, b: int) -> list[str]:
-    """The equations of a `via-ten` worked answer (see _solution)."""
-    if op == "*":
-        return _smaller_first(a, b)
+    """The equations of a `via-ten` worked answer of a + b or a - b (see _solution)."""
     sign = 1 if op == "+" else -1
     tens, ones = b - b % 10, b % 10
     steps, at = [], a
@@ -127,22 +125,21 @@ def _via_ten(a: int, op: str, b: int) -> list[str]:
 _SLIPS = (-10, -2, -1, 1, 2, 10)
 
 
-def _rejected(a: int, op: str, b: int, style: str, smaller_first: bool = False) -> str:
+def _rejected(a: int, op: str, b: int, args: ArithArgs) -> str:
     """A worked answer in the solution's form whose last result is wrong (a near miss, never negative, the same for
     the same problem): the rejected side of a preference pair whose chosen side is the solution."""
     result = _answer(a, op, b)
     slips = [d for d in _SLIPS if result + d >= 0]
     wrong = result + random.Random(f"{a}{op}{b}/slip").choice(slips)
-    right = _solution(a, op, b, style, smaller_first)
+    right = _solution(a, op, b, args)
     steps = right.rsplit(" \\boxed{", 1)[0].removesuffix(f"{result}.")
     return f"{steps}{wrong}. \\boxed{{{wrong}}}"
 
 
 def _row(a: int, op: str, b: int, args: ArithArgs) -> dict[str, Any]:
-    style, smaller_first = args.solution_style, args.products_smaller_first
     return {
         "question": f"What is {a} {op} {b}?", "answer": str(_answer(a, op, b)), "operation": op,
-        "solution": _solution(a, op, b, style, smaller_first), "rejected": _rejected(a, op, b, style, smaller_first),
+        "solution": _solution(a, op, b, args), "rejected": _rejected(a, op, b, args),
     }
 
 
