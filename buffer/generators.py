@@ -54,6 +54,9 @@ def _solution(a: int, op: str, b: int, args: ArithArgs) -> str:
                `14 - 7 = 7, 8 - 1 = 7, 7 - 5 = 2, so 84 - 57 = 27` (a product as tens-ones)
     columns-compare  columns, with a difference's ones compared first, so the choice to borrow follows a fact
                written before it: `4 < 7, so 14 - 7 = 7, ...` or `7 >= 4, so 7 - 4 = 3, ...`
+    columns-ones  columns-compare, with the two ones digits named before they are compared: `ones 4 and 7: 4 < 7,
+               so 14 - 7 = 7, ...`, so the comparison reads two digits just written, not one written and one
+               still to be found in the question
     via-ten    the same as tens-ones, but ones that cross a ten go to the ten first (`34 - 4 = 30, 30 - 3 = 27`), and a
                product is written smaller factor first (`3 * 5 = 15, so 5 * 3 = 15`): a held-out product's
                twin is a trained one
@@ -64,8 +67,8 @@ def _solution(a: int, op: str, b: int, args: ArithArgs) -> str:
     if style == "via-ten":
         steps = ", ".join(_via_ten(a, op, b))
         return f"{steps}. \\boxed{{{result}}}"
-    if style in ("columns", "columns-compare") and op != "*":
-        steps = ", ".join(_columns(a, op, b, compare=style == "columns-compare"))
+    if style in COLUMN_STYLES and op != "*":
+        steps = ", ".join(_columns(a, op, b, style))
         return f"{steps}, so {a} {op} {b} = {result}. \\boxed{{{result}}}"
     tens, ones = b - b % 10, b % 10
     if op == "*" or b < 10 or ones == 0:
@@ -77,9 +80,12 @@ def _solution(a: int, op: str, b: int, args: ArithArgs) -> str:
     return f"{steps} \\boxed{{{result}}}"
 
 
-def _columns(a: int, op: str, b: int, compare: bool = False) -> list[str]:
-    """The equations of a `columns` worked answer of a + b or a - b (see _solution); a's tens may exceed 9. With
-    `compare`, a difference opens with the ones comparison that decides its borrow (`columns-compare`)."""
+COLUMN_STYLES = ("columns", "columns-compare", "columns-ones")
+
+
+def _columns(a: int, op: str, b: int, style: str) -> list[str]:
+    """The equations of a worked answer of a + b or a - b in one of the COLUMN_STYLES (see _solution); a's tens may
+    exceed 9. Past `columns`, a difference opens with the ones comparison that decides its borrow."""
     (a_tens, a_ones), (b_tens, b_ones) = divmod(a, 10), divmod(b, 10)
     if op == "+":
         ones = a_ones + b_ones
@@ -93,8 +99,9 @@ def _columns(a: int, op: str, b: int, compare: bool = False) -> list[str]:
                  f"{a_tens - 1} - {b_tens} = {a_tens - 1 - b_tens}"]
     else:
         steps = [f"{a_ones} - {b_ones} = {a_ones - b_ones}", f"{a_tens} - {b_tens} = {a_tens - b_tens}"]
-    if compare:
-        steps[0] = f"{a_ones} {'<' if borrow else '>='} {b_ones}, so {steps[0]}"
+    if style != "columns":
+        named = f"ones {a_ones} and {b_ones}: " if style == "columns-ones" else ""
+        steps[0] = f"{named}{a_ones} {'<' if borrow else '>='} {b_ones}, so {steps[0]}"
     return steps
 
 

@@ -41,12 +41,14 @@ class ArithArgs(Section):
     negative_results: bool = Field(False, description="Allow a - b with b > a (else the larger operand comes first).")
     train_size: int = Field(5000, ge=1, description="Rows of the train split.")
     test_size: int = Field(300, ge=1, description="Rows of the test split (held-out problems).")
-    solution_style: Literal["tens-ones", "columns", "columns-compare", "via-ten"] = Field(
+    solution_style: Literal["tens-ones", "columns", "columns-compare", "columns-ones", "via-ten"] = Field(
         "tens-ones",
         description="The worked answers (the `solution` and `rejected` columns): 'tens-ones' adds or takes the tens, "
         "then the ones (`84 - 50 = 34, 34 - 7 = 27`); 'columns' goes digit by digit, ones first, with the carry or borrow a step of "
         "its own (`14 - 7 = 7, 8 - 1 = 7, 7 - 5 = 2, so 84 - 57 = 27`); 'columns-compare' is 'columns' with a difference's "
         "ones compared first, so the borrow follows a written fact (`4 < 7, so 14 - 7 = 7, ...`, `7 >= 4, so 7 - 4 = 3, ...`); "
+        "'columns-ones' is 'columns-compare' with the two ones digits named before they are compared "
+        "(`ones 4 and 7: 4 < 7, so 14 - 7 = 7, ...`); "
         "'via-ten' goes to the ten first when the ones cross it "
         "(`34 - 4 = 30, 30 - 3 = 27`) and writes a product smaller factor first (`3 * 5 = 15, so 5 * 3 = 15`).",
     )

@@ -84,7 +84,7 @@ def test_recipe_defaults_are_filled_in_and_different_arguments_warn():
         load_recipe("gsm8k").with_overrides({"buffer.explorer_input.taskset.generator_args": {"seed": 1}})
 
 
-@pytest.mark.parametrize("style", ["tens-ones", "columns", "columns-compare", "via-ten"])
+@pytest.mark.parametrize("style", ["tens-ones", "columns", "columns-compare", "columns-ones", "via-ten"])
 def test_worked_solutions_are_right_step_by_step(style: str):
     import re
 
@@ -115,12 +115,15 @@ def test_via_ten_steps_never_cross_a_ten_in_the_ones_and_products_go_smaller_fac
     assert arith(args, "train")[0]["solution"] == "65 + 10 = 75, 75 + 5 = 80, 80 + 2 = 82. \\boxed{82}"
 
 
-def test_columns_compare_writes_the_ones_comparison_that_decides_the_borrow():
+@pytest.mark.parametrize("style", ["columns-compare", "columns-ones"])
+def test_columns_compare_writes_the_ones_comparison_that_decides_the_borrow(style: str):
     """columns-compare's point: a difference starts with its ones compared (`4 < 7` or `7 >= 4`), and the step after
-    it borrows exactly when the comparison says so; sums and products are as in columns."""
+    it borrows exactly when the comparison says so; sums and products are as in columns. columns-ones names the two
+    digits first (`ones 4 and 7: 4 < 7, ...`), so the comparison reads digits already written."""
     import re
 
-    args = ArithArgs(solution_style="columns-compare")
+    args = ArithArgs(solution_style=style)
+    named = r"ones (\d) and (\d): " if style == "columns-ones" else ""
     rows = arith(args, "train")[:2000] + arith(args, "test")
     plain = {r["question"]: r["solution"] for r in arith(ArithArgs(solution_style="columns"), "train")[:2000]}
     subtractions = 0
@@ -130,7 +133,8 @@ def test_columns_compare_writes_the_ones_comparison_that_decides_the_borrow():
             assert row["question"] not in plain or row["solution"] == plain[row["question"]], row
             continue
         subtractions += 1
-        x, sign, y, first = re.match(r"(\d) (<|>=) (\d), so (\d+) - ", row["solution"]).groups()
+        *names, x, sign, y, first = re.match(named + r"(\d) (<|>=) (\d), so (\d+) - ", row["solution"]).groups()
+        assert names in ([], [x, y]), row  # columns-ones: the digits compared are the digits named
         assert (int(x), int(y)) == (a % 10, b % 10) and (sign == "<") == (a % 10 < b % 10), row
         assert int(first) == a % 10 + (10 if sign == "<" else 0), row  # 14 - 7 after 4 < 7
     assert subtractions > 500
@@ -205,7 +209,7 @@ def test_the_warm_up_trains_on_the_train_split_of_the_same_arguments():
     rows = sft.buffer.trainer_input.experience_buffer
     # the same problems as the evaluation's arguments; only the worked answers' style differs (digit by digit, a
     # difference's ones compared first, a product smaller factor first)
-    style = {"solution_style": "columns-compare", "products_smaller_first": True}
+    style = {"solution_style": "columns-ones", "products_smaller_first": True}
     assert rows.generator_args == ArithArgs(**style).model_dump(mode="json")
     assert sft.buffer.explorer_input.eval_tasksets[0].generator_args == ArithArgs().model_dump(mode="json")
     assert not sft.warnings
