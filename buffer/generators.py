@@ -45,9 +45,13 @@ def _test_shares(args: ArithArgs) -> dict[str, int]:
     return {op: shares[op] for op in args.operations}
 
 
+# The solution styles _columns writes (a product in them is written as tens-ones).
+COLUMN_STYLES = ("columns", "columns-compare", "columns-ones")
+
+
 def _solution(a: int, op: str, b: int, args: ArithArgs) -> str:
     """A worked answer in small steps, ending in \\boxed{}: the SFT warm-up's target. Each step is one a small
-    model already gets right more often than the whole sum. `style` is ArithArgs.solution_style:
+    model already gets right more often than the whole sum, in the style args.solution_style:
 
     tens-ones  the tens, then the ones: `84 - 50 = 34, 34 - 7 = 27`
     columns    digit by digit, ones first, the carry or borrow a step of its own:
@@ -78,9 +82,6 @@ def _solution(a: int, op: str, b: int, args: ArithArgs) -> str:
     else:
         steps = f"{a} - {tens} = {a - tens}, {a - tens} - {ones} = {result}."
     return f"{steps} \\boxed{{{result}}}"
-
-
-COLUMN_STYLES = ("columns", "columns-compare", "columns-ones")
 
 
 def _columns(a: int, op: str, b: int, style: str) -> list[str]:

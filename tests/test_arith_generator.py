@@ -208,7 +208,7 @@ def test_the_warm_up_trains_on_the_train_split_of_the_same_arguments():
     sft, _ = load_recipe("arith").resolve_stages()
     rows = sft.buffer.trainer_input.experience_buffer
     # the same problems as the evaluation's arguments; only the worked answers' style differs (digit by digit, a
-    # difference's ones compared first, a product smaller factor first)
+    # difference's ones digits named and compared first, a product smaller factor first)
     style = {"solution_style": "columns-ones", "products_smaller_first": True}
     assert rows.generator_args == ArithArgs(**style).model_dump(mode="json")
     assert sft.buffer.explorer_input.eval_tasksets[0].generator_args == ArithArgs().model_dump(mode="json")
