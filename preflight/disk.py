@@ -27,7 +27,7 @@ def check_checkpoint_root_dir(config: ExperimentConfig) -> list[str]:
         raise ConfigError(
             field, f"{free / 1e9:.1f} GB free on {existing}, but the run writes about {need / 1e9:.1f} GB ({why})"
         )
-    room = f"{free / 1e9:.0f} GB free" + (f", about {need / 1e9:.1f} GB needed ({why})" if need else "")
+    room = f"{free / 1e9:.0f} GB free" + (f", about {need / 1e9:.1f} GB needed ({why})" if need else f" ({why})" if why else "")
     return [f"{field}: {root} is writable, {room}"]
 
 
@@ -47,7 +47,10 @@ def writable_ancestor(field: str, path: Path) -> Path:
 
 
 def _checkpoint_bytes(config: ExperimentConfig) -> tuple[int, str]:
-    """About how many bytes the run's checkpoints take, and how that was estimated (0: unknown)."""
+    """About how many bytes the run's checkpoints take, and how that was estimated (0: unknown, or none
+    written here)."""
+    if config.trainer.WEIGHTS != "local":  # a checkpoint here is a few tinker:// paths (checkpointing/tinker_state.py)
+        return 0, f"{config.trainer.trainer_type} keeps the weights of its checkpoints on its server"
     weights = _model_bytes(config)
     if not weights:
         return 0, ""

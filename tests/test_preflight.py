@@ -14,6 +14,7 @@ import pytest
 from backends.errors import ConfigError, PartLost, TransientError, is_transient
 from deployments import load_recipe
 from preflight import PreflightError, check_checkpoint_root_dir, check_model_path, check_tasksets, preflight
+from preflight import disk as preflight_disk
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,7 +90,7 @@ def test_a_model_folder_without_weights_is_named_with_the_fix(smoke, tmp_path: P
         check_model_path(smoke.with_overrides(teacher))
 
 
-def test_checkpoint_root_must_be_writable_and_roomy(smoke, tmp_path: Path) -> None:
+def test_checkpoint_root_must_be_writable_and_roomy(smoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     with pytest.raises(ConfigError, match="checkpoint_root_dir: .* is a file"):
@@ -97,9 +98,21 @@ def test_checkpoint_root_must_be_writable_and_roomy(smoke, tmp_path: Path) -> No
     # a checkpoint every step of 100k steps: ~160 TB, more than any disk here
     with pytest.raises(ConfigError, match=r"checkpoint_root_dir: .* GB free on .* but the run writes about"):
         check_checkpoint_root_dir(smoke.with_overrides({"buffer.total_steps": 100_000}))
-    # ... unless only the newest two are kept: three at most on disk at once (the third until it is whole)
-    (line,) = check_checkpoint_root_dir(smoke.with_overrides({"buffer.total_steps": 100_000, "trainer.max_checkpoints_to_keep": 2}))
+    # ... unless only the newest few are kept: one more than kept on disk at once (the newest until it is
+    # whole). A disk with 8 GB free stands in for this machine's, whose free space the suite's runs change.
+    disk = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(preflight_disk.shutil, "disk_usage", lambda _: disk._replace(free=8 * 10**9))
+    kept = {"buffer.total_steps": 100_000, "trainer.max_checkpoints_to_keep": 2}
+    (line,) = check_checkpoint_root_dir(smoke.with_overrides(kept))
     assert "3 checkpoint(s) of" in line and "trainer.max_checkpoints_to_keep=2" in line, line
+    with pytest.raises(ConfigError, match=r"8.0 GB free on .*\(5 checkpoint\(s\) of .*max_checkpoints_to_keep=4"):
+        check_checkpoint_root_dir(smoke.with_overrides({**kept, "trainer.max_checkpoints_to_keep": 4}))
+
+
+def test_a_tinker_run_writes_no_weights_under_the_checkpoint_root(smoke) -> None:
+    """Tinker keeps its checkpoints' weights on its server; the root holds their tinker:// paths."""
+    (line,) = check_checkpoint_root_dir(smoke.with_overrides({"model.tinker.enable": True, "buffer.total_steps": 100_000}))
+    assert "tinker keeps the weights of its checkpoints on its server" in line and "needed" not in line, line
 
 
 def test_mlflow_down_is_named_by_its_variable_within_seconds(smoke, monkeypatch: pytest.MonkeyPatch) -> None:
