@@ -90,6 +90,20 @@ def test_single_jsonl_json_and_parquet_files(tmp_path):
         assert tasks[0].task_id == "mini/train/1"
 
 
+def test_a_taskset_read_again_comes_from_memory_until_its_file_changes(tmp_path):
+    """Every explore step reads the training taskset; the second read is the first's tasks, and an edited
+    file is read afresh."""
+    path = write_jsonl(tmp_path / "mini.jsonl", [{"question": f"q{i}", "answer": "#### 1"} for i in range(3)])
+    config = taskset_config(name="mini", path=str(path))
+    first, again = load_taskset(config), load_taskset(config)
+    assert again == first and again is not first and all(a is b for a, b in zip(again, first, strict=True))
+    again.clear()  # the caller's own list
+    assert len(load_taskset(config)) == 3
+    write_jsonl(path, [{"question": "changed", "answer": "#### 2"}])
+    assert [t.raw["question"] for t in load_taskset(config)] == ["changed"]
+    assert [t.raw["question"] for t in load_taskset(config.model_copy(update={"split": "train[:0]+train"}))] == ["changed"]
+
+
 def test_missing_path_is_reported_with_where_it_looked(tmp_path):
     with pytest.raises(TasksetError, match=r"path 'data/nope/train.jsonl' not found"):
         load_taskset(taskset_config(path="data/nope/train.jsonl"))
