@@ -3,7 +3,7 @@ benchmarks/grpo_step.py runs our side at one shape, and each sample of the main 
 put in the first part of RULES its stack matches. The Ray timeline (benchmarks/step_profile.py) says how much
 of a step no engine or trainer call covers; this says what the driver did then.
 
-    python benchmarks/orchestration_profile.py                      # 1x128, 8 measured steps, ~4 minutes
+    python benchmarks/orchestration_profile.py                      # 1x128, 8 measured steps, ~5 minutes
     python benchmarks/orchestration_profile.py --raw /tmp/prof.txt  # analyse an earlier py-spy record
 
 Writes benchmarks/measured/orchestration_profile.json whole (--out elsewhere).
@@ -43,9 +43,12 @@ PREFECT_TASK = "Prefect's task runs"
 OTHER = "other driver code"
 
 
+COMPILED = [(part, re.compile(pattern)) for part, pattern in RULES]
+
+
 def part_of(frames: list[str]) -> str:
-    for part, pattern in RULES:
-        if any(re.search(pattern, f) for f in frames):
+    for part, pattern in COMPILED:
+        if any(pattern.search(f) for f in frames):
             return part
     # otherwise: what ran under the deepest of our frames (Prefect's own work when that called a flow or task)
     deepest = max((i for i, f in enumerate(frames) if PROJECT.search(f) or f.startswith("take_turns ")), default=0)

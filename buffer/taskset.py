@@ -199,7 +199,8 @@ def _source_stamp(config: TasksetConfig) -> tuple:
     if local is None:
         return ()
     files = sorted(local.rglob("*")) if local.is_dir() else [local]
-    return tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file())
+    stats = [(f, f.stat()) for f in files if f.is_file()]
+    return tuple((str(f), st.st_size, st.st_mtime_ns) for f, st in stats)
 
 
 def read_taskset(config: TasksetConfig, required_keys: Sequence[str] | None = None) -> list[Task]:

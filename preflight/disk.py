@@ -27,7 +27,11 @@ def check_checkpoint_root_dir(config: ExperimentConfig) -> list[str]:
         raise ConfigError(
             field, f"{free / 1e9:.1f} GB free on {existing}, but the run writes about {need / 1e9:.1f} GB ({why})"
         )
-    room = f"{free / 1e9:.0f} GB free" + (f", about {need / 1e9:.1f} GB needed ({why})" if need else f" ({why})" if why else "")
+    room = f"{free / 1e9:.0f} GB free"
+    if need:
+        room += f", about {need / 1e9:.1f} GB needed ({why})"
+    elif why:  # nothing written here, and why (a Tinker run)
+        room += f" ({why})"
     return [f"{field}: {root} is writable, {room}"]
 
 
