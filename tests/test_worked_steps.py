@@ -20,8 +20,20 @@ def test_worked_steps_are_checked_one_by_one() -> None:
     assert check_steps("65 + 10 = 75, 75 + 7 = 82. \\boxed{82}") == (2, 0)
     assert check_steps("84 - 50 = 34, 34 - 7 = 29") == (2, 1)  # the borrow the warm-up gets wrong
     assert check_steps("9 * 6 = 56 and 3 × 4 = 12, 4 - 9 = -5") == (3, 1)
-    assert check_steps("1.5 + 2 = 3.5, so 12 + 3 = 15.5") == (0, 0)  # decimals are not whole-number steps
+    assert check_steps("1.5 + 2 = 3.5, so 12 + 3 = 15.5") == (2, 1)  # decimals exactly
     assert check_steps("\\boxed{72}") == (0, 0)
+
+
+def test_gsm8k_worked_solutions_are_checked_as_written() -> None:
+    # The warm-up's greedy answer to GSM8K test/0, as written: $, x and / are arithmetic; 56 x 3 and 172 / 3 are wrong.
+    janet = ("Janet makes 16 x 3 = 48 eggs per day.\nShe sells the remainder at the farmers' market for $2 x 4 = $8.\n"
+             "She makes $48 + $8 = $56 per day.\nShe makes $56 x 3 = $172 per week.\nShe makes $172 / 3 = $56 per week.")
+    assert check_steps(janet) == (5, 2)
+    assert check_steps("3 * 4 * 5 = 60 and (3 + 4) * 2 = 14, 2 + 3 * 4 = 20") == (3, 1)  # precedence, not left to right
+    assert check_steps("1,000 + 200 = 1,200. 48/2 = 24 clips, 10 / 3 = 3.33 but 10 / 3 = 3") == (4, 1)
+    # Not equations: a lone number, a percentage, algebra, a division by zero, a word ending in x.
+    assert check_steps("box 4 = 4, 20% of 50 = 10, 3x + 4 = 10, x = 5, 4 / 0 = 3") == (0, 0)
+    assert check_steps("(" * 5000 + "1 + 1 = 2") == (0, 0)  # a parse too deep is no step, not a crash
 
 
 def test_the_results_tokens_carry_the_reward_and_nothing_else_does() -> None:

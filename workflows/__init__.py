@@ -6,6 +6,7 @@ and import it below.
 
 from __future__ import annotations
 
+from workflows import calculator as _calculator  # noqa: F401  (registers math_calculator_workflow)
 from workflows import hello_workflow as _hello_workflow  # noqa: F401  (registers hello_workflow)
 from workflows import judge as _judge  # noqa: F401  (registers llm_judge_workflow)
 from workflows import math_workflow as _math_workflow  # noqa: F401  (registers math_workflow)

@@ -106,17 +106,17 @@ class Workflow(ABC):
                 setattr(settings, name, value)
         return settings
 
-    def sample(self, messages: Messages | str) -> list[Sample]:
+    def sample(self, messages: Messages | str, settings: SamplingSettings | None = None) -> list[Sample]:
         """`repeat_times` responses to one chat (rendered to token ids with the chat template), or to one
-        plain-text prompt (a base model's: tokenized as it is). Raises PromptTooLongError when the prompt
-        exceeds `max_prompt_tokens`."""
+        plain-text prompt (a base model's: tokenized as it is), with `settings` (default: sampling_settings()).
+        Raises PromptTooLongError when the prompt exceeds `max_prompt_tokens`."""
         prompt = self.renderer.encode_plain(messages) if isinstance(messages, str) else self.renderer.render(messages)
         if self.max_prompt_tokens is not None and len(prompt) > self.max_prompt_tokens:
             raise PromptTooLongError(
                 f"task {self.task.task_id}: prompt of {len(prompt)} tokens exceeds model.max_prompt_tokens "
                 f"({self.max_prompt_tokens}); skipped"
             )
-        (samples,) = self.engine.generate([prompt], self.sampling_settings())
+        (samples,) = self.engine.generate([prompt], settings or self.sampling_settings())
         return self.renderer.with_text(samples)
 
     def make_experience(

@@ -26,7 +26,7 @@ reward_fn_args of the taskset:
                                        order): Trinity's math_boxed_workflow with with_think, whose
                                        format_score_coef it is (`think_penalty` in the breakdown)
   step_penalty (float, default 0)      subtracted in proportion to the share of the response's worked
-                                       equations `a op b = c` that are wrong (`step_penalty` in the breakdown;
+                                       equations `expression = result` that are wrong (`step_penalty` in the breakdown;
                                        workflows/worked_steps.py): a signal inside answers that end alike
   step_token_reward (float, default 0) a process reward on the tokens of each worked equation's result: +
                                        when right, − when wrong, added to those tokens' advantage
