@@ -110,17 +110,21 @@ def _refuse_trinity_workflows(entry: Entry) -> Entry:
     return entry.refuse_if(lambda v, c: is_r3l(v), R3L).refuse_if(lambda v, c: is_class_path(v), CLASS_PATH)
 
 
+# math_workflow and its calculator variant (workflows/calculator.py): one prompt, one scoring, no workflow_args.
+MATH_WORKFLOWS = ("math_workflow", "math_calculator_workflow")
+
+
 def _args_of_math_workflow(value: Any, config: ExperimentConfig) -> bool:
     """These workflow_args belong to a taskset rolled out by math_workflow, which takes none."""
     ei = config.buffer.explorer_input
-    return any(ts.workflow_args is value and ts.default_workflow_type == "math_workflow" and not ts.format.workflow_key
+    return any(ts.workflow_args is value and ts.default_workflow_type in MATH_WORKFLOWS and not ts.format.workflow_key
                for ts in (ei.taskset, *ei.eval_tasksets) if ts is not None)
 
 
 def _base_prompt_outside_math_workflow(value: Any, config: ExperimentConfig) -> bool:
     """A task set asks for a plain-text prompt but a workflow other than math_workflow may run it."""
     ei = config.buffer.explorer_input
-    return bool(value) and any(ts.format.base_model_prompt and (ts.default_workflow_type != "math_workflow"
+    return bool(value) and any(ts.format.base_model_prompt and (ts.default_workflow_type not in MATH_WORKFLOWS
                                                                 or ts.format.workflow_key)
                                for ts in (ei.taskset, *ei.eval_tasksets) if ts is not None)
 

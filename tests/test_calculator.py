@@ -9,6 +9,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
@@ -98,9 +101,9 @@ def test_the_response_keeps_its_token_budget() -> None:
     assert set(equals_tokens(RENDERER)) == {RENDERER.encode("=")[0], RENDERER.encode("a =")[1]}
 
 
-def test_the_gsm8k_recipe_can_sample_with_the_calculator() -> None:
-    config = load_recipe("gsm8k").with_overrides({
-        "buffer.explorer_input.taskset.default_workflow_type": "math_calculator_workflow",
-        "buffer.explorer_input.eval_tasksets.0.default_workflow_type": "math_calculator_workflow",
-    })
+def test_the_gsm8k_recipe_samples_with_the_calculator_which_takes_no_workflow_args() -> None:
+    config = load_recipe("gsm8k")
     assert config.buffer.explorer_input.taskset.default_workflow_type == "math_calculator_workflow"
+    with pytest.raises(ValidationError, match="math_workflow takes no workflow_args") as info:
+        config.with_overrides({"buffer.explorer_input.taskset.workflow_args": {"max_turns": 3}})
+    assert "buffer.explorer_input.taskset.workflow_args" in str(info.value)

@@ -520,7 +520,7 @@ def test_with_overrides_sets_nested_values_and_revalidates():
     assert o.algorithm.optimizer.lr == 2e-6 and o.buffer.total_steps == 3
     assert o.buffer.explorer_input.eval_tasksets[0].split == "test[:8]"
     assert o.algorithm.policy_loss_fn_args["clip_range_low"] == 0.1  # re-derived from the new clip_range
-    assert c.algorithm.optimizer.lr == 3e-5  # the original is untouched
+    assert c.algorithm.optimizer.lr == 5e-6  # the original is untouched
     derived_over = c.with_overrides({"buffer.train_batch_size": 8})
     assert derived_over.buffer.train_batch_size == 8 and "buffer.train_batch_size" not in derived_over.derived
 
@@ -569,11 +569,13 @@ def test_gsm8k_recipe_values():
     c = load_recipe("gsm8k")
     assert c.model.model_path == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert (c.model.max_prompt_tokens, c.model.max_response_tokens) == (256, 128)
-    assert (c.algorithm.algorithm_type, c.algorithm.repeat_times, c.algorithm.optimizer.lr) == ("grpo", 8, 3e-5)
+    assert (c.algorithm.algorithm_type, c.algorithm.repeat_times, c.algorithm.optimizer.lr) == ("grpo", 8, 5e-6)
     assert c.algorithm.kl_loss_fn == "none" and c.algorithm.kl_loss_fn_args["kl_coef"] == 0
     assert (c.buffer.batch_size, c.buffer.total_steps) == (2, 20)
     ts, (ev,) = c.buffer.explorer_input.taskset, c.buffer.explorer_input.eval_tasksets
     assert (ts.path, ts.split, ev.split, ev.rollout_args.temperature, ev.repeat_times) == ("data/gsm8k", "train", "test[:400]", 0.0, 1)
+    # Sampled and judged with the calculator, the warm-up's evaluation too.
+    assert ts.default_workflow_type == ev.default_workflow_type == "math_calculator_workflow"
     rm = c.explorer.rollout_model
     assert (c.explorer.eval_interval, rm.engine_num, rm.enforce_eager, rm.kv_cache_memory_gb) == (20, 1, True, 2.0)
     assert (rm.dtype, rm.enable_prefix_caching) == ("float32", True)
@@ -588,6 +590,7 @@ def test_gsm8k_recipe_values():
     assert (sft.mode, sft.algorithm.algorithm_type, sft.buffer.total_steps, sft.buffer.train_batch_size) == ("train", "sft", 80, 8)
     assert (rows.path, rows.format.response_key) == ("data/gsm8k-worked", "solution")
     assert rows.format.system_prompt == DEFAULT_SYSTEM_PROMPT and ts.format.system_prompt is None
+    assert sft.buffer.explorer_input.eval_tasksets[0].default_workflow_type == "math_calculator_workflow"
     assert sft.buffer.explorer_input.eval_tasksets == c.buffer.explorer_input.eval_tasksets
     assert grpo.model.model_path == str(sft.final_model_dir)
     # smoke, q20 and gsm8k-tools start from GRPO alone (the recipe before its warm-up).
