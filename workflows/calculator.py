@@ -62,7 +62,7 @@ class MathCalculatorWorkflow(MathWorkflow):
                 state.response_mask += [1] * len(tokens)
                 state.finish_reason = out.finish_reason if len(out.response_token_ids) <= left else "length"
             live = [s for s in live if self._calculate(s, stops, budget)]
-        return self.renderer.with_text([replace(s, text="") for s in states])
+        return self.renderer.with_text(states)  # built without text: decoded here, the written values with it
 
     def _calculate(self, state: CalculatedSample, stops: tuple[int, ...], budget: int) -> bool:
         """Append the value after a final "=" token; whether sampling goes on."""
