@@ -55,6 +55,10 @@ class TopScores:
 class RolloutEngine(ABC):
     """An inference engine that samples completions and can take new weights while running."""
 
+    # Whether calls made at once from many threads are batched by the engine itself, each returning when its own
+    # requests are done (a vLLM engine's loop). The workflow runner merges calls for an engine that does not.
+    batches_calls: bool = False
+
     @abstractmethod
     def generate(self, prompts: list[TokenIds], sampling: SamplingSettings) -> list[list[Sample]]:
         """Sample `sampling.n` completions for each prompt (token ids, chat template already applied)."""

@@ -87,7 +87,8 @@ def test_the_calculator_writes_each_value_and_training_skips_it() -> None:
         assert all(lp == -0.5 for lp, m in zip(exp.logprobs, exp.response_mask, strict=True) if m == 1)
     first, *continued = engine.calls
     assert first[1].n == 2 and set(equals_tokens(RENDERER)) <= set(first[1].stop_token_ids)
-    assert all(settings.n == 1 and count == 2 for count, settings in continued)  # each sample goes on alone
+    # Each sample goes on alone, at its own pace: one call per sample after each of its 3 "=".
+    assert len(continued) == 2 * 3 and all(settings.n == 1 and count == 1 for count, settings in continued)
 
 
 def test_without_the_calculator_the_models_own_arithmetic_is_scored() -> None:

@@ -118,6 +118,22 @@ def test_generate_returns_n_samples_with_token_logprobs(engine, renderer) -> Non
 
 
 @pytest.mark.slow
+def test_a_short_call_returns_while_a_long_one_samples(engine, renderer) -> None:
+    """Calls made at once are batched by the engine's loop and each returns when its own requests are done: a
+    workflow calling again (a calculator's value) never waits for another task's longest sequence."""
+    import ray
+
+    prompt = renderer.render(QUESTION)
+    long = engine.generate.remote([prompt], SamplingSettings(n=4, max_tokens=200, min_tokens=200, seed=1))
+    ray.wait([long], timeout=2)  # let it start sampling
+    [[short]] = ray.get(engine.generate.remote([prompt], SamplingSettings(n=1, max_tokens=4, seed=2)))
+    assert len(short.response_token_ids) <= 4
+    ready, _ = ray.wait([long], timeout=0)
+    assert not ready  # the long call is still sampling: the short one did not wait for it
+    assert all(len(s.response_token_ids) == 200 for s in ray.get(long)[0])
+
+
+@pytest.mark.slow
 def test_chat_template_and_logprobs_match_the_sampling_distribution(engine, model_dir, renderer) -> None:
     import ray
     import torch

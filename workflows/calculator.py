@@ -14,6 +14,7 @@ math_workflow's, on the whole text; `info["calculator_calls"]` counts the values
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cache
@@ -48,21 +49,27 @@ class MathCalculatorWorkflow(MathWorkflow):
                                    response_mask=[1] * len(s.response_token_ids))
                   for s in super().sample(messages, settings)]
         live = [s for s in states if self._calculate(s, stops, budget)]
-        while live:
-            # One engine call for all: each keeps at most its own remaining budget of what comes back. The
-            # runner merges calls of equal settings across tasks, so the length asked for is the budget's
-            # power-of-two share that covers the rest, not the rest itself.
-            room = [budget - len(s.response_token_ids) for s in live]
-            outs = self.engine.generate([[*s.prompt_token_ids, *s.response_token_ids] for s in live],
-                                        replace(settings, n=1, max_tokens=_covering(max(room), budget)))
-            for state, left, (out,) in zip(live, room, outs, strict=True):
-                tokens = out.response_token_ids[:left]
-                state.response_token_ids += tokens
-                state.logprobs += out.logprobs[:left]
-                state.response_mask += [1] * len(tokens)
-                state.finish_reason = out.finish_reason if len(out.response_token_ids) <= left else "length"
-            live = [s for s in live if self._calculate(s, stops, budget)]
+        # Each sample goes on at its own pace: one waiting for the slowest of its group would hold the engine's
+        # batch to a few sequences.
+        with ThreadPoolExecutor(max(len(live), 1), thread_name_prefix="calculator") as pool:
+            list(pool.map(lambda state: self._go_on(state, settings, stops, budget), live))
         return self.renderer.with_text(states)  # built without text: decoded here, the written values with it
+
+    def _go_on(self, state: CalculatedSample, settings: SamplingSettings, stops: tuple[int, ...], budget: int) -> None:
+        """Sample on from the state's exact tokens, writing a value at each "=", until it ends or its budget is spent."""
+        while True:
+            # The length asked for is the budget's power-of-two share that covers the rest: a runner merging calls
+            # of equal settings (an engine that does not batch calls itself) then merges these.
+            room = budget - len(state.response_token_ids)
+            ((out,),) = self.engine.generate([[*state.prompt_token_ids, *state.response_token_ids]],
+                                             replace(settings, n=1, max_tokens=_covering(room, budget)))
+            tokens = out.response_token_ids[:room]
+            state.response_token_ids += tokens
+            state.logprobs += out.logprobs[:room]
+            state.response_mask += [1] * len(tokens)
+            state.finish_reason = out.finish_reason if len(out.response_token_ids) <= room else "length"
+            if not self._calculate(state, stops, budget):
+                return
 
     def _calculate(self, state: CalculatedSample, stops: tuple[int, ...], budget: int) -> bool:
         """Append the value after a final "=" token; whether sampling goes on."""

@@ -7,9 +7,12 @@ up to `max_retry_times` times (explorer.max_timeout / max_retry_times), then rep
 id and skipped; only a batch in which every task fails is an error. A task whose prompt is longer
 than `max_prompt_tokens` is skipped at once and counted (`prompts_too_long`), never retried.
 
-Workflows call `engine.generate` one task at a time; vLLM is far faster on one large batch than on
-many small calls, so (unless `coalesce=False`) the generate calls that the runner threads of one
-engine make while that engine is busy are merged into its next single call.
+Workflows call `engine.generate` one task at a time, and an engine is far faster on one large batch than
+on many small calls. A vLLM engine batches calls made at once itself (`RolloutEngine.batches_calls`): each
+goes to it as it comes and returns when its own requests are done, so a workflow that calls again (a
+calculator's value, an agent's next turn) never waits for the slowest sequence of another task. For any
+other engine (unless `coalesce=False`) the calls that the runner threads make while it is busy are merged
+into its next single call.
 """
 
 from __future__ import annotations
@@ -79,10 +82,12 @@ GATHER_WINDOW_S = 0.05
 
 
 class CoalescingEngine(RolloutEngine):
-    """Wraps an engine: generate calls from many threads become few calls on the engine.
+    """Wraps an engine for one batch of the runner: generate calls from many threads become few calls on it.
 
     One dispatcher thread takes every request queued since the engine's last call returned and
-    sends them together (one call per distinct SamplingSettings). Use as a context manager.
+    sends them together (one call per distinct SamplingSettings). An engine that batches calls itself
+    (`batches_calls`) gets each call as it comes. Either way calls are refused once the batch is over.
+    Use as a context manager.
     """
 
     def __init__(self, engine: RolloutEngine) -> None:
@@ -93,8 +98,10 @@ class CoalescingEngine(RolloutEngine):
         self._requests: queue.SimpleQueue[
             tuple[list[TokenIds], SamplingSettings, Future[list[list[Sample]]]] | None
         ] = queue.SimpleQueue()
-        self._dispatcher = threading.Thread(target=self._dispatch, name="generate-coalescer", daemon=True)
-        self._dispatcher.start()
+        self._dispatcher: threading.Thread | None = None
+        if not engine.batches_calls:
+            self._dispatcher = threading.Thread(target=self._dispatch, name="generate-coalescer", daemon=True)
+            self._dispatcher.start()
 
     def __enter__(self) -> CoalescingEngine:
         return self
@@ -105,14 +112,20 @@ class CoalescingEngine(RolloutEngine):
                 return
             self._closed = True
             self._requests.put(None)
-        self._dispatcher.join()
+        if self._dispatcher is not None:
+            self._dispatcher.join()
 
     def generate(self, prompts: list[TokenIds], sampling: SamplingSettings) -> list[list[Sample]]:
         done: Future[list[list[Sample]]] = Future()
         with self._close_lock:
             if self._closed:
                 raise RuntimeError("the runner has finished this batch (a task that ran past its timeout)")
-            self._requests.put((prompts, sampling, done))
+            if self._dispatcher is None:
+                self.calls += 1
+            else:
+                self._requests.put((prompts, sampling, done))
+        if self._dispatcher is None:
+            return self.engine.generate(prompts, sampling)
         return done.result()
 
     def _dispatch(self) -> None:

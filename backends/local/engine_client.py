@@ -13,6 +13,8 @@ from backends.weights import WeightsHandle
 
 
 class EngineClient(RolloutEngine):
+    batches_calls = True  # the actor serves calls at once through its engine loop (backends.local.engine_loop)
+
     def __init__(self, name: str) -> None:
         self.name = name
         self.actor = ray_cluster.get_actor(name)

@@ -23,7 +23,8 @@ from typing import Any
 from backends.cpu_time import process_tree_cpu_s
 from backends.history import CallRecord
 from backends.local import ray_cluster
-from backends.local.openai_server import OpenAIServer, ServerSettings, generate_on_loop
+from backends.local.engine_loop import EngineLoop, generate_on_loop
+from backends.local.openai_server import OpenAIServer, ServerSettings
 from backends.local.request_limits import Limits
 from backends.local.weight_sync import SHM_ROOT, WeightTransport, after_new_weights, make_transport
 from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds, TopScores
@@ -39,6 +40,9 @@ QUIET_ENV = {
     "TOKENIZERS_PARALLELISM": "false",
     "RAY_DEDUP_LOGS": "1",
 }
+# Calls an engine actor serves at once: at least the workflows an evaluation runs (tasks.evaluate.EVAL_BATCH); more
+# wait in Ray's queue.
+ENGINE_CONCURRENCY = 128
 # The smallest KV block vLLM's CPU attention takes (a multiple of 32): see VLLMEngine._cpu_cache_kwargs.
 CPU_PREFIX_BLOCK = 32
 
@@ -181,6 +185,9 @@ class VLLMEngine(RolloutEngine):
         )
         self.start_seconds = time.perf_counter() - start
         self._version = 0
+        # Every use of the engine from here on goes through this thread: calls from many workflows are
+        # batched continuously, and each returns when its own requests are done.
+        self.loop = EngineLoop(self.llm)
         self.server: OpenAIServer | None = None
         if self.settings.enable_openai_api:
             self.server = self._start_server()
@@ -290,6 +297,7 @@ class VLLMEngine(RolloutEngine):
         s = self.settings
         server = OpenAIServer(
             self.llm,
+            self.loop,
             ServerSettings(
                 host=s.openai_api_host, port=s.openai_api_port, served_model_names=tuple(s.served_model_names),
                 chat_template=s.chat_template, enable_auto_tool_choice=s.enable_auto_tool_choice,
@@ -303,18 +311,17 @@ class VLLMEngine(RolloutEngine):
         return server
 
     def _run(self, prompts: list[TokenIds], params: Any) -> list[Any]:
-        """vLLM's outputs for token-id prompts: directly, or through the engine loop once the endpoint owns the
-        engine (batch calls and HTTP requests are then scheduled together)."""
+        """vLLM's outputs for token-id prompts, through the engine loop (scheduled with every other caller's)."""
         from vllm import TokensPrompt
 
-        if self.server is None:
-            return self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompts], params,
-                                     use_tqdm=self.settings.show_progress)
-        return generate_on_loop(self.server.loop, self.llm, prompts, params)
+        if self.settings.show_progress:  # vLLM's own bar: a script a person watches, the only caller
+            return self.loop.call(lambda: self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompts],
+                                                            params, use_tqdm=True))
+        return generate_on_loop(self.loop, self.llm, prompts, params)
 
     def _on_engine(self, fn: Any) -> Any:
-        """Run engine work where it is safe: here, or on the engine loop's thread once the server runs."""
-        return fn() if self.server is None else self.server.loop.call(fn)
+        """Run engine work between two engine steps, on the loop's thread."""
+        return self.loop.call(fn)
 
     def _executor_kwargs(self) -> dict[str, Any]:
         """On CPU with one rank, the worker runs inside this process (with
@@ -344,6 +351,7 @@ class VLLMEngine(RolloutEngine):
         """
         if self.server is not None:
             self.server.stop()
+        self.loop.stop()
         self.llm.llm_engine.engine_core.shutdown(timeout=10)
         shutil.rmtree(self.serve_dir, ignore_errors=True)
 
@@ -384,10 +392,9 @@ def start_engine_actors(
         options["num_gpus"] = gpus
     else:
         env.update(cpu_engine_env(threads))
-    if settings.enable_openai_api:
-        # Every use of the engine goes through its engine loop then, so calls may overlap: a workflow
-        # collects an episode's recorded calls while another's batch is sampling.
-        options["max_concurrency"] = 16
+    # Calls overlap: every use of the engine goes through its engine loop, which batches the generate calls of
+    # many workflows (and an episode's recorded calls are read while another's batch samples).
+    options["max_concurrency"] = ENGINE_CONCURRENCY
     actor_cls = ray.remote(VLLMEngine)
     handles = [
         actor_cls.options(
