@@ -20,12 +20,11 @@ experience: forced call and tool result (mask 0), then the model's own answer (m
 
 from __future__ import annotations
 
-import ast
 import json
-import operator
 from typing import Any
 
 from workflows.agent import AgentOutcome, AgentWorkflow
+from workflows.arithmetic import TOOL, evaluate
 from workflows.base import register_workflow
 from workflows.math_workflow import DEFAULT_FORMAT_SCORE, gold_answer, score_math
 
@@ -80,32 +79,14 @@ CHATML_TOOLS_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
-
-
 def calculate(expression: str) -> float:
-    """An arithmetic expression's value; anything else (names, calls, huge powers) is a ValueError."""
-
-    def value(node: ast.AST) -> float:
-        if isinstance(node, ast.Expression):
-            return value(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-            return node.value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            return -value(node.operand) if isinstance(node.op, ast.USub) else value(node.operand)
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            left, right = value(node.left), value(node.right)
-            if isinstance(node.op, ast.Pow) and abs(right) > 10:
-                raise ValueError("exponent too large")
-            return _OPS[type(node.op)](left, right)
-        raise ValueError(f"not arithmetic: {ast.dump(node)[:60]}")
-
+    """An arithmetic expression's value (workflows/arithmetic.py, with // % and small powers); anything else is a
+    ValueError."""
+    value = evaluate(expression.replace(",", "").replace("x", "*"), TOOL)
     try:
-        tree = ast.parse(expression.replace(",", "").replace("x", "*").strip(), mode="eval")
-        return value(tree)
-    except (SyntaxError, ZeroDivisionError, TypeError) as err:
-        raise ValueError(str(err)) from err
+        return float(value)
+    except OverflowError as err:
+        raise ValueError("number too large") from err
 
 
 def format_number(x: float) -> str:

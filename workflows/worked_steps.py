@@ -12,18 +12,17 @@ the tokens of each result (step_token_reward, per token) put the credit on the o
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+
+from workflows.arithmetic import evaluate
 
 # The result: a number right after "=", not followed by more of a number (a full stop ends a sentence).
 _RESULT = re.compile(r"=[ \t]*\$?[ \t]*(-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)(?!\d|\.\d|,\d{3})")
 # What an expression left of "=" may hold; scanning stops at anything else (a word, "=", "%", a sentence's
 # comma or full stop).
 _EXPRESSION_CHARS = set("0123456789$ \t()+-*x×/÷")
-_OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-              ast.Div: lambda a, b: a / b}
 
 
 def check_steps(response: str) -> tuple[int, int]:
@@ -66,19 +65,9 @@ def value_of(expression: str) -> Fraction | None:
     if not re.search(r"\d\s*\)?\s*[-+*/]\s*\(?\s*-?\d", source):
         return None
     try:
-        return _evaluate(ast.parse(source, mode="eval").body)
-    except (SyntaxError, ValueError, ZeroDivisionError, RecursionError, MemoryError):
+        return evaluate(source)
+    except ValueError:
         return None
-
-
-def _evaluate(node: ast.expr) -> Fraction:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-        return Fraction(str(node.value))
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_evaluate(node.operand)
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-        return _OPERATORS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
-    raise ValueError("not arithmetic")
 
 
 def _agrees(value: Fraction, result: str) -> bool:
