@@ -7,16 +7,15 @@ engine would (at a stop token id); the tokenizer is SmolLM2's own."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
-from backends.weights import WeightsHandle
+from backends.rollout import Sample, SamplingSettings, TokenIds
 from buffer.experience import Experience
 from buffer.taskset import Task, load_taskset
 from deployments import load_recipe
+from tests.stand_in_engine import StandInEngine
 from tests.test_taskset import taskset_config
 from workflows import get_workflow
 from workflows.calculator import equals_tokens
@@ -27,11 +26,12 @@ RENDERER = renderer_for("HuggingFaceTB/SmolLM2-135M-Instruct")
 SCRIPT = "She sold 48/2 = 25 clips in May, so x = 2 and 48 + 24 = 71 in all."
 
 
-class ScriptWriter(RolloutEngine):
+class ScriptWriter(StandInEngine):
     """Writes SCRIPT's tokens after what the response already holds (found by counting the "=" in it), up to and
     with the first stop token id, as vLLM does; a value the calculator wrote replaces the script's own."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.calls: list[tuple[int, SamplingSettings]] = []
         self.prompt_length: int | None = None  # the first call's prompt is the task's
 
@@ -53,15 +53,6 @@ class ScriptWriter(RolloutEngine):
             tokens = tokens[: min(stop, sampling.max_tokens)]
             out.append([Sample(list(ids), tokens, [-0.5] * len(tokens), reason) for _ in range(sampling.n)])
         return out
-
-    def load_weights(self, weights: WeightsHandle) -> float:
-        return 0.0
-
-    def model_version(self) -> int:
-        return 0
-
-    def info(self) -> dict[str, Any]:
-        return {"model_path": "script"}
 
 
 def natalia() -> Task:

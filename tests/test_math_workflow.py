@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
-from backends.weights import WeightsHandle
 from buffer.experience import Experience
 from buffer.taskset import Task, load_taskset
 from schemas import FormatConfig
+from tests.stand_in_engine import StandInEngine
 from tests.test_taskset import taskset_config
 from workflows import WORKFLOWS, Workflow, get_workflow, register_workflow
 from workflows.countdown import evaluate, score_countdown
@@ -38,12 +38,12 @@ RENDERER = renderer_for("HuggingFaceTB/SmolLM2-135M-Instruct")
 Responder = Callable[[str, int], str]  # (prompt as text, sample index) -> response text
 
 
-class ScriptedEngine(RolloutEngine):
+class ScriptedEngine(StandInEngine):
     """Answers each prompt with text from `respond` (as token ids); records what it was asked."""
 
     def __init__(self, respond: Responder, version: int = 0) -> None:
+        super().__init__(version)
         self.respond = respond
-        self.version = version
         self.calls: list[tuple[list[TokenIds], SamplingSettings]] = []
         self.threads: set[str] = set()
         self._lock = threading.Lock()
@@ -61,16 +61,6 @@ class ScriptedEngine(RolloutEngine):
                 samples.append(Sample(list(prompt_ids), ids, [-0.1] * len(ids), "stop"))
             out.append(samples)
         return out
-
-    def load_weights(self, weights: WeightsHandle) -> float:
-        self.version = weights.version
-        return 0.0
-
-    def model_version(self) -> int:
-        return self.version
-
-    def info(self) -> dict[str, Any]:
-        return {"model_path": "scripted"}
 
 
 @pytest.fixture(scope="module")

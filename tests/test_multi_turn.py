@@ -27,11 +27,11 @@ from backends.history import (
     rollout_base_url,
 )
 from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
-from backends.weights import WeightsHandle
 from buffer.experience import Experience
 from buffer.taskset import Task, load_taskset
 from deployments import load_recipe
 from schemas import ExperimentConfig, TasksetConfig
+from tests.stand_in_engine import StandInEngine
 from workflows import get_workflow
 from workflows.multi_turn import Env, EnvStep, EpisodeFailure, MultiTurnWorkflow, episode_stats
 from workflows.q20 import Oracle, load_entities
@@ -44,10 +44,11 @@ RENDERER = renderer_for("HuggingFaceTB/SmolLM2-135M-Instruct")
 EOS = 2  # <|im_end|>: SmolLM2 ends its turns with it (vLLM keeps it in the sampled ids)
 
 
-class ScriptedPlayer(RolloutEngine):
+class ScriptedPlayer(StandInEngine):
     """Each prompt gets the next line of its episode's script (episodes told apart by turn count)."""
 
     def __init__(self, script: list[str], *, stop: bool = True) -> None:
+        super().__init__()
         self.script = script
         self.stop = stop
         self.turns: dict[tuple[int, ...], int] = {}
@@ -63,15 +64,6 @@ class ScriptedPlayer(RolloutEngine):
                 ids = [*ids, EOS]
             out.append([Sample(list(prompt), ids, [-0.5] * len(ids), "stop" if self.stop else "length")])
         return out
-
-    def load_weights(self, weights: WeightsHandle) -> float:
-        return 0.0
-
-    def model_version(self) -> int:
-        return 0
-
-    def info(self) -> dict[str, Any]:
-        return {"model_path": "scripted"}
 
 
 def q20_task(secret: str, **workflow_args: Any) -> Task:
