@@ -19,19 +19,22 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-EXPERIMENT_DIR_TAG = "rft.experiment_dir"
+from tracking import EXPERIMENT_TAG  # noqa: E402
+from tracking.curves import SFT_CURVES, TRAIN_CURVES  # noqa: E402
+
+REWARD, LOSS = TRAIN_CURVES[0][0], SFT_CURVES[0][0]  # the RL stage's sampled reward, the warm-up's SFT loss
 
 
 def stage_runs(client: MlflowClient, name: str) -> dict[str, Any]:
     """The MLflow runs of experiment `name`'s stages, by stage name."""
     found = {}
-    for experiment in client.search_experiments():
-        for run in client.search_runs([experiment.experiment_id], max_results=5000):
-            parent, _, stage = run.data.tags.get(EXPERIMENT_DIR_TAG, "").rstrip("/").rpartition("/")
-            if parent.endswith(f"/{name}") and stage:
-                found[stage] = run
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    for run in client.search_runs(experiments, f"tags.`{EXPERIMENT_TAG}` LIKE '%/{name}/%'", max_results=5000):
+        parent, _, stage = run.data.tags[EXPERIMENT_TAG].rstrip("/").rpartition("/")
+        if parent.endswith(f"/{name}") and stage:
+            found[stage] = run
     if not found:
-        raise SystemExit(f"no MLflow run of an experiment named {name!r} (tag {EXPERIMENT_DIR_TAG})")
+        raise SystemExit(f"no MLflow run of an experiment named {name!r} (tag {EXPERIMENT_TAG})")
     return found
 
 
@@ -58,12 +61,12 @@ def main() -> None:
         name, _, label = spec.partition(":")
         stages = stage_runs(client, name)
         # The RL stage samples; the warm-up trains on rows only (both log a train/loss).
-        rl = next((run for run in stages.values() if history(client, run, "explore/reward_mean")), None)
-        warmup = next((run for run in stages.values() if run is not rl and history(client, run, "train/loss")), None)
+        rl = next((run for run in stages.values() if history(client, run, REWARD)), None)
+        warmup = next((run for run in stages.values() if run is not rl and history(client, run, LOSS)), None)
         ax = axes[0][col]
         start = None
         if warmup is not None:
-            ax.plot(*zip(*history(client, warmup, "train/loss")), color="tab:red", label="SFT loss")
+            ax.plot(*zip(*history(client, warmup, LOSS)), color="tab:red", label="SFT loss")
             evals = history(client, warmup, strict)
             held = ax.twinx()
             held.plot(*zip(*evals), "o:", color="tab:green", label="held-out strict (greedy)")
@@ -75,7 +78,7 @@ def main() -> None:
         ax.set_ylabel("SFT loss")
         ax = axes[1][col]
         if rl is not None:
-            ax.plot(*zip(*history(client, rl, "explore/reward_mean")), color="tab:blue", label="sampled reward (T=1)")
+            ax.plot(*zip(*history(client, rl, REWARD)), color="tab:blue", label="sampled reward (T=1)")
             evals = history(client, rl, strict)
             points = ([(0, start)] if start is not None and all(x != 0 for x, _ in evals) else []) + evals
             ax.plot(*zip(*points), "o:", color="tab:green", label="held-out strict (greedy)")
