@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cli.validate import SetOption, err_console, load_or_exit
 from schemas import ExperimentConfig
@@ -57,7 +58,10 @@ def eval_command(
     baseline = _read_compare(compare) if compare else {}
 
     started = time.perf_counter()
-    results = evaluate_model(config)
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("tasks"),
+                   TimeElapsedColumn(), console=err_console)
+    with bar:
+        results = evaluate_model(config, bar)
     minutes = (time.perf_counter() - started) / 60
 
     out = Console(highlight=False)
@@ -129,8 +133,9 @@ def eval_config(config: ExperimentConfig, model: str, index: int | None, split: 
     return config.with_overrides({"buffer.explorer_input.eval_tasksets": kept})
 
 
-def evaluate_model(config: ExperimentConfig) -> list[dict[str, Any]]:
-    """Start the policy's engines on the config's model, evaluate every eval taskset, stop them."""
+def evaluate_model(config: ExperimentConfig, bar: Progress | None = None) -> list[dict[str, Any]]:
+    """Start the policy's engines on the config's model, evaluate every eval taskset, stop them; `bar` gets a line
+    per taskset that counts its tasks as they end."""
     from backends.policy import policy_for
     from checkpointing.models import resolve_model_path
     from tasks.evaluate import evaluate_tasks
@@ -140,7 +145,16 @@ def evaluate_model(config: ExperimentConfig) -> list[dict[str, Any]]:
     policy.check_requirements()
     try:
         policy.start_engines(str(resolve_model_path(config.model.model_path)))
-        return [evaluate_tasks(config, taskset, step=0) for taskset in config.buffer.explorer_input.eval_tasksets]
+        results = []
+        for taskset in config.buffer.explorer_input.eval_tasksets:
+            line = bar.add_task(taskset.name, total=None) if bar else None
+
+            def count(done: int, total: int, line: Any = line) -> None:
+                if bar is not None:
+                    bar.update(line, completed=done, total=total)
+
+            results.append(evaluate_tasks(config, taskset, step=0, on_task_done=count))
+        return results
     finally:
         policy.release()
 

@@ -14,8 +14,10 @@ What a user reads (`eval_metrics`, the same for every taskset and workflow):
 from __future__ import annotations
 
 import math
+import threading
+import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prefect import get_run_logger, task
@@ -32,6 +34,7 @@ from workflows.multi_turn import episode_stats
 HEADLINE = ("strict", "lenient", "format", "accuracy", "reward_mean", "response_length", "truncated")
 MEASURES = ("strict", "lenient", "format")
 EVAL_BATCH = 64
+PROGRESS_EVERY_S = 30.0  # how often a run's log says how far an evaluation has got
 
 
 def eval_metrics(experiences: Sequence[Experience], repeat_times: int = 1, tasks: int | None = None,
@@ -84,14 +87,16 @@ def eval_rows(experiences: Sequence[Experience]) -> list[dict[str, Any]]:
     return rows
 
 
-def evaluate_tasks(config: ExperimentConfig, taskset: TasksetConfig, step: int) -> dict[str, Any]:
-    """Run one eval taskset on the policy's running engines: {"name", "metrics", "rows"}."""
+def evaluate_tasks(config: ExperimentConfig, taskset: TasksetConfig, step: int,
+                   on_task_done: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Run one eval taskset on the policy's running engines: {"name", "metrics", "rows"}; `on_task_done(done,
+    total)` after each task."""
     tasks = load_taskset(taskset)
     repeat = taskset.repeat_times or 1
     # Enough workflows at once that an engine call holds ~EVAL_BATCH sequences: greedy evaluation samples
     # one per task, and 8 at a time leave a CPU engine reading its weights for few tokens (~2x slower).
     runners = max(config.explorer.runner_per_model, EVAL_BATCH // repeat)
-    result = run_workflows(config, tasks, step, repeat, runners)
+    result = run_workflows(config, tasks, step, repeat, runners, on_task_done=on_task_done)
     metrics = eval_metrics(
         result.experiences, repeat, tasks=len(tasks), failed=len(result.failures), too_long=len(result.too_long)
     )
@@ -102,13 +107,33 @@ def evaluate_tasks(config: ExperimentConfig, taskset: TasksetConfig, step: int) 
 def evaluate_taskset(config: ExperimentConfig, index: int, step: int) -> dict:
     """Returns {"name", "metrics": {...}, "rows": [per-task results]} for eval taskset `index`."""
     taskset = config.buffer.explorer_input.eval_tasksets[index]
-    result = evaluate_tasks(config, taskset, step)
+    result = evaluate_tasks(config, taskset, step, on_task_done=ProgressLog(f"evaluating {taskset.name} at step {step}"))
     m = result["metrics"]
     get_run_logger().info(
         "eval %s at step %d: strict %.3f, lenient %.3f, format %.3f on %d tasks",
         taskset.name, step, m["strict"], m.get("lenient", math.nan), m.get("format", math.nan), int(m["tasks"]),
     )
     return result
+
+
+class ProgressLog:
+    """An `on_task_done` that logs "<what>: <done> of <total> tasks" at most every PROGRESS_EVERY_S seconds, so
+    that an evaluation of several minutes shows in the run's log (and the Prefect UI) how far it has got."""
+
+    def __init__(self, what: str, every_s: float = PROGRESS_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.what, self.every_s, self.clock = what, every_s, clock
+        self.started = self.last = clock()
+        self.logger = get_run_logger()  # here, in the task's context: the calls come from runner threads
+        self.lock = threading.Lock()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        with self.lock:
+            if now - self.last < self.every_s or done >= total:  # the last is the result's own line
+                return
+            self.last = now
+        self.logger.info("%s: %d of %d tasks, %.1f min", self.what, done, total, (now - self.started) / 60)
 
 
 # -- before and after, side by side ---------------------------------------------------------------

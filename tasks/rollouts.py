@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import algorithms
@@ -19,12 +19,13 @@ from workflows.runner import AllTasksFailedError, RunnerResult, WorkflowRunner
 
 
 def run_workflows(
-    config: ExperimentConfig, tasks: Sequence[Task], step: int, repeat_times: int, runners: int | None = None
+    config: ExperimentConfig, tasks: Sequence[Task], step: int, repeat_times: int, runners: int | None = None,
+    on_task_done: Callable[[int, int], None] | None = None,
 ) -> RunnerResult:
     """Every task's workflow once, on the policy's engines (revived first if one died): prompts over
     model.max_prompt_tokens skipped, each task tried up to explorer.max_retry_times more times and given
     explorer.max_timeout seconds an attempt; `runners` workflows at a time per engine (default
-    explorer.runner_per_model).
+    explorer.runner_per_model); `on_task_done(done, total)` after each task (WorkflowRunner.run).
 
     An engine that dies during the batch fails the whole batch (a transient error: the task's retry
     revives the engine and samples the batch again), so no task's rollouts are lost or kept twice.
@@ -46,6 +47,7 @@ def run_workflows(
             min_tokens=model.min_response_tokens,
             max_retry_times=explorer.max_retry_times,
             max_timeout=explorer.max_timeout,
+            on_task_done=on_task_done,
         )
     except AllTasksFailedError as err:
         if revive_engines(config):

@@ -83,3 +83,27 @@ def test_rft_eval_builds_the_recipes_evaluation_for_any_model(tmp_path):
     with pytest.raises(IndexError, match="has 1 eval taskset"):
         eval_config(load_recipe("arith"), str(model), 3, None, None, None, None)
     assert _has_index("arith:0") and not _has_index("arith") and not _has_index("C:recipe.py")
+
+
+def test_an_evaluation_logs_how_far_it_has_got_at_most_every_interval(monkeypatch):
+    """ProgressLog: a line per interval while tasks end, none for the last task (the result's line follows)."""
+    import logging
+
+    from tasks import evaluate
+
+    lines: list[str] = []
+
+    class Recorder(logging.LoggerAdapter):
+        def __init__(self) -> None:
+            super().__init__(logging.getLogger("test"), {})
+
+        def info(self, msg: str, *args: object, **kwargs: object) -> None:
+            lines.append(msg % args)
+
+    clock = iter([0.0, 10.0, 31.0, 40.0, 62.0, 95.0])
+    monkeypatch.setattr(evaluate, "get_run_logger", Recorder)
+    progress = evaluate.ProgressLog("evaluating held-out at step 3", every_s=30.0, clock=lambda: next(clock))
+    for done in (1, 2, 3, 4, 5):  # at 10, 31, 40, 62 and 95 s
+        progress(done, 5)
+    assert lines == ["evaluating held-out at step 3: 2 of 5 tasks, 0.5 min",
+                     "evaluating held-out at step 3: 4 of 5 tasks, 1.0 min"]

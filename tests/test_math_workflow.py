@@ -290,6 +290,17 @@ def test_a_failing_task_is_reported_and_skipped(tasks):
     assert [e.task_id for e in result.experiences] == ["gsm8k/train/0"] * 2 + ["gsm8k/train/2"] * 2
 
 
+def test_the_runner_counts_every_task_as_it_ends_failed_ones_too(tasks):
+    """on_task_done(done, total) after each task, from the runner threads: what an evaluation's progress shows."""
+    broken = Task(**{**tasks[1].__dict__, "raw": {"question": tasks[1].raw["question"]}})
+    batch = [tasks[0], broken, *tasks[2:5]]
+    seen: list[tuple[int, int]] = []
+    result = WorkflowRunner([ScriptedEngine(lambda chat, i: "\\boxed{0}")], RENDERER, runner_per_model=3).run(
+        batch, explore_step=0, repeat_times=2, on_task_done=lambda done, total: seen.append((done, total)))
+    assert len(result.failures) == 1
+    assert seen == [(n, 5) for n in range(1, 6)]  # once per task, in order of ending, the failed one included
+
+
 def test_all_tasks_failing_is_an_error(tasks):
     def explode(prompt: str, i: int) -> str:
         raise RuntimeError("engine died")

@@ -21,7 +21,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -234,11 +234,13 @@ class WorkflowRunner:
         min_tokens: int = 0,
         max_retry_times: int = 0,
         max_timeout: float | None = None,
+        on_task_done: Callable[[int, int], None] | None = None,
     ) -> RunnerResult:
         """Run each task's workflow once. `repeat_times` applies where the taskset sets none;
         `model_version` None asks the engine for the version it serves; `default_workflow_type`
         (explorer_input's) applies to tasks whose taskset names none. A task is tried again up to
-        `max_retry_times` times after an error or after running `max_timeout` seconds."""
+        `max_retry_times` times after an error or after running `max_timeout` seconds.
+        `on_task_done(done, total)` is called from a runner thread each time a task ends, done or given up."""
         started = time.perf_counter()
         todo: queue.SimpleQueue[tuple[int, Task]] = queue.SimpleQueue()
         for item in enumerate(tasks):
@@ -248,6 +250,10 @@ class WorkflowRunner:
         too_long: dict[int, TaskFailure] = {}
         counts = {"retries": 0, "timeouts": 0}
         lock = threading.Lock()
+
+        def ended() -> None:  # under `lock`
+            if on_task_done is not None:
+                on_task_done(len(results) + len(failures) + len(too_long), len(tasks))
 
         def attempt(engine: RolloutEngine, task: Task) -> list[Experience]:
             workflow_type = task.workflow_type or default_workflow_type
@@ -281,6 +287,7 @@ class WorkflowRunner:
                     except PromptTooLongError as err:  # the same prompt every time: skipped, counted
                         with lock:
                             too_long[index] = TaskFailure(task.task_id, str(err))
+                            ended()
                         break
                     except Exception as err:  # one bad task must not sink the batch
                         timed_out = isinstance(err, TaskTimeoutError)
@@ -293,9 +300,11 @@ class WorkflowRunner:
                                 counts["retries"] += 1
                             else:
                                 failures[index] = TaskFailure(task.task_id, f"{type(err).__name__}: {err}")
+                                ended()
                         continue
                     with lock:
                         results[index] = experiences
+                        ended()
                     break
 
         engines = [CoalescingEngine(e) if self.coalesce else e for e in self.engines]
