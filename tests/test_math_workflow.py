@@ -298,7 +298,7 @@ def test_the_runner_counts_every_task_as_it_ends_failed_ones_too(tasks):
     result = WorkflowRunner([ScriptedEngine(lambda chat, i: "\\boxed{0}")], RENDERER, runner_per_model=3).run(
         batch, explore_step=0, repeat_times=2, on_task_done=lambda done, total: seen.append((done, total)))
     assert len(result.failures) == 1
-    assert seen == [(n, 5) for n in range(1, 6)]  # once per task, in order of ending, the failed one included
+    assert seen == [(n, 5) for n in range(6)]  # 0 first, then once per task as it ends, the failed one included
 
 
 def test_all_tasks_failing_is_an_error(tasks):

@@ -240,7 +240,8 @@ class WorkflowRunner:
         `model_version` None asks the engine for the version it serves; `default_workflow_type`
         (explorer_input's) applies to tasks whose taskset names none. A task is tried again up to
         `max_retry_times` times after an error or after running `max_timeout` seconds.
-        `on_task_done(done, total)` is called from a runner thread each time a task ends, done or given up."""
+        `on_task_done(done, total)` is called once with 0 done, then from a runner thread each time a task ends, done or
+        given up."""
         started = time.perf_counter()
         todo: queue.SimpleQueue[tuple[int, Task]] = queue.SimpleQueue()
         for item in enumerate(tasks):
@@ -254,6 +255,9 @@ class WorkflowRunner:
         def ended() -> None:  # under `lock`
             if on_task_done is not None:
                 on_task_done(len(results) + len(failures) + len(too_long), len(tasks))
+
+        with lock:
+            ended()  # 0 of n: the total is known before the first task ends
 
         def attempt(engine: RolloutEngine, task: Task) -> list[Experience]:
             workflow_type = task.workflow_type or default_workflow_type
