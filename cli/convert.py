@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from checkpointing.layout import DEFAULT_MAX_SHARD_SIZE, find_step_dirs
+from cli.progress import count_bar
 
 
 def convert(
@@ -48,10 +48,7 @@ def convert(
     from flows.convert import convert as convert_flow  # imports Prefect and torch: only once there is work
     from tasks.convert import LISTENERS
 
-    bar = Progress(
-        TextColumn("[bold]convert"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[last]}"),
-        TimeElapsedColumn(), console=console,
-    )
+    bar = count_bar(console, "{task.fields[last]}")
     bar_task = bar.add_task("convert", total=len(steps), last="")
 
     def on_result(result: dict) -> None:

@@ -17,8 +17,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 
+from cli.progress import count_bar
 from cli.validate import SetOption, err_console, load_or_exit
 from schemas import ExperimentConfig
 
@@ -58,8 +59,7 @@ def eval_command(
     baseline = _read_compare(compare) if compare else {}
 
     started = time.perf_counter()
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("tasks"),
-                   TimeElapsedColumn(), console=err_console)
+    bar = count_bar(err_console, "tasks")
     with bar:
         results = evaluate_model(config, bar)
     minutes = (time.perf_counter() - started) / 60
@@ -133,7 +133,7 @@ def eval_config(config: ExperimentConfig, model: str, index: int | None, split: 
     return config.with_overrides({"buffer.explorer_input.eval_tasksets": kept})
 
 
-def evaluate_model(config: ExperimentConfig, bar: Progress | None = None) -> list[dict[str, Any]]:
+def evaluate_model(config: ExperimentConfig, bar: Progress) -> list[dict[str, Any]]:
     """Start the policy's engines on the config's model, evaluate every eval taskset, stop them; `bar` gets a line
     per taskset that counts its tasks as they end."""
     from backends.policy import policy_for
@@ -147,13 +147,9 @@ def evaluate_model(config: ExperimentConfig, bar: Progress | None = None) -> lis
         policy.start_engines(str(resolve_model_path(config.model.model_path)))
         results = []
         for taskset in config.buffer.explorer_input.eval_tasksets:
-            line = bar.add_task(taskset.name, total=None) if bar else None
-
-            def count(done: int, total: int, line: Any = line) -> None:
-                if bar is not None:
-                    bar.update(line, completed=done, total=total)
-
-            results.append(evaluate_tasks(config, taskset, step=0, on_task_done=count))
+            line = bar.add_task(taskset.name, total=None)
+            results.append(evaluate_tasks(config, taskset, step=0, on_task_done=lambda done, total, line=line:
+                                          bar.update(line, completed=done, total=total)))
         return results
     finally:
         policy.release()

@@ -7,8 +7,8 @@ import json
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from cli.progress import count_bar
 from cli.validate import AllowUnsupported, SetOption, Target, err_console, load_or_exit
 from tracking import progress as step_progress
 
@@ -19,14 +19,7 @@ def run(target: Target, set_: SetOption = None, allow_unsupported: AllowUnsuppor
     from flows.rft import rft  # imports Prefect, Ray and torch: only once the config is valid
 
     console = Console()
-    bar = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("reward {task.fields[reward]}"),
-        TimeElapsedColumn(),
-        console=console,
-    )
+    bar = count_bar(console, "reward {task.fields[reward]}")
     bar_task = bar.add_task(f"{config.project}/{config.name}", total=None, reward="-")
 
     def on_step(step: int, total: int, metrics: dict[str, float]) -> None:

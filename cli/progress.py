@@ -1,0 +1,13 @@
+"""The progress bar the long CLI commands share (run, eval, convert): what, bar, done of total, a detail, elapsed."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+def count_bar(console: Console, detail: str) -> Progress:
+    """A bar per task of the returned Progress; `detail` is a rich format of the column after the count, e.g.
+    "reward {task.fields[reward]}"."""
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(detail),
+                    TimeElapsedColumn(), console=console)
