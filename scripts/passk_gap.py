@@ -33,7 +33,8 @@ def summary(path: Path, taskset: str) -> dict[str, Any]:
 
 
 def gap_closed(before: dict[str, Any], after: dict[str, Any]) -> float | None:
-    """Share of before's pass@k − mean@k gap that after's mean@k closes; None when the runs differ or no gap."""
+    """Share of before's pass@k − mean@k gap that after's mean@k closes (None without a gap); evaluations that
+    differ in split, k or temperature are refused."""
     same = ("split", "k", "temperature")
     if any(before[key] != after[key] for key in same):
         raise SystemExit(f"{before['file']} and {after['file']} differ in {[k for k in same if before[k] != after[k]]}")
