@@ -11,6 +11,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTEST=(.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30)  # the 30 slowest, for CI's time budget
+# Two pytest-xdist workers, a module to a worker at a time (a module's shared runs stay one run), longest module
+# first (tests/longest_first.py): a test waits on servers and subprocesses about a third of the time, and the other
+# worker fills it. RFT_TEST_WORKERS=1 runs them in one process (docs/testing.md).
+WORKERS="${RFT_TEST_WORKERS:-2}"
+(( WORKERS > 1 )) && PYTEST+=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder)
 # A half takes ~0.6 of the default run's time (733–914 s against 1,334–1,409 s here): started by minute 40 the first ends
 # by ~65 on a machine 1.7x slower than this one; started by minute 58 the second ends by ~75 on one as fast.
 HALF_BY_MINUTE=(40 58)  # the first half to run, then the second

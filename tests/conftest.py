@@ -25,11 +25,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `full` run only in the extended run (scripts/test.sh --full, RFT_TEST_FULL=1); CI's run
+    """Modules run longest first, so that the workers of scripts/test.sh end near together (tests/longest_first.py).
+    Tests marked `full` run only in the extended run (scripts/test.sh --full, RFT_TEST_FULL=1); CI's run
     (scripts/test.sh --ci) runs them in two pytest processes, each with RFT_TEST_FULL_HALF set to one half
     (tests/full_shards.py; their times: docs/testing.md)."""
     from tests.full_shards import half_of
+    from tests.longest_first import longest_first
 
+    items[:] = longest_first(items)
     half = os.environ.get("RFT_TEST_FULL_HALF")
     if os.environ.get("RFT_TEST_FULL") and half is None:
         return
