@@ -28,8 +28,11 @@ def full_ids(tree: Path = ROOT) -> set[str]:
     return collect(tree, "-m", "full")
 
 
-def summarise(junit: Path, full: set[str], commit: str, wall_s: float | None, speed: dict | None = None) -> dict:
-    """`speed`: benchmarks/machine_speed.py's JSON for the machine that ran the tests (its sampling tokens/s)."""
+def summarise(junit: Path, full: set[str], commit: str, wall_s: float | None, speed: dict | None = None,
+              workers: int = 1) -> dict:
+    """`speed`: benchmarks/machine_speed.py's JSON for the machine that ran the tests (its sampling tokens/s);
+    `workers`: pytest-xdist workers that ran at once (each test's seconds are its own, so their sum exceeds the wall
+    time when there were several)."""
     cases = []
     for case in ET.parse(junit).iter("testcase"):
         failed = case.find("failure") is not None or case.find("error") is not None
@@ -42,6 +45,7 @@ def summarise(junit: Path, full: set[str], commit: str, wall_s: float | None, sp
         "commit": commit, "machine": {"cores": os.cpu_count(), "platform": platform.platform(),
                                       **({"sampling_tokens_per_s": speed["median_tokens_per_s"]} if speed else {})},
         "wall_s": wall_s,
+        "workers": workers,
         "seconds_in_tests": round(sum(c["seconds"] for c in cases), 1),
         "by_side": {side: {"tests": len(cs), "seconds": round(sum(c["seconds"] for c in cs), 1),
                            "failed": sum(c["outcome"] == "failed" for c in cs)} for side, cs in split.items()},
@@ -57,10 +61,11 @@ def main() -> int:
     parser.add_argument("--commit", required=True, help="the commit the run tested")
     parser.add_argument("--wall-s", type=float, help="the whole command's wall seconds, setup and lint included")
     parser.add_argument("--machine-speed", type=Path, help="benchmarks/machine_speed.py's JSON for this machine")
+    parser.add_argument("--workers", type=int, default=1, help="pytest-xdist workers the run had (scripts/test.sh: 2)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     speed = json.loads(args.machine_speed.read_text()) if args.machine_speed else None
-    report = summarise(args.junit, full_ids(), args.commit, args.wall_s, speed)
+    report = summarise(args.junit, full_ids(), args.commit, args.wall_s, speed, args.workers)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     sides = report["by_side"]
     print(f"default {sides['default']['seconds']:.0f} s, full {sides['full']['seconds']:.0f} s -> {args.out}")

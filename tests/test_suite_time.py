@@ -19,8 +19,10 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="py
 def test_the_full_tests_are_counted_apart_and_failures_named(tmp_path: Path) -> None:
     junit = tmp_path / "run.xml"
     junit.write_text(JUNIT)
-    report = suite_time.summarise(junit, {"tests/test_b.py::test_whole_run"}, "abc", 40.0, {"median_tokens_per_s": 97.0})
+    report = suite_time.summarise(junit, {"tests/test_b.py::test_whole_run"}, "abc", 40.0, {"median_tokens_per_s": 97.0},
+                                  workers=2)
     assert report["machine"]["sampling_tokens_per_s"] == 97.0  # machines here differ up to 2x
+    assert report["workers"] == 2  # the tests' seconds add up to more than the wall time on two workers
     assert report["by_side"]["full"] == {"tests": 1, "seconds": 30.0, "failed": 1}
     assert report["by_side"]["default"] == {"tests": 3, "seconds": 3.2, "failed": 0}
     assert report["failed"] == ["tests/test_b.py::test_whole_run"]
