@@ -55,7 +55,10 @@ def test_a_run_that_ends_while_the_server_is_down_finishes_its_parent_on_replay(
         store = MlflowClient(server.store)  # the SQLite store itself, read while the server is down
         server.stop()
         tracking.log_metrics(config, run["run_id"], {"train/loss": 0.5}, step=1)
-        tracking.finish_run(config, run["run_id"])  # the run ends while MLflow is down
+        # the run ends while MLflow is down: its curve and the curve's table are skipped, not the end
+        assert tracking.log_reward_curve(config, run["run_id"]) is None
+        assert tracking.curve_rows(config, run["run_id"]) == []
+        tracking.finish_run(config, run["run_id"])
         spool = config.experiment_dir / "log" / tracking.SPOOL
         assert "set_terminated" in [json.loads(line)["call"] for line in spool.read_text().splitlines()]
         assert store.get_run(run["parent_run_id"]).info.status == "RUNNING"

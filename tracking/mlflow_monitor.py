@@ -120,6 +120,11 @@ class MlflowMonitor(Monitor):
         self.client.log_metric(run_id, "checkpoint/global_step", float(step), step=step)
 
     def curve_rows(self, run_id: str) -> list[dict[str, Any]]:
+        """[] while the server does not answer: a run that ends during an outage skips the table, not its end."""
+        return self.read_curve_rows(run_id) or []
+
+    @best_effort
+    def read_curve_rows(self, run_id: str) -> list[dict[str, Any]]:
         return curves.rows(self.client, self.config, run_id)
 
     @best_effort
