@@ -1,8 +1,9 @@
 """The `full` tests in two halves: CI runs them after the default tests, each half in its own pytest process and
-only while it can still end within CI's 90 minutes (`scripts/test.sh --ci`).
+only when, judged by how long the default tests took, it should still end within CI's 90 minutes
+(`scripts/test.sh --ci`).
 
-On a machine as fast as the development one the default tests and both halves end by about minute 60; on one much
-slower only the first half runs, and the parity of the last commit's hash picks which (docs/testing.md).
+On a fast machine both halves run; on one much slower only one, and the parity of the last commit's hash picks which
+(docs/testing.md).
 By module, so a module's shared runs (hello on Tinker, the learning run) stay one run. The halves
 balance the `full` tests' seconds of the whole run on 6ee961d (764 s and 733 s,
 benchmarks/measured/suite_time_whole_2026-11-30_6ee961d.json). tests/test_suite_time.py checks that every module
