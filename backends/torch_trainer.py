@@ -68,6 +68,7 @@ class TorchTrainer(TrainerBackend):
         # devices: the trainer actor already set this process's threads and GPU from the plan
         settings = config.trainer
         self.model_dir = Path(model_dir)
+        _seed(settings.seed)  # before any model: LoRA's matrices and the critic's head are random
         if settings.num_threads:
             torch.set_num_threads(settings.num_threads)
         self.config = config
@@ -495,6 +496,12 @@ def _pick_device(setting: str) -> torch.device:
     if setting == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(setting)
+
+
+def _seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def _rng_state() -> dict:

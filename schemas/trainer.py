@@ -153,6 +153,7 @@ class TorchTrainerConfig(TrainerBase):
         "num_threads": honoured("backends/torch_trainer.py"),
         "skip_zero_advantage": honoured("backends/torch_trainer.py"),
         "share_prompt": honoured("backends/torch_trainer.py"),
+        "seed": honoured("backends/torch_trainer.py"),
         **critic_settings("backends/critic.py", "backends/torch_trainer.py"),
     }
 
@@ -173,6 +174,10 @@ class TorchTrainerConfig(TrainerBase):
         "prompts differ but open alike (a system prompt of 16 tokens or more, as SFT rows do) share that opening "
         "the same way. Off with "
         "gradient_checkpointing.",
+    )
+    seed: int = Field(
+        42, description="Seed of torch's RNG before the models are built (LoRA's matrices, the critic's value head): "
+        "two runs of one config start alike. A resumed run continues the checkpoint's RNG."
     )
     critic: CriticConfig = critic_field()
 

@@ -194,6 +194,19 @@ def test_critic_warmup_holds_the_policy_and_epochs_let_the_value_clip_bind(model
     assert any(not torch.equal(p, policy[n]) for n, p in trainer.model.named_parameters())  # now it learns
 
 
+def test_the_critics_head_is_seeded_by_the_trainers_seed(model_dir: Path) -> None:
+    """The value head is new and random: trainer.seed makes two runs of one config start alike, whatever ran
+    before in the process (CI found the warm-up test above depending on the process's history)."""
+    def head(seed: int, history: int) -> torch.Tensor:
+        torch.manual_seed(history)  # what ran before in this process
+        trainer = TorchTrainer(ppo_config(**{"trainer.seed": seed}), model_dir, total_steps=1)
+        return trainer.critic.model.score.weight.detach().clone()
+
+    first = head(7, history=1)
+    assert torch.equal(first, head(7, history=2))
+    assert not torch.equal(first, head(8, history=1))
+
+
 def test_trinity_critic_warmup_and_epochs_are_read_into_the_torch_critic() -> None:
     from schemas.trinity.aliases import apply_aliases
 
