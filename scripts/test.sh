@@ -14,21 +14,18 @@ PYTEST=(.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30)  # the
 # Two pytest-xdist workers, a module to a worker at a time (a module's shared runs stay one run), longest module
 # first (tests/longest_first.py): a test waits on servers and subprocesses about a third of the time, and the other
 # worker fills it. RFT_TEST_WORKERS=1 runs them in one process (docs/testing.md).
-# The `full` tests (--full, CI's halves) run in one process unless RFT_TEST_WORKERS says otherwise: beside another
-# worker, the self-healing test's fault injection missed the step it waits for (2026-12-02).
+# The `full` tests (--full, CI's halves) too, since the self-healing test's faults hold beside another worker.
 XDIST=(--dist loadfile --no-loadscope-reorder)
-WORKERS="${RFT_TEST_WORKERS:-2}" FULL_WORKERS="${RFT_TEST_WORKERS:-1}"
+WORKERS="${RFT_TEST_WORKERS:-2}"
 mode=default
 case "${1:-}" in
-  --full) shift; export RFT_TEST_FULL=1; WORKERS=$FULL_WORKERS ;;
+  --full) shift; export RFT_TEST_FULL=1 ;;
   --ci) shift; mode=ci ;;
 esac
-FULL=("${PYTEST[@]}")
 (( WORKERS > 1 )) && PYTEST+=(-n "$WORKERS" "${XDIST[@]}")
-(( FULL_WORKERS > 1 )) && FULL+=(-n "$FULL_WORKERS" "${XDIST[@]}")
-# A half of the `full` tests in one process took ~0.6 of the default tests' time in one process, ~0.77 of it on two
-# workers (docs/testing.md); a half starts only when, at 1.0 of the default tests' seconds here, it ends by minute 85.
-HALF_SHARE_PCT=100 END_BY_MINUTE=85
+# On two workers the halves of the `full` tests took 0.75 and 0.52 of the default tests' time (docs/testing.md); a
+# half starts only when, at 0.85 of the default tests' seconds here, it ends by minute 85.
+HALF_SHARE_PCT=85 END_BY_MINUTE=85
 scripts/setup.sh
 .venv/bin/ruff check --quiet .  # lint (pyproject.toml [tool.ruff]): unused names, import order, line length
 [[ $mode == ci ]] || exec "${PYTEST[@]}" "$@"
@@ -49,6 +46,6 @@ for turn in 0 1; do
   fi
   echo "CI: half $half of the full tests (tests/full_shards.py; commit ${commit:0:12}), from minute $((SECONDS / 60))," \
        "~$((half_s / 60)) min"
-  RFT_TEST_FULL_HALF=$half "${FULL[@]}" -m full "$@" || status=$?
+  RFT_TEST_FULL_HALF=$half "${PYTEST[@]}" -m full "$@" || status=$?
 done
 exit $status
