@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, get_scheduler
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, get_scheduler, set_seed
 
 import algorithms
 from backends.batch import TrainBatch, collate, micro_batches, stack_padded
@@ -68,7 +68,7 @@ class TorchTrainer(TrainerBackend):
         # devices: the trainer actor already set this process's threads and GPU from the plan
         settings = config.trainer
         self.model_dir = Path(model_dir)
-        _seed(settings.seed)  # before any model: LoRA's matrices and the critic's head are random
+        set_seed(settings.seed)  # random, numpy and torch; before any model: LoRA's matrices and the critic's head are random
         if settings.num_threads:
             torch.set_num_threads(settings.num_threads)
         self.config = config
@@ -496,12 +496,6 @@ def _pick_device(setting: str) -> torch.device:
     if setting == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(setting)
-
-
-def _seed(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def _rng_state() -> dict:

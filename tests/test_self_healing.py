@@ -24,9 +24,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from buffer.experience_store import ExperienceStore
+from checkpointing.layout import log_dir
 from deployments import load_recipe
 from tests.mlflow_server import MlflowServer
-from tracking.spool import SPOOL
+from tracking import SPOOL
 
 pytestmark = [pytest.mark.slow, pytest.mark.full]  # ~3.5 min on 2 cores: scripts/test.sh --full
 ENGINE, TRAINER = "ray::VLLMEngine", "ray::TrainerActor"
@@ -87,7 +88,7 @@ class Killer(threading.Thread):
         actors: dict[int, str] = {}
         refreshed = 0.0
         for trigger, action in PLAN:
-            while trigger == SPOOLED and not self.stop.is_set() and not (self.experiment_dir / "log" / SPOOL).exists():
+            while trigger == SPOOLED and not self.stop.is_set() and not (log_dir(self.experiment_dir) / SPOOL).exists():
                 time.sleep(0.2)
             while trigger not in (None, SPOOLED) and not self.stop.is_set():
                 if time.monotonic() - refreshed > 0.5:  # actors come and go with revivals
@@ -161,7 +162,7 @@ def test_dead_engines_trainers_and_mlflow_outage_heal(tmp_path: Path) -> None:
         restarts = {key: max(client.get_metric_history(run_id, key), key=lambda m: m.step).value
                     for key in ("engine_restarts", "trainer_restarts")}
         assert restarts == {"engine_restarts": 1.0, "trainer_restarts": 1.0}
-        assert not (config.experiment_dir / "log" / SPOOL).exists()
+        assert not (log_dir(config.experiment_dir) / SPOOL).exists()
     finally:
         mlflow.stop()
         shutil.rmtree(root, ignore_errors=True)  # ~1.6 GB per checkpoint
