@@ -14,6 +14,7 @@ The bottom layer of the project: it imports nothing of it, and neither torch nor
 from algorithms.advantage import ADVANTAGE_FNS, compute_advantages, register_advantage_fn
 from algorithms.advantage.distill import needs_teacher, teacher_advantages
 from algorithms.advantage.gae import gae, needs_critic
+from algorithms.advantage.remax import needs_greedy_baseline
 from algorithms.aggregation import LOSS_AGG_MODES
 from algorithms.entropy import ENTROPY_LOSS_FNS, register_entropy_loss_fn
 from algorithms.inputs import LossInputs
@@ -47,6 +48,7 @@ __all__ = [
     "kl_controller",
     "needs_critic",
     "needs_entropy",
+    "needs_greedy_baseline",
     "needs_reference_model",
     "has_kl_term",
     "needs_teacher",

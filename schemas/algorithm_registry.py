@@ -28,7 +28,7 @@ NOT_BUILT: dict[str, dict[str, type[Args]]] = {
     # clipb and clipv are names issue 26 lists that no Trinity-RFT source read for docs/trinity-parity.md defines;
     # the arguments of these refused functions are not modelled (a refused function's arguments do not matter).
     "policy_loss_fn": {"clipb": NoArgs, "clipv": NoArgs},
-    "advantage_fn": {"remax": NoArgs, "gigpo": NoArgs},
+    "advantage_fn": {"gigpo": NoArgs},
     "entropy_loss_fn": {},
 }
 

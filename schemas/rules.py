@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from algorithms import POLICY_LOSS_FNS, is_preference_loss, teacher_topk, uses_expert_rows
 from algorithms.advantage.distill import needs_teacher
 from algorithms.advantage.gae import needs_critic
+from algorithms.advantage.remax import needs_greedy_baseline
 from algorithms.registry import is_off
 from schemas import support
 from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES, GROUP_ADVANTAGE_FNS
@@ -179,6 +180,10 @@ def _algorithm(r: Resolver) -> None:
         r.error("algorithm.kl_penalty_fn", f"{alg.kl_penalty_fn!r}: advantage_fn {alg.advantage_fn!r} takes its "
                 "advantages from the teacher, not from rewards, so a KL penalty in the reward would change nothing; "
                 "use kl_loss_fn (KL to the reference in the loss)")
+    if needs_greedy_baseline(alg) and not is_off(alg.kl_penalty_fn) and alg.kl_penalty_fn_args.get("kl_coef", 0.0):
+        r.error("algorithm.kl_penalty_fn", f"{alg.kl_penalty_fn!r}: the KL penalty re-computes the advantages on the "
+                "trainer, where remax's baseline (each task's greedy answer, sampled on the explorer) is not; use "
+                "kl_loss_fn (KL to the reference in the loss)")
     if teacher_topk(alg.policy_loss_fn, alg.policy_loss_fn_args) and not needs_teacher(alg):
         r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} learns from a teacher's top-k log-probs, which "
                 "the explorer scores only for a teacher's advantage_fn: set advantage_fn 'on_policy_distill' (or "

@@ -357,8 +357,6 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
                          "(docs/trinity-parity.md); use ppo, cispo or gspo") for name in ("clipb", "clipv")},
     },
     "advantage_fn": {
-        "remax": refused("remax's baseline is a greedy rollout of each task, which the explorer does not sample; use "
-                         "rloo or grpo"),
         "gigpo": refused("GiGPO groups the steps of episodes by the environment state they reached, which the "
                          "workflows do not record; use step_wise_grpo or grpo"),
     },

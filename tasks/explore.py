@@ -11,10 +11,11 @@ from buffer.dynamic_sampling import FilledStep, fill_step, split_by_variance
 from buffer.experience import Experience
 from buffer.experience_store import ExperienceStore
 from buffer.operators import run_pipeline
-from buffer.taskset import TasksetReader, load_taskset
+from buffer.taskset import Task, TasksetReader, load_taskset
 from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
 from tasks.failures import transient_only
+from tasks.greedy_baseline import BASELINE, greedy_metrics, with_greedy_baselines
 from tasks.rollouts import run_workflows, score_with_teacher
 from tasks.usage import SideUsage
 from workflows.multi_turn import episode_stats
@@ -61,8 +62,14 @@ def sample(config: ExperimentConfig, step: int, batches_before: int) -> tuple[Ru
     reader = taskset_reader(config, step, batches_before)
     repeat = config.algorithm.repeat_times or 1
     filter_groups = config.algorithm.filter_groups
+
+    def rollouts(tasks: list[Task]) -> RunnerResult:
+        if not algorithms.needs_greedy_baseline(config.algorithm):
+            return run_workflows(config, tasks, step, repeat)
+        return with_greedy_baselines(lambda both: run_workflows(config, both, step, repeat), tasks)
+
     if not filter_groups.enable:
-        return run_workflows(config, reader.read(), step, repeat), None
+        return rollouts(reader.read()), None
     rounds: list[RunnerResult] = []
 
     def sample_round(index: int) -> list[Experience]:
@@ -71,7 +78,7 @@ def sample(config: ExperimentConfig, step: int, batches_before: int) -> tuple[Ru
             logger.info("dynamic sampling: explore step %d, round %d of at most %d (%d groups differ so far, %d wanted)",
                         step, index + 1, filter_groups.max_num_gen_batches, len({e.group_id for e in differ}),
                         config.buffer.batch_size)
-        rounds.append(run_workflows(config, reader.read(), step, repeat))
+        rounds.append(rollouts(reader.read()))
         return rounds[-1].experiences
 
     filled = fill_step(sample_round, config.buffer.batch_size, filter_groups.max_num_gen_batches, filter_groups.metric)
@@ -94,7 +101,11 @@ def fill_advantages(config: ExperimentConfig, experiences: list[Experience]) -> 
         return
     rewards = torch.tensor([e.reward for e in experiences], dtype=torch.float32)
     mask = torch.ones((len(experiences), 1), dtype=torch.float32)
-    advantages = algorithms.compute_advantages(config.algorithm, rewards, [e.group_id for e in experiences], mask)
+    baselines = None
+    if algorithms.needs_greedy_baseline(config.algorithm):  # ReMax: the greedy answer's reward (tasks/greedy_baseline.py)
+        baselines = torch.tensor([e.info[BASELINE] for e in experiences], dtype=torch.float32)
+    advantages = algorithms.compute_advantages(config.algorithm, rewards, [e.group_id for e in experiences], mask,
+                                               baselines)
     for exp, adv in zip(experiences, advantages[:, 0].tolist(), strict=True):
         exp.advantage = float(adv)
 
@@ -159,7 +170,7 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         for key in ("strict", "lenient", "format", "wrong_steps")
         if result.experiences and all(key in e.reward_breakdown for e in result.experiences)
     }
-    return measures | {f"explore/{k}": v for k, v in pipeline_metrics.items()} | {
+    return measures | greedy_metrics(result.experiences) | {f"explore/{k}": v for k, v in pipeline_metrics.items()} | {
         "explore/reward_mean": stats["reward_mean"],
         "explore/reward_std": float(torch.tensor([e.reward for e in result.experiences]).std()) if len(result.experiences) > 1 else 0.0,
         "explore/accuracy": sum(accuracy) / len(accuracy) if accuracy else 0.0,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from algorithms.advantage.base import ADVANTAGE_FNS, register_advantage_fn
+from algorithms.advantage.remax import needs_greedy_baseline
 from algorithms.registry import import_submodules
 
 if TYPE_CHECKING:
@@ -15,11 +16,13 @@ import_submodules(__name__, __path__)
 
 
 def compute_advantages(
-    algorithm, rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor
+    algorithm, rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor,
+    baselines: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-token advantages [B, T] from one scalar reward per sequence, grouped by ``group_ids``. A KL
     penalty in the reward (algorithm.kl_penalty_fn) is applied before this, where the reference model's
-    log-probs are (algorithms/kl_penalty.py, on the trainer)."""
+    log-probs are (algorithms/kl_penalty.py, on the trainer). ``baselines`` [B]: the reward of the greedy
+    answer to each sequence's task, for the estimators that need it (remax; needs_greedy_baseline)."""
     import torch
 
     rewards = torch.as_tensor(rewards, dtype=torch.float32)
@@ -31,6 +34,8 @@ def compute_advantages(
     name = algorithm.advantage_fn
     fn = ADVANTAGE_FNS.lookup(name)
     args = ADVANTAGE_FNS.resolve_args(name, getattr(algorithm, "advantage_fn_args", None))
+    if needs_greedy_baseline(algorithm):
+        return fn(rewards.to(response_mask.device), list(group_ids), response_mask, args, baselines=baselines)
     return fn(rewards.to(response_mask.device), list(group_ids), response_mask, args)
 
 
