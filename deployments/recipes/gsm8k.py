@@ -77,14 +77,11 @@ grpo_only = ExperimentConfig(
 
 # The default: the warm-up, then 20 steps of GRPO, sampled and judged with the calculator on 400 held-out problems
 # (one standard error ±1.2 points at 6 % strict). At grpo_only's 3e-5 the stage teaches the warm-up's long answers to
-# end sooner and loses what the calculator gained (23 -> 10 of 400); at 5e-6 it keeps their length. The reward is a
-# right answer in \boxed{} only: with the 0.1 for a box, the groups with no right answer (most of them) moved the
-# model toward boxes and the greedy answers drifted (20 to 26 of 400 over five runs); without it the stage ended at 26
-# and 23 on two seeds from the warm-up's 23 (docs/runs.md, the gacc5 rows; docs/recipes/gsm8k.md).
+# end sooner and loses what the calculator gained (23 -> 10 of 400); at 5e-6 it keeps their length and ends the cut
+# ones (format 0.67 -> 0.83): 23 -> 24 of 400 (docs/runs.md, the gcalc rows).
 CALCULATOR = "math_calculator_workflow"
 grpo = grpo_only.with_overrides({
     "algorithm.optimizer.lr": 5e-6,
-    "buffer.explorer_input.taskset.reward_fn_args.format_score": 0.0,
     "buffer.total_steps": 20,
     "buffer.explorer_input.taskset.default_workflow_type": CALCULATOR,
     "buffer.explorer_input.eval_tasksets.0.default_workflow_type": CALCULATOR,
