@@ -12,11 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
-from backends.cpu_time import process_tree_cpu_s
 from buffer.experience import Experience
 from buffer.experience_store import ExperienceStore
 from checkpointing.layout import complete_steps
@@ -67,19 +65,33 @@ def test_the_ledger_counts_gpu_seconds_by_side_and_stops_at_the_gpu_hours(tmp_pa
     assert over_budget(BudgetConfig(max_gpu_hours=1e-9), cpu.totals()) is None
 
 
+# Run in a fresh process: a pytest worker's tree holds the processes of earlier tests (Ray, Prefect), and one of
+# them ending during the check takes its seconds out of the count (process_tree_cpu_s may lag, by design).
+CHILDREN_CHECK = """
+import subprocess, sys, time
+import psutil
+from backends.cpu_time import process_tree_cpu_s
+before = process_tree_cpu_s()
+burn = "import sys, time\\nend = time.process_time() + 0.5\\nwhile time.process_time() < end: pass\\nsys.stdin.read()"
+child = subprocess.Popen([sys.executable, "-c", burn], stdin=subprocess.PIPE)
+try:
+    deadline = time.time() + 60
+    while sum(psutil.Process(child.pid).cpu_times()[:2]) < 0.5 and time.time() < deadline:
+        time.sleep(0.05)
+    live = process_tree_cpu_s() - before
+finally:
+    child.communicate(b"")
+ended = process_tree_cpu_s() - before
+assert live >= 0.5, f"the live child's seconds: {live}"
+assert ended >= 0.5, f"ended and waited for, its parent's count keeps it: {ended}"
+"""
+
+
 def test_a_process_counts_the_cpu_seconds_of_its_children() -> None:
     """What an engine or trainer actor reports: its child processes count while they run and after they end."""
-    before = process_tree_cpu_s()
-    burn = "import sys, time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass\nsys.stdin.read()"
-    child = subprocess.Popen([sys.executable, "-c", burn], stdin=subprocess.PIPE)
-    try:
-        deadline = time.time() + 60
-        while sum(psutil.Process(child.pid).cpu_times()[:2]) < 0.5 and time.time() < deadline:
-            time.sleep(0.05)
-        assert process_tree_cpu_s() - before >= 0.5  # the live child's
-    finally:
-        child.communicate(b"")
-    assert process_tree_cpu_s() - before >= 0.5  # ended and waited for: its parent's count keeps it
+    done = subprocess.run([sys.executable, "-c", CHILDREN_CHECK], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_the_buffer_says_what_an_explore_step_sampled(tmp_path: Path) -> None:
