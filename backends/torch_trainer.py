@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 CHECKPOINT_FORMAT = "rft-torch-v1"
 # Policy losses proportional to the advantage: a zero-advantage sample has zero loss and gradient.
-ZERO_ADVANTAGE_LOSSES = frozenset({"ppo", "gspo", "cispo", "mix", "mix_chord", "m2po"})  # mix: of the sampled rows
+ZERO_ADVANTAGE_LOSSES = frozenset({"ppo", "gspo", "cispo", "mix", "mix_chord", "m2po", "topr"})  # mix: of the sampled rows
 # Metrics compute_loss normalises by whole-batch counts (aggregated like the loss): summed over micro-batches.
 WHOLE_BATCH_METRICS = frozenset({"entropy"})
 # Metrics that are one value per step (a loss's scheduled coefficient): taken as they are.
