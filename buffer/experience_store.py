@@ -15,7 +15,7 @@ Dynamic sampling (buffer/dynamic_sampling.py) `put`s the groups it dropped with 
 same transaction, marked dropped by their explore step: recorded, never trained, never handed out, and
 never un-marked by a resume (the explore side wrote them once and for all). The same transaction records
 how many taskset batches the step read, so the next step (and a retried one) reads on from the right
-place (`taskset_batches_before`).
+place (`taskset_batches_before`). What the experience pipeline's filters leave out is dropped the same way.
 
 Several processes may open the same file (WAL mode; writers serialise on SQLite's lock). One
 consumer at a time is assumed: two trainers calling `take` would get the same experiences.
@@ -49,7 +49,7 @@ CREATE TABLE IF NOT EXISTS experiences (
     train_step    INTEGER,                            -- NULL until trained
     data          TEXT NOT NULL,                      -- the whole Experience as JSON
     skipped_step  INTEGER,                            -- the train step that left it out as too stale
-    dropped_step  INTEGER                             -- the explore step whose dynamic sampling dropped it
+    dropped_step  INTEGER                             -- the explore step that dropped it (dynamic sampling, pipeline)
 );
 CREATE TABLE IF NOT EXISTS explore_rounds (
     explore_step  INTEGER PRIMARY KEY,
@@ -129,9 +129,9 @@ class ExperienceStore:
 
     def put(self, experiences: Iterable[Experience], *, dropped: Iterable[Experience] = (),
             batches: tuple[int, int] | None = None) -> int:
-        """Persist experiences (all or none) and, in the same transaction, those dynamic sampling `dropped`
-        (marked dropped by their explore step) and `batches` = (explore step, taskset batches it read);
-        returns how many were stored. A duplicate eid is an error."""
+        """Persist experiences (all or none) and, in the same transaction, those dynamic sampling or the
+        experience pipeline `dropped` (marked dropped by their explore step) and `batches` = (explore step,
+        taskset batches it read); returns how many were stored. A duplicate eid is an error."""
         now = time.time()
         rows = [
             (
@@ -331,9 +331,16 @@ class ExperienceStore:
             "SELECT eid, skipped_step FROM experiences WHERE skipped_step IS NOT NULL ORDER BY seq"))
 
     def dropped_eids(self) -> dict[str, int]:
-        """eid → the explore step whose dynamic sampling dropped it."""
+        """eid → the explore step whose dynamic sampling or experience pipeline dropped it."""
         return dict(self._query(
             "SELECT eid, dropped_step FROM experiences WHERE dropped_step IS NOT NULL ORDER BY seq"))
+
+    def all_dropped(self, explore_step: int) -> bool:
+        """True when explore step `explore_step` stored experiences and dropped every one of them."""
+        (stored, dropped), = self._query(
+            "SELECT COUNT(*), COALESCE(SUM(dropped_step IS NOT NULL), 0) FROM experiences WHERE explore_step = ?",
+            (explore_step,))
+        return stored > 0 and stored == dropped
 
     def taskset_batches_before(self, explore_step: int) -> int:
         """Taskset batches the explore steps before `explore_step` read: one each, or what dynamic sampling

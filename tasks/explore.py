@@ -150,15 +150,20 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         for skipped in result.too_long:
             logger.warning("%s", skipped.error)
         pipeline_metrics: dict[str, float] = {}
+        # what the pipeline's filters leave out is stored as dropped by this step: recorded, never trained, and
+        # a step they empty still counts as explored (a resumed run does not sample it again)
         if filled is None:
-            result.experiences, pipeline_metrics = experience_pipeline(config, step, result.experiences)
+            sampled = result.experiences
+            result.experiences, pipeline_metrics = experience_pipeline(config, step, sampled)
             fill_advantages(config, result.experiences)
-            store.put(result.experiences)
+            store.put(result.experiences, dropped=left_out(sampled, result.experiences))
         else:  # kept and dropped at once, with the batches read: a retry neither trains one twice nor loses one
-            filled.kept, pipeline_metrics = experience_pipeline(config, step, filled.kept)
+            sampled = filled.kept
+            filled.kept, pipeline_metrics = experience_pipeline(config, step, sampled)
             fill_advantages(config, filled.kept)
             fill_advantages(config, filled.dropped)
-            store.put(filled.kept, dropped=filled.dropped, batches=(step, filled.rounds))
+            store.put(filled.kept, dropped=[*filled.dropped, *left_out(sampled, filled.kept)],
+                      batches=(step, filled.rounds))
             logger.info("explore step %d: %d groups kept, %d dropped as all-equal, %d round(s)", step,
                         len({e.group_id for e in filled.kept}), filled.groups_dropped, filled.rounds)
     finally:
@@ -190,6 +195,12 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         **(filled.metrics() if filled is not None else {}),
         **teacher_metrics(result.experiences),
     }
+
+
+def left_out(sampled: list[Experience], kept: list[Experience]) -> list[Experience]:
+    """The sampled experiences the experience pipeline did not keep (a mapper keeps an experience's eid)."""
+    kept_eids = {e.eid for e in kept}
+    return [e for e in sampled if e.eid not in kept_eids]
 
 
 def teacher_metrics(experiences: list[Experience]) -> dict[str, float]:

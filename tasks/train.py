@@ -45,6 +45,12 @@ def train_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         limit = max_staleness(config)
         skipped = store.skip_stale(version - limit, step) if limit is not None else 0
         batch = store.take(config.buffer.train_batch_size, order=take_order(config))
+        if not batch and store.all_dropped(step):  # e.g. a reward_filter that no sample of the step passed
+            get_run_logger().warning(
+                "train step %d: explore step %d kept none of its experiences (data_processor.experience_pipeline "
+                "or algorithm.filter_groups dropped them all): this step trains nothing, the weights stay", step, step)
+            return {"train/empty_step": 1.0, "train/skipped_stale": float(skipped),
+                    "time/train_s": time.perf_counter() - started}
         if not batch:
             raise RuntimeError(
                 f"train step {step}: the experience buffer has nothing to train on"
