@@ -110,12 +110,15 @@ def fill_advantages(config: ExperimentConfig, experiences: list[Experience]) -> 
         exp.advantage = float(adv)
 
 
-def experience_pipeline(config: ExperimentConfig, step: int, experiences: list[Experience]) -> tuple[list[Experience], dict[str, float]]:
+def experience_pipeline(
+    config: ExperimentConfig, step: int, experiences: list[Experience]
+) -> tuple[list[Experience], list[Experience], dict[str, float]]:
     """data_processor.experience_pipeline's operators over the step's scored experiences (buffer/operators.py),
-    before the advantages; with save_input the experiences as they came are appended to a JSON-lines file first."""
+    before the advantages: those kept, those its filters left out, its metrics. With save_input the experiences
+    as they came are appended to a JSON-lines file first."""
     pipeline = config.data_processor.experience_pipeline
     if pipeline is None or not pipeline.operators:
-        return experiences, {}
+        return experiences, [], {}
     if pipeline.save_input:
         path = experiment_dir(config) / (pipeline.input_save_path or "experience_pipeline/input.jsonl")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -124,7 +127,8 @@ def experience_pipeline(config: ExperimentConfig, step: int, experiences: list[E
     kept, metrics = run_pipeline([(op.name, op.args) for op in pipeline.operators], experiences)
     get_run_logger().info("explore step %d: the experience pipeline kept %d of %d experiences", step, len(kept),
                           len(experiences))
-    return kept, metrics
+    kept_eids = {e.eid for e in kept}  # a mapper keeps an experience's eid
+    return kept, [e for e in experiences if e.eid not in kept_eids], metrics
 
 
 @task(name="explore-step", retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only, cache_policy=NO_CACHE)
@@ -153,17 +157,14 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         # what the pipeline's filters leave out is stored as dropped by this step: recorded, never trained, and
         # a step they empty still counts as explored (a resumed run does not sample it again)
         if filled is None:
-            sampled = result.experiences
-            result.experiences, pipeline_metrics = experience_pipeline(config, step, sampled)
+            result.experiences, left_out, pipeline_metrics = experience_pipeline(config, step, result.experiences)
             fill_advantages(config, result.experiences)
-            store.put(result.experiences, dropped=left_out(sampled, result.experiences))
+            store.put(result.experiences, dropped=left_out)
         else:  # kept and dropped at once, with the batches read: a retry neither trains one twice nor loses one
-            sampled = filled.kept
-            filled.kept, pipeline_metrics = experience_pipeline(config, step, sampled)
+            filled.kept, left_out, pipeline_metrics = experience_pipeline(config, step, filled.kept)
             fill_advantages(config, filled.kept)
             fill_advantages(config, filled.dropped)
-            store.put(filled.kept, dropped=[*filled.dropped, *left_out(sampled, filled.kept)],
-                      batches=(step, filled.rounds))
+            store.put(filled.kept, dropped=[*filled.dropped, *left_out], batches=(step, filled.rounds))
             logger.info("explore step %d: %d groups kept, %d dropped as all-equal, %d round(s)", step,
                         len({e.group_id for e in filled.kept}), filled.groups_dropped, filled.rounds)
     finally:
@@ -195,12 +196,6 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         **(filled.metrics() if filled is not None else {}),
         **teacher_metrics(result.experiences),
     }
-
-
-def left_out(sampled: list[Experience], kept: list[Experience]) -> list[Experience]:
-    """The sampled experiences the experience pipeline did not keep (a mapper keeps an experience's eid)."""
-    kept_eids = {e.eid for e in kept}
-    return [e for e in sampled if e.eid not in kept_eids]
 
 
 def teacher_metrics(experiences: list[Experience]) -> dict[str, float]:
