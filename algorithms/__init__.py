@@ -22,7 +22,13 @@ from algorithms.kl import KL_LOSS_FNS, register_kl_loss_fn
 from algorithms.kl_penalty import KLController, apply_kl_penalty, kl_controller, token_penalty
 from algorithms.loss import compute_loss, has_kl_term, needs_entropy, needs_reference_model
 from algorithms.policy_loss import POLICY_LOSS_FNS, register_policy_loss_fn
-from algorithms.policy_loss.base import BATCH_MASKS, is_preference_loss, teacher_topk, uses_expert_rows
+from algorithms.policy_loss.base import (
+    BATCH_MASKS,
+    is_preference_loss,
+    teacher_topk,
+    uses_expert_rows,
+    zero_at_zero_advantage,
+)
 from algorithms.registry import Registry, is_off
 from algorithms.value_loss import explained_variance, value_loss
 
@@ -45,6 +51,7 @@ __all__ = [
     "is_off",
     "is_preference_loss",
     "uses_expert_rows",
+    "zero_at_zero_advantage",
     "kl_controller",
     "needs_critic",
     "needs_entropy",

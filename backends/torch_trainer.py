@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from schemas import ExperimentConfig
 
 CHECKPOINT_FORMAT = "rft-torch-v1"
-# Policy losses proportional to the advantage: a zero-advantage sample has zero loss and gradient.
-ZERO_ADVANTAGE_LOSSES = frozenset({"ppo", "gspo", "cispo", "mix", "mix_chord", "m2po", "topr"})  # mix: of the sampled rows
 # Metrics compute_loss normalises by whole-batch counts (aggregated like the loss): summed over micro-batches.
 WHOLE_BATCH_METRICS = frozenset({"entropy"})
 # Metrics that are one value per step (a loss's scheduled coefficient): taken as they are.
@@ -281,7 +279,7 @@ class TorchTrainer(TrainerBackend):
             and not exp.expert  # an expert row's loss is its likelihood
             and not any(exp.token_advantages or ())  # a teacher's advantages differ per token
             and not any(exp.token_rewards or ())  # so do process rewards
-            and self.algorithm.policy_loss_fn in ZERO_ADVANTAGE_LOSSES
+            and algorithms.zero_at_zero_advantage(self.algorithm.policy_loss_fn, self.algorithm.policy_loss_fn_args)
             and self.reference is None
             and not algorithms.needs_entropy(self.algorithm)
         )

@@ -552,3 +552,41 @@ def test_sft_is_and_sft_phi_weight_the_nll() -> None:
     loss, _ = compute_loss(make_algorithm(policy_loss_fn="sft_phi", policy_loss_fn_args={}),
                            loss_inputs([[0.5, -0.5]], [[0.0, 0.0]]))
     assert loss.item() == approx((0.5 * p[0] * (1 - p[0]) + 1.5 * p[1] * (1 - p[1])) / 2)
+
+
+# ---------------------------------------------------------------- what a loss declares
+
+
+def _zero_advantage_inputs(name: str) -> tuple[LossInputs, list[torch.Tensor]]:
+    """Random [4, 3] inputs with every advantage 0 (and whatever else loss `name` reads), and its leaves."""
+    torch.manual_seed(0)
+    logprobs = (-torch.rand(4, 3) * 2 - 0.1).requires_grad_(True)
+    k = max(algorithms.teacher_topk(name, None), 1)
+    student = (-torch.rand(4, 3, k) * 2 - 0.1).requires_grad_(True)
+    inputs = LossInputs(
+        logprobs=logprobs, old_logprobs=logprobs.detach() + 0.3 * torch.randn(4, 3), advantages=torch.zeros(4, 3),
+        response_mask=torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 1.0]]),
+        ref_logprobs=logprobs.detach() - 0.2, expert_mask=torch.zeros(4, dtype=torch.bool), step=1,
+        teacher_topk_logprobs=-torch.rand(4, 3, k) * 2, student_topk_logprobs=student,
+    )
+    return inputs, [logprobs, student]
+
+
+@pytest.mark.parametrize("name", sorted(algorithms.POLICY_LOSS_FNS))
+def test_a_loss_declares_exactly_when_a_zero_advantage_sample_adds_nothing(name: str) -> None:
+    # The torch trainer skips zero-advantage samples on what the loss declares (trainer.skip_zero_advantage): a loss
+    # that is zero there but does not say so only costs time; one that says so but is not would change the update.
+    inputs, leaves = _zero_advantage_inputs(name)
+    loss, _ = algorithms.POLICY_LOSS_FNS[name](inputs, algorithms.POLICY_LOSS_FNS.resolve_args(name, None))
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+    adds_nothing = loss.item() == 0.0 and all(g is None or not g.any() for g in grads)
+    assert algorithms.zero_at_zero_advantage(name, None) == adds_nothing
+
+
+def test_rec_with_a_regulariser_trains_zero_advantage_samples() -> None:
+    args = {"regularizer": "k2", "regularizer_coef": 0.1}
+    inputs, leaves = _zero_advantage_inputs("rec")
+    loss, _ = algorithms.POLICY_LOSS_FNS["rec"](inputs, algorithms.POLICY_LOSS_FNS.resolve_args("rec", args))
+    assert torch.autograd.grad(loss, leaves[0])[0].any()
+    assert not algorithms.zero_at_zero_advantage("rec", args)
+    assert algorithms.zero_at_zero_advantage("rec", {**args, "regularizer_coef": 0.0})

@@ -7,7 +7,7 @@ floats, at least ``pg_loss``; it is registered with the model of its arguments (
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
 from pydantic import Field
@@ -40,6 +40,18 @@ class AggregatedArgs(Args):
     """A loss whose token losses are aggregated with `loss_agg_mode`."""
 
     loss_agg_mode: LossAggMode = Field("token-mean", description="How token losses are aggregated.")
+
+
+class AdvantageScaledArgs(Args):
+    """A loss whose every token term is the advantage times a factor, so a sample whose advantage is 0 adds no loss
+    and no gradient: a trainer may leave it out of the pass (`trainer.skip_zero_advantage`). A loss declares this
+    here, where it is registered, so that no trainer keeps a list of such losses that a new loss could miss."""
+
+    @classmethod
+    def zero_at_zero_advantage(cls, args: Mapping[str, Any]) -> bool:
+        """True when, with these arguments, the loss of a zero-advantage sample is zero (a term of its own, such as
+        a regulariser, makes it not)."""
+        return True
 
 
 class PreferenceArgs(Args):
@@ -82,3 +94,12 @@ def is_preference_loss(name: str | None) -> bool:
     """True when policy loss `name` learns from (chosen, rejected) pairs (its arguments are PreferenceArgs)."""
     args = POLICY_LOSS_FNS.args.get(name or "")
     return args is not None and issubclass(args, PreferenceArgs)
+
+
+def zero_at_zero_advantage(name: str | None, args: Mapping[str, Any] | None) -> bool:
+    """True when policy loss `name` with `args` gives a zero-advantage sample no loss and no gradient (its
+    arguments are AdvantageScaledArgs and say so for these values)."""
+    model = POLICY_LOSS_FNS.args.get(name or "")
+    if model is None or not issubclass(model, AdvantageScaledArgs):
+        return False
+    return model.zero_at_zero_advantage(POLICY_LOSS_FNS.resolve_args(name or "", args))

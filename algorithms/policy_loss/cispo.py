@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from algorithms.policy_loss.base import AggregatedArgs, register_policy_loss_fn
+from algorithms.policy_loss.base import AdvantageScaledArgs, AggregatedArgs, register_policy_loss_fn
 from algorithms.verl_compat import verl_policy_loss
 
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from algorithms.inputs import LossInputs
 
 
-class CISPOArgs(AggregatedArgs):
+class CISPOArgs(AggregatedArgs, AdvantageScaledArgs):
     """Clipped importance-sampling policy optimisation loss."""
 
     clip_range_low: float = Field(1.0, ge=0, description="Lower clip of the (stop-gradient) IS weight.")

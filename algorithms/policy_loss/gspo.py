@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from algorithms.policy_loss.base import LossAggMode, register_policy_loss_fn
-from algorithms.registry import Args
+from algorithms.policy_loss.base import AdvantageScaledArgs, LossAggMode, register_policy_loss_fn
 from algorithms.verl_compat import verl_policy_loss
 
 if TYPE_CHECKING:
@@ -17,7 +16,7 @@ if TYPE_CHECKING:
     from algorithms.inputs import LossInputs
 
 
-class GSPOArgs(Args):
+class GSPOArgs(AdvantageScaledArgs):
     """GSPO (sequence-level importance ratio) policy loss."""
 
     clip_range: float | None = Field(None, gt=0, description="Symmetric clip range; overridden by low/high.")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from algorithms.aggregation import aggregate
-from algorithms.policy_loss.base import AggregatedArgs, register_policy_loss_fn
+from algorithms.policy_loss.base import AdvantageScaledArgs, AggregatedArgs, register_policy_loss_fn
 
 if TYPE_CHECKING:
     import torch
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from algorithms.inputs import LossInputs
 
 
-class ImportanceSamplingArgs(AggregatedArgs):
+class ImportanceSamplingArgs(AggregatedArgs, AdvantageScaledArgs):
     """Importance-sampled policy gradient (used by on-policy distillation)."""
 
 

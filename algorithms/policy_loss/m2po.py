@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from algorithms.policy_loss.base import register_batch_mask, register_policy_loss_fn
-from algorithms.registry import Args
+from algorithms.policy_loss.base import AdvantageScaledArgs, register_batch_mask, register_policy_loss_fn
 
 if TYPE_CHECKING:
     import torch
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
     from algorithms.inputs import LossInputs
 
 
-class M2POArgs(Args):
+class M2POArgs(AdvantageScaledArgs):
     """M2PO: the importance-weighted gradient, with the log-ratio's second moment held under a threshold."""
 
     m2_threshold: float = Field(0.04, ge=0, description="Most mean squared log-ratio over the kept trust-region "

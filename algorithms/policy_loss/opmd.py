@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from algorithms.aggregation import aggregate
-from algorithms.policy_loss.base import AggregatedArgs, register_policy_loss_fn
+from algorithms.policy_loss.base import AdvantageScaledArgs, AggregatedArgs, register_policy_loss_fn
 
 if TYPE_CHECKING:
     import torch
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from algorithms.inputs import LossInputs
 
 
-class OPMDLossArgs(AggregatedArgs):
+class OPMDLossArgs(AggregatedArgs, AdvantageScaledArgs):
     """Online policy mirror descent loss."""
 
     tau: float = Field(1.0, ge=0, description="Regularisation strength τ: the loss is divided by 1 + τ.")

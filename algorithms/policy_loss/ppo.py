@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from algorithms.policy_loss.base import AggregatedArgs, register_policy_loss_fn
+from algorithms.policy_loss.base import AdvantageScaledArgs, AggregatedArgs, register_policy_loss_fn
 from algorithms.verl_compat import verl_policy_loss
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from algorithms.inputs import LossInputs
 
 
-class PPOArgs(AggregatedArgs):
+class PPOArgs(AggregatedArgs, AdvantageScaledArgs):
     """PPO-clip policy loss (with dual clip)."""
 
     clip_range: float = Field(0.2, gt=0, description="Symmetric clip range ε of the importance ratio.")

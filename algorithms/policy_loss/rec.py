@@ -13,12 +13,13 @@ regularizer: none; k2 (coef·(log p - log p_old)²); forward-kl (-coef·log p).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
 from algorithms.aggregation import aggregate
-from algorithms.policy_loss.base import AggregatedArgs, register_policy_loss_fn
+from algorithms.policy_loss.base import AdvantageScaledArgs, AggregatedArgs, register_policy_loss_fn
 
 if TYPE_CHECKING:
     import torch
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from algorithms.inputs import LossInputs
 
 
-class RECArgs(AggregatedArgs):
+class RECArgs(AggregatedArgs, AdvantageScaledArgs):
     """REC policy loss."""
 
     epsilon_low: float = Field(0.2, gt=0, le=1, description="Lower clip ε_low of the token ratio.")
@@ -40,6 +41,11 @@ class RECArgs(AggregatedArgs):
     regularizer: Literal["none", "k2", "forward-kl"] = Field("none", description="Regulariser added to the loss.")
     regularizer_coef: float = Field(0.0, ge=0, description="Coefficient of the regulariser.")
     temp: float = Field(1.0, gt=0, description="weight advantage: temperature of e^(A/temp).")
+
+    @classmethod
+    def zero_at_zero_advantage(cls, args: Mapping[str, Any]) -> bool:
+        # The regulariser pulls every token toward the rollout policy, whatever its advantage.
+        return args["regularizer"] == "none" or float(args["regularizer_coef"]) == 0.0
 
 
 @register_policy_loss_fn("rec", RECArgs)

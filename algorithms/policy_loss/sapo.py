@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, ValidationInfo, field_validator
 
 from algorithms.aggregation import aggregate
-from algorithms.policy_loss.base import AggregatedArgs, register_policy_loss_fn
+from algorithms.policy_loss.base import AdvantageScaledArgs, AggregatedArgs, register_policy_loss_fn
 
 if TYPE_CHECKING:
     import torch
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from algorithms.inputs import LossInputs
 
 
-class SAPOArgs(AggregatedArgs):
+class SAPOArgs(AggregatedArgs, AdvantageScaledArgs):
     """Soft-gated policy loss."""
 
     tau_pos: float = Field(1.0, gt=0, description="Gate temperature for positive advantages.")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from algorithms.aggregation import aggregate
-from algorithms.policy_loss.base import AggregatedArgs, register_policy_loss_fn
+from algorithms.policy_loss.base import AdvantageScaledArgs, AggregatedArgs, register_policy_loss_fn
 
 if TYPE_CHECKING:
     import torch
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from algorithms.inputs import LossInputs
 
 
-class SPPOArgs(AggregatedArgs):
+class SPPOArgs(AggregatedArgs, AdvantageScaledArgs):
     """sPPO loss: the log-ratio, masked outside a multiplicative trust region."""
 
     epsilon: float = Field(0.3, gt=0, description="Trust region: the ratio must lie in [1/(1+ε), 1+ε].")

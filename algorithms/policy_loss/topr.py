@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from algorithms.aggregation import aggregate
-from algorithms.policy_loss.base import AggregatedArgs, register_policy_loss_fn
+from algorithms.policy_loss.base import AdvantageScaledArgs, AggregatedArgs, register_policy_loss_fn
 
 if TYPE_CHECKING:
     import torch
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from algorithms.inputs import LossInputs
 
 
-class TOPRArgs(AggregatedArgs):
+class TOPRArgs(AggregatedArgs, AdvantageScaledArgs):
     """Tapered off-policy REINFORCE loss."""
 
     advantage_threshold: float = Field(0.0, description="Advantages above this count as positive samples (α = 1).")
