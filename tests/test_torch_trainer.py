@@ -48,13 +48,15 @@ def weights(trainer: TorchTrainer) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
 
 
-@pytest.mark.parametrize("algorithm_type", ["grpo", "topr"])  # topr: -α·A·log p is zero at A = 0 too
-def test_skipping_zero_advantage_samples_gives_the_same_update(model_dir: Path, algorithm_type: str) -> None:
+# Each preset's loss declares it adds nothing at A = 0 (algorithms/policy_loss/base.py, AdvantageScaledArgs).
+@pytest.mark.parametrize(("algorithm_type", "loss"), [("grpo", "ppo"), ("topr", "topr"), ("opmd", "opmd"),
+                                                       ("sapo", "sapo"), ("sppo", "sppo"), ("rec", "rec")])
+def test_skipping_zero_advantage_samples_gives_the_same_update(model_dir: Path, algorithm_type: str, loss: str) -> None:
     data = batch([1.0, -1.0, 0.0, 0.0])
-    chosen = {"algorithm.algorithm_type": algorithm_type}
+    chosen = {"algorithm.algorithm_type": algorithm_type, "algorithm.kl_loss_fn": "none"}
     skipping = TorchTrainer(make_config(**chosen), model_dir, total_steps=4)
     dense = TorchTrainer(make_config(**chosen, **{"trainer.skip_zero_advantage": False}), model_dir, total_steps=4)
-    assert skipping.algorithm.policy_loss_fn == ("ppo" if algorithm_type == "grpo" else "topr")
+    assert skipping.algorithm.policy_loss_fn == loss
     m_skip, m_dense = skipping.train_step(data), dense.train_step(data)
     assert m_skip["skipped_zero_advantage"] == 2 and m_dense["skipped_zero_advantage"] == 0
     assert m_skip["pg_loss"] == pytest.approx(m_dense["pg_loss"], abs=1e-6)
