@@ -103,6 +103,15 @@ class TorchTrainer(TrainerBackend):
         self.critic = (Critic(config, model_dir, self.device, _DTYPES[settings.dtype],
                               lambda optimizer: lr_scheduler(optimizer, opt, total_steps))
                        if algorithms.needs_critic(self.algorithm) else None)
+        # Whether a zero-advantage sample adds nothing under this algorithm (then it is left out of the pass): the
+        # loss declares it, and no term of the whole step (GAE, KL, entropy) gives such a sample a loss of its own.
+        self.skips_zero_advantage = (
+            settings.skip_zero_advantage
+            and self.critic is None  # GAE gives every token its own advantage
+            and self.reference is None
+            and not algorithms.needs_entropy(self.algorithm)
+            and algorithms.zero_at_zero_advantage(self.algorithm.policy_loss_fn, self.algorithm.policy_loss_fn_args)
+        )
 
     # -- TrainerBackend -------------------------------------------------------------------------
 
@@ -273,15 +282,11 @@ class TorchTrainer(TrainerBackend):
     def _adds_nothing(self, exp: Experience) -> bool:
         """An experience whose every loss term is zero: advantage 0, and no KL or entropy term."""
         return (
-            self.config.trainer.skip_zero_advantage
-            and self.critic is None  # GAE gives every token its own advantage
+            self.skips_zero_advantage
             and exp.advantage == 0.0
             and not exp.expert  # an expert row's loss is its likelihood
             and not any(exp.token_advantages or ())  # a teacher's advantages differ per token
             and not any(exp.token_rewards or ())  # so do process rewards
-            and algorithms.zero_at_zero_advantage(self.algorithm.policy_loss_fn, self.algorithm.policy_loss_fn_args)
-            and self.reference is None
-            and not algorithms.needs_entropy(self.algorithm)
         )
 
     def _batch_masks(self, micros: list[TrainBatch]) -> tuple[list[torch.Tensor] | None, dict[str, float]]:

@@ -65,6 +65,16 @@ def test_skipping_zero_advantage_samples_gives_the_same_update(model_dir: Path, 
     assert any(not torch.equal(a[k], v) for k, v in load_file(str(model_dir / "model.safetensors")).items() if k in a)
 
 
+@pytest.mark.parametrize("term", [{"algorithm.kl_loss_fn": "low_var_kl", "algorithm.kl_loss_fn_args": {"kl_coef": 0.1}},
+                                  {"algorithm.entropy_loss_fn": "default",
+                                   "algorithm.entropy_loss_fn_args": {"entropy_coef": 0.01}}])
+def test_a_kl_or_entropy_term_trains_zero_advantage_samples(model_dir: Path, term: dict) -> None:
+    # the term gives a zero-advantage sample a loss of its own, so nothing is skipped
+    trainer = TorchTrainer(make_config(**term), model_dir, total_steps=4)
+    assert not trainer.skips_zero_advantage
+    assert trainer.train_step(batch([1.0, -1.0, 0.0, 0.0]))["skipped_zero_advantage"] == 0
+
+
 def test_checkpoint_resumes_exactly(model_dir: Path, tmp_path: Path) -> None:
     first, second = batch([1.0, -1.0, 0.5, -0.5], 1), batch([-1.0, 1.0, 0.25, -0.25], 2)
     straight = TorchTrainer(make_config(), model_dir, total_steps=4)
