@@ -22,7 +22,7 @@ from typing import Any
 
 from backends.cpu_time import process_tree_cpu_s
 from backends.history import CallRecord
-from backends.local import ray_cluster
+from backends.local import ray_cluster, worker_extension
 from backends.local.engine_loop import EngineLoop, generate_on_loop
 from backends.local.openai_server import OpenAIServer, ServerSettings
 from backends.local.request_limits import Limits
@@ -179,6 +179,8 @@ class VLLMEngine(RolloutEngine):
             # Logprobs of the distribution actually sampled from (after temperature / top-k / top-p),
             # which is what the trainer recomputes (it divides its logits by the temperature).
             logprobs_mode="processed_logprobs",
+            # the worker methods our syncs call by name (a function cannot cross into a separate engine core)
+            worker_extension_cls=worker_extension.QUALNAME,
             **self._executor_kwargs(),
             **self._cpu_cache_kwargs(),
             **self.transport.llm_kwargs(),

@@ -124,30 +124,10 @@ def after_new_weights(llm: LLM) -> None:
 
 
 def refresh_tied_cpu_gemms(llm: LLM) -> None:
-    """On CPU, rebuild the matrix-multiply kernel of each layer whose weight another layer owns (a tied lm_head); on
-    GPU there is none (no layer has a CPU kernel), so nothing.
-
-    vLLM's CPU backend packs each linear layer's weight into a oneDNN kernel when it loads the model. A reload
-    rebuilds the kernels of the layers it loads weights into; a tied lm_head gets none (its weight is the
-    embedding's), so it kept computing logits with the weights the engine started with. Measured on the arith
-    warm-up's model (SmolLM2, tied): greedy 0.817 after a reload against 0.867 from an engine started on it.
-    """
-    llm.collective_rpc(_refresh_tied_cpu_gemms)
-
-
-def _refresh_tied_cpu_gemms(worker: Any) -> int:
-    """Inside the vLLM worker: re-dispatch the CPU GEMM of every layer sharing its weight; how many it rebuilt."""
-    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
-
-    owners: dict[int, list[Any]] = {}
-    for module in worker.get_model().modules():
-        weight = module._parameters.get("weight")
-        if weight is not None and weight.ndim == 2 and weight.numel() and hasattr(module, "cpu_linear"):
-            owners.setdefault(id(weight), []).append(module)
-    tied = [module for modules in owners.values() if len(modules) > 1 for module in modules]
-    for module in tied:
-        dispatch_cpu_unquantized_gemm(module, remove_weight=False)
-    return len(tied)
+    """On CPU, rebuild the matrix-multiply kernel of each layer whose weight another layer owns (a tied lm_head);
+    on GPU there is none. By name, through the engine's worker extension (backends.local.worker_extension): a
+    function would not cross into an engine core that runs in a process of its own, as every GPU engine's does."""
+    llm.collective_rpc("rft_refresh_tied_cpu_gemms")
 
 
 # Trainer-side vLLM weight-transfer engines (GPU), kept for the life of the trainer process.
@@ -248,18 +228,28 @@ def _check_engines_alive_on_every_rank(actors: Sequence[Any], timeout_s: float |
 
 class TimedEngineClient:
     """vLLM's RayVLLMWeightSyncClient with every call bounded by `timeout_s` and a clear error when an
-    engine actor is gone (that client waits forever)."""
+    engine actor is gone (that client waits forever), and each engine given ranks of its own in the group.
 
-    def __init__(self, actors: Sequence[Any], timeout_s: float | None) -> None:
+    vLLM's trainer side tells every engine that its workers start at rank 1 (`rank_offset`), which holds for
+    one engine, or for one engine with data-parallel ranks. Our engines are separate vLLM instances, each at
+    data-parallel index 0: engine i's workers start at 1 + i × `workers_per_engine`, else two engines claim
+    the same ranks and the rendezvous never completes."""
+
+    def __init__(self, actors: Sequence[Any], timeout_s: float | None, workers_per_engine: int = 1) -> None:
         self.handles = list(actors)
         self.timeout_s = timeout_s
+        self.workers_per_engine = workers_per_engine
 
     def _all(self, method: str, *args: Any) -> None:
+        self._each(method, [args] * len(self.handles))
+
+    def _each(self, method: str, args_per_engine: Sequence[tuple[Any, ...]]) -> None:
         import ray
         from ray.exceptions import GetTimeoutError, RayActorError
 
         try:
-            ray.get([getattr(h, method).remote(*args) for h in self.handles], timeout=self.timeout_s)
+            calls = [getattr(h, method).remote(*args) for h, args in zip(self.handles, args_per_engine, strict=True)]
+            ray.get(calls, timeout=self.timeout_s)
         except GetTimeoutError as err:
             raise TimeoutError(f"rollout engines did not answer {method} within synchronizer.sync_timeout "
                                f"({self.timeout_s} s)") from err
@@ -269,7 +259,14 @@ class TimedEngineClient:
     def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
         from vllm.distributed.weight_transfer.base import WeightTransferInitRequest
 
-        self._all("init_weight_transfer_engine", WeightTransferInitRequest(init_info=init_info))
+        if "rank_offset" not in init_info:  # ipc: no group of ranks
+            self._all("init_weight_transfer_engine", WeightTransferInitRequest(init_info=init_info))
+            return
+        first = int(init_info["rank_offset"])
+        self._each("init_weight_transfer_engine", [
+            (WeightTransferInitRequest(init_info={**init_info, "rank_offset": first + i * self.workers_per_engine}),)
+            for i in range(len(self.handles))
+        ])
 
     def start_weight_update(self) -> None:
         self._all("start_weight_update")
@@ -388,7 +385,7 @@ class MemoryTransport(WeightTransport):
         _check_engines_alive_on_every_rank(actors, self.timeout_s, rank)
         try:
             if key not in _TRAINER_ENGINES:  # the rendezvous (an NCCL group) is made once, then reused
-                client = TimedEngineClient(actors, self.timeout_s)
+                client = TimedEngineClient(actors, self.timeout_s, self.workers_per_engine)
                 info = self._trainer_init_info(len(actors), rank)
                 _TRAINER_ENGINES[key] = (client, _bounded(
                     lambda: WeightTransferTrainerFactory.trainer_init(info, client=client, source=source),
@@ -402,6 +399,11 @@ class MemoryTransport(WeightTransport):
             _TRAINER_ENGINES.pop(key, None)  # a failed group is not reused
             raise
         return WeightsHandle(version=version, kind="pushed", location=self.sync_method)
+
+    @property
+    def workers_per_engine(self) -> int:
+        """Ranks each engine's workers take in the transfer group (its tensor-parallel size)."""
+        return 1
 
     def _trainer_init_info(self, num_engines: int, rank: int = 0) -> Any:
         from vllm.distributed.weight_transfer.ipc_engine import IPCTrainerInitInfo
@@ -432,6 +434,10 @@ class NcclTransport(MemoryTransport):
     @property
     def pushes_tensors(self) -> bool:
         return True
+
+    @property
+    def workers_per_engine(self) -> int:
+        return self.tensor_parallel_size
 
     def _trainer_init_info(self, num_engines: int, rank: int = 0) -> Any:
         from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
