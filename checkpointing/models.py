@@ -55,6 +55,35 @@ def resolve_model_path(model_path: str) -> Path:
     return Path(model_path)
 
 
+def origin_id(model_dir: str, model_id: str) -> str:
+    """`model_id` when `model_dir` is what it resolves to here (the base model), else "": a stage's own folder (a
+    warm-up's weights) must never be swapped for the base model on a node that lacks it."""
+    return model_id if Path(model_dir) == resolve_model_path(model_id) else ""
+
+
+def local_model_folder(resolved: str, model_id: str = "") -> Path:
+    """The model's folder on the machine this runs on (a Ray node other than the driver's, say).
+
+    The driver resolves `model.model_path` (`model_id`) on its own machine: the embedded model's folder is a
+    conversion in the driver's cache, which another node does not have. There it is converted into that node's
+    cache; a hub id is left to the hub; a local folder that is not on this node is an error naming the node,
+    never a hub lookup of a path. `model_id`: the setting the folder came from (`origin_id`), "" for a stage's own.
+    """
+    path = Path(resolved).expanduser()
+    if path.is_dir():
+        return path
+    if model_id in OFFLINE_GGUF_MODELS:
+        return _convert_gguf_once(model_id)
+    if path.is_absolute() or Path(model_id).expanduser().is_absolute():
+        import socket
+
+        raise FileNotFoundError(
+            f"model.model_path: the model folder {path} is not on node {socket.gethostname()}: put it on a filesystem "
+            "every Ray node mounts at the same path, or copy it to that path on each node"
+        )
+    return path  # a hub id
+
+
 def gguf_file(model_id: str) -> Path:
     """The GGUF an offline id is converted from; raises naming the pip package when it is missing."""
     package, filename = OFFLINE_GGUF_MODELS[model_id]

@@ -20,13 +20,14 @@ from pathlib import Path
 from ray.exceptions import RayError
 
 from backends.errors import ConfigError
-from backends.local import ray_cluster, trainer_actor, vllm_engine
+from backends.local import capacity, node_checks, ray_cluster, trainer_actor, vllm_engine
 from backends.local.engine_client import EngineClient
-from backends.local.weight_sync import WeightTransport, make_transport, remove_shared_memory, shm_dir
+from backends.local.weight_sync import SHM_ROOT, WeightTransport, make_transport, remove_shared_memory, shm_dir
 from backends.policy import Policy
 from backends.schedule import Schedule
 from backends.weights import WeightsHandle
 from checkpointing import layout
+from checkpointing.models import origin_id, resolve_model_path
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +159,19 @@ class LocalPolicy(Policy):
                 "GPU(s) and leave none for the veRL trainer; lower explorer.rollout_model.engine_num or "
                 "tensor_parallel_size, or add GPUs"
             )
+        if gpus and ray_cluster.is_connected():  # each engine on one node, the torch trainer's GPU beside them
+            per_node = capacity.total_gpus_per_node()
+            rollout = config.explorer.rollout_model
+            if not capacity.fits(plan.engine_gpus, rollout.engine_num, per_node):
+                raise ConfigError("explorer.rollout_model.tensor_parallel_size", f"{rollout.engine_num} engine(s) of "
+                                  f"{plan.engine_gpus} GPU(s) each do not fit the Ray cluster's {capacity.describe(per_node, per_node)}")
+            engines = rollout_gpus(config) if Schedule.of(config).explores else 0
+            if plan.trainer_actor_gpus and not capacity.fits(1, engines + plan.trainer_actor_gpus, per_node):
+                raise ConfigError("explorer.rollout_model.engine_num", f"the engines' {engines} GPU(s) and the "
+                                  f"{config.trainer.trainer_type} trainer's {plan.trainer_actor_gpus} do not fit the Ray "
+                                  f"cluster's {sum(per_node):g}")
+        model_dir = str(resolve_model_path(config.model.model_path))
+        node_checks.check_every_node(model_dir, origin_id(model_dir, config.model.model_path), str(SHM_ROOT))
         never = config.budget.max_gpu_hours is not None and not gpus  # validation sees only cluster.gpu_per_node 0
         return [
             f"{len(self.engine_names)} vLLM engine(s), {plan.engine_gpus} GPU(s) and {plan.engine_threads} CPU "

@@ -174,6 +174,14 @@ def get_actor(name: str) -> Any:
         raise PartLost(f"no actor named {name!r} in Ray namespace {NAMESPACE!r}") from err
 
 
+def has_actor(name: str) -> bool:
+    try:
+        get_actor(name)
+    except LookupError:
+        return False
+    return True
+
+
 def actor_names(prefix: str) -> list[str]:
     from ray.util import list_named_actors
 

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from backends import registry
-from backends.local import ray_cluster
+from backends.local import capacity, ray_cluster
 from backends.trainer import TrainerBackend, TrainerDevices
 from backends.weights import WeightsHandle
 from buffer.experience import Experience
+from checkpointing.models import local_model_folder, origin_id
 
 if TYPE_CHECKING:
     from schemas import ExperimentConfig
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 class TrainerActor:
     """Instantiated by Ray (see `start_trainer_actor`)."""
 
-    def __init__(self, config: ExperimentConfig, model_dir: str, total_steps: int, devices: TrainerDevices) -> None:
+    def __init__(self, config: ExperimentConfig, model_dir: str, total_steps: int, devices: TrainerDevices,
+                 model_id: str = "") -> None:
         """`config` is the driver's resolved config object, as Ray hands it over (in memory, never from a
         file): validating it again would re-run every rule on values already derived."""
         import torch
@@ -36,8 +38,10 @@ class TrainerActor:
         torch.set_num_threads(devices.threads)
         if devices.nice:
             os.nice(devices.nice)
+        # the driver's folder; on another node the embedded model is converted there (or the folder is named missing)
+        local = local_model_folder(model_dir, model_id)
         self.backend: TrainerBackend = registry.trainer_class(config.trainer.trainer_type)(
-            config, Path(model_dir), total_steps, devices
+            config, local, total_steps, devices
         )
 
     def train_step(self, batch: list[Experience]) -> dict[str, float]:
@@ -121,7 +125,8 @@ def start_trainer_actor(name: str, config: ExperimentConfig, model_dir: str, tot
         return
     except LookupError:
         pass
-    ray.remote(TrainerActor).options(
+    capacity.require_gpus("cluster.gpu_per_node", f"the {config.trainer.trainer_type} trainer", plan.trainer_actor_gpus, 1)
+    actor = ray.remote(TrainerActor).options(
         name=name,
         namespace=ray_cluster.NAMESPACE,
         lifetime="detached",
@@ -130,8 +135,13 @@ def start_trainer_actor(name: str, config: ExperimentConfig, model_dir: str, tot
     ).remote(
         config, model_dir, total_steps,
         TrainerDevices(gpus=plan.trainer_gpus, threads=plan.trainer_threads, cpus=plan.trainer_cpus, nice=plan.trainer_nice),
+        origin_id(model_dir, config.model.model_path),
     )
-    TrainerClient(name).ping()  # surface a failed start here, not at the first step
+    # a failed start surfaces here, not at the first step; one Ray cannot place, within a bound
+    capacity.wait_started([actor.ping.remote()], f"the trainer {name}",
+                          f"{plan.trainer_actor_gpus} GPU(s) and {plan.trainer_actor_cpus:g} CPU(s)"
+                          + (f" (its workers: {plan.trainer_gpus} GPU(s))" if plan.trainer_in_workers else ""),
+                          on_timeout=lambda: ray.kill(actor, no_restart=True))
 
 
 def stop_trainer_actor(name: str, close_timeout_s: float = 60.0) -> None:

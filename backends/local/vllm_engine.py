@@ -22,14 +22,14 @@ from typing import Any
 
 from backends.cpu_time import process_tree_cpu_s
 from backends.history import CallRecord
-from backends.local import ray_cluster, worker_extension
+from backends.local import capacity, ray_cluster, worker_extension
 from backends.local.engine_loop import EngineLoop, generate_on_loop
 from backends.local.openai_server import OpenAIServer, ServerSettings
 from backends.local.request_limits import Limits
 from backends.local.weight_sync import SHM_ROOT, WeightTransport, after_new_weights, make_transport
 from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds, TopScores
 from backends.weights import WeightsHandle
-from checkpointing.models import resolve_model_path
+from checkpointing.models import local_model_folder, origin_id, resolve_model_path
 from schemas.secrets import openai_api_key
 
 logger = logging.getLogger(__name__)
@@ -51,8 +51,9 @@ CPU_PREFIX_BLOCK = 32
 class EngineSettings:
     """Plain values an engine actor is built from (pydantic configs stay on the driver side)."""
 
-    model_path: str
+    model_path: str  # the folder, as the driver resolved model_id on its machine
     max_model_len: int
+    model_id: str = ""  # the setting (model.model_path): resolved again on a node that lacks the folder
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.3
     kv_cache_memory_bytes: int | None = None
@@ -84,8 +85,9 @@ class EngineSettings:
         """From an `ExperimentConfig`: explorer.rollout_model and model sections, and the schedule's sync method."""
         from backends.schedule import Schedule  # in the driver only: an engine's process never needs the schemas
 
-        return cls._of(config.explorer.rollout_model, config, model_dir or str(resolve_model_path(config.model.model_path)),
-                       Schedule.of(config).method, (config.model.model_path, "policy"))
+        folder = model_dir or str(resolve_model_path(config.model.model_path))
+        return cls._of(config.explorer.rollout_model, config, folder, Schedule.of(config).method,
+                       (config.model.model_path, "policy"), origin_id(folder, config.model.model_path))
 
     @classmethod
     def for_auxiliary(cls, config: Any, index: int) -> EngineSettings:
@@ -93,16 +95,18 @@ class EngineSettings:
         than the policy's context, so that it can score a whole rollout (prompt and response) as a prompt."""
         aux = config.explorer.auxiliary_models[index]
         settings = cls._of(aux, config, str(resolve_model_path(aux.model_path)), "checkpoint",
-                           (aux.auxiliary_name(), aux.model_path))
+                           (aux.auxiliary_name(), aux.model_path), aux.model_path)
         settings.max_model_len += 1
         return settings
 
     @classmethod
-    def _of(cls, rollout: Any, config: Any, model_path: str, sync_method: str, names: tuple[str, ...]) -> EngineSettings:
+    def _of(cls, rollout: Any, config: Any, model_path: str, sync_method: str, names: tuple[str, ...],
+            model_id: str) -> EngineSettings:
         model = config.model
         max_model_len = model.max_model_len or (model.max_prompt_tokens + model.max_response_tokens)
         return cls(
             model_path=model_path,
+            model_id=model_id,
             max_model_len=int(max_model_len),
             tensor_parallel_size=rollout.tensor_parallel_size,
             gpu_memory_utilization=rollout.gpu_memory_utilization,
@@ -156,7 +160,7 @@ class VLLMEngine(RolloutEngine):
         self.transport: WeightTransport = make_transport(
             self.settings.sync_method, self.use_gpu, self.settings.tensor_parallel_size
         )
-        source = Path(self.settings.model_path)
+        source = local_model_folder(self.settings.model_path, self.settings.model_id)  # on this node
         if not source.is_dir():  # a hub id on a GPU cluster
             from huggingface_hub import snapshot_download
 
@@ -397,6 +401,8 @@ def start_engine_actors(
     # Calls overlap: every use of the engine goes through its engine loop, which batches the generate calls of
     # many workflows (and an episode's recorded calls are read while another's batch samples).
     options["max_concurrency"] = ENGINE_CONCURRENCY
+    new = [name for name in names if not ray_cluster.has_actor(name)]  # a retried flow finds the others running
+    capacity.require_gpus("explorer.rollout_model.engine_num", f"{len(new)} vLLM engine(s)", gpus, len(new))
     actor_cls = ray.remote(VLLMEngine)
     handles = [
         actor_cls.options(
@@ -409,7 +415,9 @@ def start_engine_actors(
         ).remote(name, {**asdict(settings), "openai_api_port": settings.openai_api_port + i if settings.openai_api_port else 0})
         for i, name in enumerate(names)
     ]
-    ray.get([h.ready.remote() for h in handles])
+    capacity.wait_started([h.ready.remote() for h in handles], f"vLLM engine(s) {', '.join(names)}",
+                          f"{gpus} GPU(s) each" if gpus else f"1 CPU and {threads or 'all'} thread(s) each",
+                          on_timeout=lambda: [ray.kill(h, no_restart=True) for h in handles])
 
 
 def cpu_engine_env(threads: int | None) -> dict[str, str]:

@@ -10,6 +10,7 @@ its checkpoint layout (`model_world_size_W_rank_R.pt` ... under our `global_step
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,10 +20,11 @@ import torch
 
 import algorithms
 from backends.critic import critic_dir
+from backends.local import capacity
 from backends.reward_kl import STATE_KEY, RewardKL, penalise_before_step
 from backends.trainer import TrainerBackend, TrainerDevices
 from backends.verl import batch as vb
-from backends.verl import cpu
+from backends.verl import cpu, placement
 from backends.verl.config import is_sft, verl_tree, worker_configs
 from backends.verl.critic import VerlCritic
 from backends.verl.losses import STEP
@@ -34,6 +36,8 @@ from schemas.trainer import VerlTrainerConfig
 
 if TYPE_CHECKING:
     from schemas import ExperimentConfig
+
+logger = logging.getLogger(__name__)
 
 STATE_FILE = "rft_verl_state.json"  # beside veRL's shards: the step count (veRL keeps none of its own)
 
@@ -50,7 +54,8 @@ class VerlTrainer(TrainerBackend):
         self.config = config
         self.settings = config.trainer
         self.use_gpu = devices.gpus > 0
-        self.num_workers = devices.gpus if self.use_gpu else self.settings.cpu_workers
+        self.layout = _gpu_layout(devices.gpus) if self.use_gpu else [self.settings.cpu_workers]
+        self.num_workers = sum(self.layout)
         self.tree = verl_tree(config, model_dir, total_steps, self.use_gpu)
         ref_path = config.model.ref_model_path
         self.configs = worker_configs(self.tree, sft=is_sft(config),
@@ -88,8 +93,7 @@ class VerlTrainer(TrainerBackend):
         n = self.num_workers
         threads = max(devices.threads // n, 1)
         if self.use_gpu:
-            pool = RayResourcePool(process_on_nodes=_per_node(n, self.config.cluster.gpu_per_node), use_gpu=True,
-                                   max_colocate_count=1)
+            pool = placement.ready_pool(self.layout)
             env: dict[str, str] = {}
         else:
             # A bundle of CPUs per worker: its share of what the trainer reserves, or a token amount while
@@ -258,11 +262,14 @@ class VerlTrainer(TrainerBackend):
         return vb.response_logprobs(method(data), data)
 
 
-def _per_node(n: int, gpus_per_node: int | None) -> list[int]:
-    """`n` trainer GPUs as processes per node (whole nodes first)."""
-    if not gpus_per_node or n <= gpus_per_node:
-        return [n]
-    return [gpus_per_node] * (n // gpus_per_node) + ([n % gpus_per_node] if n % gpus_per_node else [])
+def _gpu_layout(planned: int) -> list[int]:
+    """veRL's workers as equal groups on nodes with GPUs free now (backends.verl.placement); GPUs the plan gave the
+    trainer that no equal layout can use are named, not waited for."""
+    layout = placement.worker_layout(planned, capacity.free_gpus_per_node())
+    if sum(layout) < planned:
+        logger.warning("the veRL trainer trains on %d of its %d GPU(s) (%s a node): veRL needs an equal number on each "
+                       "node, and the nodes have %s free", sum(layout), planned, layout[0], capacity.free_gpus_per_node())
+    return layout
 
 
 def _worker_group_class() -> type:
