@@ -49,6 +49,7 @@ class Schedule:
     max_staleness: int | None = None  # algorithm.sample_strategy_args.max_staleness
     method: str = "nccl"  # synchronizer.sync_method: how a version reaches the engines (the policy's transport)
     timeout_s: float = 3600.0  # synchronizer.sync_timeout: the longest either side waits for the other
+    shares_devices: bool = False  # mode colocate: the engines and the trainer take turns on the same devices
 
     def __post_init__(self) -> None:
         if self.style not in STYLES:
@@ -64,7 +65,7 @@ class Schedule:
         exchanges = config.mode in ("both", "colocate", "explore", "train") and not from_dataset
         return cls(style=sync.sync_style, interval=sync.sync_interval, offset=sync.sync_offset, sides=sides,
                    exchanges=exchanges, max_staleness=(algorithm.sample_strategy_args or {}).get("max_staleness"),
-                   method=sync.sync_method, timeout_s=float(sync.sync_timeout))
+                   method=sync.sync_method, timeout_s=float(sync.sync_timeout), shares_devices=config.mode == "colocate")
 
     # -- what runs, and how ----------------------------------------------------------------------
 

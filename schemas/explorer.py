@@ -174,7 +174,8 @@ class VllmModelConfig(InferenceBase):
             if c.mode == "both" and rollout >= total:
                 r.error("explorer.rollout_model.engine_num",
                         f"engines need {rollout} GPUs (engine_num × tensor_parallel_size, plus auxiliary models) but "
-                        f"cluster.node_num × cluster.gpu_per_node = {total} leaves none for the trainer in mode 'both'")
+                        f"cluster.node_num × cluster.gpu_per_node = {total} leaves none for the trainer in mode 'both'"
+                        + ("; on one GPU use mode 'colocate' (engine and trainer share it, taking turns)" if total == 1 else ""))
             elif rollout > total:
                 r.error("explorer.rollout_model.engine_num", f"engines need {rollout} GPUs but the cluster has {total}")
 

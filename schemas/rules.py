@@ -90,9 +90,11 @@ def _critic(r: Resolver) -> None:
 
 
 # ----------------------------------------------------------------------------- mode
-COLOCATE_ON_GPUS = ("on GPUs, colocate puts the vLLM engines to sleep while the trainer holds the device and syncs "
-                    "weights by memory (vLLM's sleep/wake), which is not built here; use mode 'both' with devices for "
-                    "each side (cluster.gpu_per_node), or colocate on CPU (gpu_per_node 0)")
+COLOCATE_ON_GPUS = ("on GPUs, colocate shares one GPU between one vLLM engine (tensor_parallel_size 1, vLLM's "
+                    "sleep mode while the trainer steps) and the torch trainer")
+# The engine's share of a GPU it shares with the trainer, unless explorer.rollout_model.gpu_memory_utilization is set:
+# the rest holds the trainer's weights, gradients and Adam state while the engine sleeps (its memory given back).
+COLOCATED_ENGINE_MEMORY = 0.45
 
 
 def _mode(r: Resolver) -> None:
@@ -100,7 +102,18 @@ def _mode(r: Resolver) -> None:
     c = r.config
     if c.mode == "colocate":
         if c.cluster.gpu_per_node:
-            r.error("mode", f"'colocate' with cluster.gpu_per_node {c.cluster.gpu_per_node}: {COLOCATE_ON_GPUS}")
+            rollout = c.explorer.rollout_model
+            if c.trainer.DEVICES_IN_WORKERS:
+                r.error("trainer.trainer_type", f"'colocate' with cluster.gpu_per_node {c.cluster.gpu_per_node} and "
+                                                f"trainer_type {c.trainer.trainer_type!r}: {COLOCATE_ON_GPUS}; veRL's "
+                                                "workers hold whole GPUs of their own (use mode 'both')")
+            elif rollout.HOLDS_GPUS and rollout.gpus() != 1:
+                r.error("explorer.rollout_model.engine_num", f"'colocate' on GPUs: {COLOCATE_ON_GPUS}; engine_num × "
+                                                             f"tensor_parallel_size is {rollout.gpus()} (use mode 'both')")
+            elif rollout.HOLDS_GPUS and not rollout.is_set("gpu_memory_utilization"):
+                r.derive(rollout, "gpu_memory_utilization", COLOCATED_ENGINE_MEMORY,
+                         "explorer.rollout_model.gpu_memory_utilization",
+                         "mode 'colocate' on a GPU: the trainer holds the rest of it")
         if c.synchronizer.sync_style != "fixed" or c.synchronizer.sync_offset != 0:
             r.error("synchronizer.sync_offset" if c.synchronizer.sync_offset else "synchronizer.sync_style",
                     "mode 'colocate' takes turns on shared devices: sync_style 'fixed' with sync_offset 0 (the sides "
@@ -280,6 +293,11 @@ def _synchronizer(r: Resolver) -> None:
                 r.derive(s, "sync_method", "memory" if memory else "checkpoint", "synchronizer.sync_method",
                          f"default 'nccl' impossible: {reason}")
     if s.sync_method == "memory":
+        if c.cluster.gpu_per_node and c.mode != "colocate":
+            r.error("synchronizer.sync_method", f"'memory' on GPUs pushes over CUDA IPC, which needs each engine on the "
+                                                f"trainer's own GPU; with cluster.gpu_per_node {c.cluster.gpu_per_node} "
+                                                "the engines and the trainer each have their own: use nccl (the default "
+                                                "on GPUs), checkpoint, or mode 'colocate' on one GPU")
         if c.cluster.node_num is not None and c.cluster.node_num > 1:
             r.error("synchronizer.sync_method",
                     f"'memory' writes weights into the engines' local folder; it needs cluster.node_num 1 "

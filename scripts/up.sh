@@ -32,8 +32,11 @@ wait_for "$PREFECT_API_URL/health" "the Prefect server" "$RFT_STATE/logs/prefect
 
 "$BIN/prefect" work-pool inspect "$WORK_POOL" >/dev/null 2>&1 \
   || "$BIN/prefect" work-pool create "$WORK_POOL" --type process >/dev/null
-"$BIN/prefect" work-pool inspect rft-gpu >/dev/null 2>&1 \
-  || "$BIN/prefect" work-pool create rft-gpu --type process >/dev/null
+if ! "$BIN/prefect" work-pool inspect rft-gpu >/dev/null 2>&1; then
+  "$BIN/prefect" work-pool create rft-gpu --type process >/dev/null
+  # its worker runs on a GPU machine of the Ray cluster, not here (docs/gpu.md)
+  echo "==> work pool rft-gpu created; on a GPU machine: PREFECT_API_URL=$PREFECT_API_URL prefect worker start --pool rft-gpu --type process"
+fi
 
 if ! running prefect-worker; then
   # runs a dead worker of this pool left behind would hold their slots forever (healthy workers keep theirs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import typing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,7 @@ def test_on_cpu_an_unsized_kv_cache_is_derived_but_an_asked_memory_share_is_kept
     derived = ExperimentConfig.model_validate(data).explorer
     assert derived.rollout_model.kv_cache_memory_gb == derived.auxiliary_models[0].kv_cache_memory_gb == 2.0
     data["cluster"] = {"gpu_per_node": 8, "node_num": 1}  # on GPUs vLLM's own share stands
+    data["synchronizer"]["sync_method"] = "nccl"  # the recipe's memory sync is CPU-only (CUDA IPC needs one GPU)
     assert ExperimentConfig.model_validate(data).explorer.rollout_model.kv_cache_memory_gb is None
 
 
@@ -295,6 +297,8 @@ MALFORMED = [
     # bad enums / names
     ("bad-mode", _set(mode="fast"), "mode"),
     ("bad-sync-method", _set(synchronizer__sync_method="rsync"), "synchronizer.sync_method"),
+    # CUDA IPC needs the engine on the trainer's GPU; mode both gives each its own (issue 70, failure 2)
+    ("memory-sync-on-gpus", _set(cluster__gpu_per_node=2, synchronizer__sync_method="memory"), "synchronizer.sync_method"),
     ("bad-trainer-type", _set(trainer__trainer_type="jax"), "trainer.trainer_type"),
     ("bad-dtype", _set(explorer__rollout_model__dtype="int4"), "explorer.rollout_model.dtype"),
     ("bad-storage-type", _set(buffer__explorer_input__taskset__storage_type="s3"), "buffer.explorer_input.taskset.storage_type"),
@@ -343,7 +347,10 @@ MALFORMED = [
     ("file-experience-buffer-in-both", _set(buffer__trainer_input__experience_buffer={"storage_type": "file", "path": "x"}), "buffer.trainer_input.experience_buffer.storage_type"),
     ("sft-without-batch", _both(_set(mode="train", algorithm__algorithm_type="sft"), _drop("buffer.batch_size")),
      "buffer.train_batch_size"),
-    ("colocate-on-gpus", _set(mode="colocate", cluster__gpu_per_node=2), "mode"),
+    ("colocate-verl-on-gpus", _set(mode="colocate", cluster__gpu_per_node=2, trainer={"trainer_type": "verl"}),
+     "trainer.trainer_type"),
+    ("colocate-two-engines-on-gpus", _set(mode="colocate", cluster__gpu_per_node=2, explorer__rollout_model__engine_num=2),
+     "explorer.rollout_model.engine_num"),
     ("colocate-overlapping", _set(mode="colocate", synchronizer__sync_offset=1), "synchronizer.sync_offset"),
     ("bench-without-eval", _set(mode="bench", buffer__explorer_input__eval_tasksets=[]), "buffer.explorer_input.eval_tasksets"),
     ("staleness-below-schedule", _set(synchronizer__sync_offset=1, algorithm__sample_strategy_args={"max_staleness": 0}),
@@ -658,5 +665,25 @@ def test_colocate_on_cpu_is_the_in_turns_plan_of_mode_both() -> None:
     from flows.rft import MODE_FLOWS
 
     both, colocate = load_recipe("smoke"), load_recipe("smoke").with_overrides({"mode": "colocate"})
-    assert Schedule.of(colocate) == Schedule.of(both) and Schedule.of(colocate).offset == 0
+    assert replace(Schedule.of(colocate), shares_devices=False) == Schedule.of(both) and Schedule.of(colocate).offset == 0
+    assert Schedule.of(colocate).shares_devices and not Schedule.of(both).shares_devices
     assert MODE_FLOWS["colocate"] is MODE_FLOWS["both"]
+
+
+def test_one_gpu_runs_colocate_the_engine_sleeping_while_the_trainer_steps() -> None:
+    """One workstation GPU: mode both needs two (and says to colocate); colocate shares it, the engine's memory share
+    derived to leave the trainer the rest, and the memory sync (CUDA IPC) allowed on the one shared device."""
+    from backends.local.policy import SHARED_GPU, plan_resources
+    from schemas.rules import COLOCATED_ENGINE_MEMORY
+
+    one_gpu = {"cluster.gpu_per_node": 1, "cluster.node_num": 1}
+    with pytest.raises(ValidationError, match="on one GPU use mode 'colocate'"):
+        load_recipe("smoke").with_overrides(one_gpu)
+    config = load_recipe("smoke").with_overrides({**one_gpu, "mode": "colocate", "synchronizer.sync_method": "memory"})
+    assert config.explorer.rollout_model.gpu_memory_utilization == COLOCATED_ENGINE_MEMORY
+    assert "the trainer holds the rest" in config.derived["explorer.rollout_model.gpu_memory_utilization"]
+    plan = plan_resources(config, {"GPU": 1.0}, cores=8)
+    assert plan.shares_gpu and (plan.engine_gpus, plan.trainer_actor_gpus) == (SHARED_GPU, SHARED_GPU)
+    asked = load_recipe("smoke").with_overrides({**one_gpu, "mode": "colocate",
+                                                 "explorer.rollout_model.gpu_memory_utilization": 0.3})
+    assert asked.explorer.rollout_model.gpu_memory_utilization == 0.3  # a share asked for stands

@@ -19,6 +19,13 @@ from backends.errors import ConfigError
 DEFAULT_START_TIMEOUT_S = 1800.0
 
 
+def gpus_compute() -> bool:
+    """Whether the GPUs Ray declares are computed on. RFT_PLACEHOLDER_GPUS=1: Ray's GPUs only place the actors
+    (`ray start --num-gpus 4` on a machine without any) and every device stays CPU; how the placement, the resource
+    plan and veRL's worker groups of a GPU cluster are tested on CPU machines (docs/gpu.md)."""
+    return os.environ.get("RFT_PLACEHOLDER_GPUS", "0") != "1"
+
+
 def start_timeout_s() -> float:
     return float(os.environ.get("RFT_START_TIMEOUT_S", DEFAULT_START_TIMEOUT_S))
 

@@ -32,6 +32,9 @@ class EngineLoop:
         self._commands: queue.SimpleQueue[tuple[Callable[[], Any], Sink | None, Future] | None] = queue.SimpleQueue()
         self._sinks: dict[str, Sink] = {}
         self._error: BaseException | None = None
+        # On the loop thread before each command: the engine wakes from the sleep it was put to while the trainer
+        # stepped (mode colocate), whatever the command (a sampling call, the OpenAI server's, a weight load).
+        self.before_command: Callable[[], None] | None = None
         self._thread = threading.Thread(target=self._run, name="vllm-engine-loop", daemon=True)
         self._thread.start()
 
@@ -92,6 +95,8 @@ class EngineLoop:
                 return False
             fn, sink, done = command
             try:
+                if self.before_command is not None:
+                    self.before_command()
                 result = fn()
                 if sink is not None:
                     for rid in result:

@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 class ResourcePlan:
     """What each actor asks Ray for, and the CPU threads it computes with."""
 
-    engine_gpus: int  # per engine (tensor_parallel_size), 0 on CPU
+    engine_gpus: float  # per engine (tensor_parallel_size), 0 on CPU; SHARED_GPU of the one GPU it shares
     engine_threads: int  # OMP threads of each CPU engine
     trainer_gpus: int  # GPUs the trainer trains on: torch 1; veRL the cluster's GPUs minus the engines'
     trainer_cpus: float  # Ray CPUs the trainer reserves: 0 while it takes turns with the engines
@@ -44,10 +44,13 @@ class ResourcePlan:
     trainer_nice: int = 0  # the trainer's CPU priority below the engines' (Unix nice), overlapped on CPU
     trainer_in_workers: bool = False  # veRL: the trainer actor only drives worker processes that hold the devices
     spread: bool = False  # engines on as many nodes as can take them (a cluster of several nodes)
+    shares_gpu: bool = False  # mode colocate on a GPU: one engine and the trainer on one GPU, taking turns
 
     @property
-    def trainer_actor_gpus(self) -> int:
+    def trainer_actor_gpus(self) -> float:
         """What the trainer actor itself asks Ray for (none when its workers hold the devices)."""
+        if self.shares_gpu:
+            return SHARED_GPU
         return 0 if self.trainer_in_workers else self.trainer_gpus
 
     @property
@@ -60,6 +63,12 @@ def rollout_gpus(config) -> int:  # noqa: ANN001
     rollout = config.explorer.rollout_model
     return rollout.engine_num * rollout.tensor_parallel_size
 
+
+ENGINE_SLEEP_TIMEOUT_S = 300.0  # offloading a large model's weights to host RAM takes seconds to a minute
+
+# Mode colocate on a GPU: what the engine and the trainer each ask Ray for, so that both land on the one GPU (vLLM's
+# memory share is explorer.rollout_model.gpu_memory_utilization; the engine sleeps while the trainer steps).
+SHARED_GPU = 0.5
 
 # Overlapped on CPU the trainer runs at a lower priority, in the gaps sampling leaves: measured on 2 cores
 # (benchmarks/grpo_step.py, same run) 12.0 s per step at nice 10 against 13.1 s at nice 0.
@@ -85,8 +94,9 @@ def plan_resources(config, cluster: dict[str, float], cores: int | None = None, 
         trainer_gpus = gpus - (rollout_gpus(config) if schedule.explores else 0)
     else:
         trainer_gpus = 1
+    shares = bool(gpus) and schedule.shares_devices and not in_workers  # validation: one engine of one GPU
     return ResourcePlan(
-        engine_gpus=rollout.tensor_parallel_size if gpus else 0,
+        engine_gpus=SHARED_GPU if shares else rollout.tensor_parallel_size if gpus else 0,
         engine_threads=engine_threads,
         trainer_gpus=trainer_gpus,
         trainer_cpus=1.0 if overlap and not gpus else 0.0,
@@ -94,6 +104,7 @@ def plan_resources(config, cluster: dict[str, float], cores: int | None = None, 
         trainer_nice=OVERLAPPED_TRAINER_NICE if overlap and not gpus else 0,
         trainer_in_workers=in_workers,
         spread=nodes > 1,
+        shares_gpu=shares,
     )
 
 
@@ -159,25 +170,40 @@ class LocalPolicy(Policy):
                 "GPU(s) and leave none for the veRL trainer; lower explorer.rollout_model.engine_num or "
                 "tensor_parallel_size, or add GPUs"
             )
+        if gpus and capacity.gpus_compute() and not plan.shares_gpu and Schedule.of(config).method == "memory":
+            raise ConfigError("synchronizer.sync_method", f"'memory' on GPUs pushes over CUDA IPC, which needs each "
+                              f"engine on the trainer's own GPU; the Ray cluster has {gpus} GPU(s) and the engines and "
+                              "the trainer each take their own: use nccl (the default on GPUs) or checkpoint")
         if gpus and ray_cluster.is_connected():  # each engine on one node, the torch trainer's GPU beside them
             per_node = capacity.total_gpus_per_node()
             rollout = config.explorer.rollout_model
             if not capacity.fits(plan.engine_gpus, rollout.engine_num, per_node):
                 raise ConfigError("explorer.rollout_model.tensor_parallel_size", f"{rollout.engine_num} engine(s) of "
                                   f"{plan.engine_gpus} GPU(s) each do not fit the Ray cluster's {capacity.describe(per_node, per_node)}")
-            engines = rollout_gpus(config) if Schedule.of(config).explores else 0
-            if plan.trainer_actor_gpus and not capacity.fits(1, engines + plan.trainer_actor_gpus, per_node):
+            engines = rollout_gpus(config) if Schedule.of(config).explores and not plan.shares_gpu else 0
+            if plan.trainer_actor_gpus and not capacity.fits(1, int(engines + plan.trainer_actor_gpus + 0.5), per_node):
                 raise ConfigError("explorer.rollout_model.engine_num", f"the engines' {engines} GPU(s) and the "
                                   f"{config.trainer.trainer_type} trainer's {plan.trainer_actor_gpus} do not fit the Ray "
                                   f"cluster's {sum(per_node):g}")
-        model_dir = str(resolve_model_path(config.model.model_path))
-        node_checks.check_every_node(model_dir, origin_id(model_dir, config.model.model_path), str(SHM_ROOT))
+        self._check_nodes()
         never = config.budget.max_gpu_hours is not None and not gpus  # validation sees only cluster.gpu_per_node 0
         return [
             f"{len(self.engine_names)} vLLM engine(s), {plan.engine_gpus} GPU(s) and {plan.engine_threads} CPU "
             f"thread(s) each; trainer {config.trainer.trainer_type} with {plan.trainer_gpus} GPU(s), "
-            f"{plan.trainer_threads} thread(s)" + ("; no GPUs: budget.max_gpu_hours never stops this run" if never else "")
+            f"{plan.trainer_threads} thread(s)" + ("; engine and trainer share one GPU, taking turns" if plan.shares_gpu else "")
+            + ("; no GPUs: budget.max_gpu_hours never stops this run" if never else "")
         ]
+
+    def _check_nodes(self) -> None:
+        """The model and /dev/shm on every node (backends.local.node_checks); a folder missing on this machine too
+        is left to the pre-flight's own check, which names it."""
+        model_id = self.config.model.model_path
+        try:
+            model_dir = resolve_model_path(model_id)
+        except FileNotFoundError:
+            return
+        if model_dir.is_dir():  # a hub id: each engine downloads it
+            node_checks.check_every_node(str(model_dir), origin_id(str(model_dir), model_id), str(SHM_ROOT))
 
     def plan(self) -> ResourcePlan:
         nodes = ray_cluster.alive_nodes() if ray_cluster.is_connected() else 1
@@ -208,7 +234,14 @@ class LocalPolicy(Policy):
 
     @property
     def trainer(self) -> trainer_actor.TrainerClient:
-        return trainer_actor.TrainerClient(self.trainer_name)
+        shares = Schedule.of(self.config).shares_devices  # mode colocate: the engines sleep while the trainer computes
+        return trainer_actor.TrainerClient(self.trainer_name, before_compute=self._engines_sleep if shares else None)
+
+    def _engines_sleep(self) -> None:
+        """Every engine gives its device back until its next call (vLLM's sleep mode; on CPU only a turn counted)."""
+        import ray
+
+        ray.get([engine.actor.sleep.remote() for engine in self.engines()], timeout=ENGINE_SLEEP_TIMEOUT_S)
 
     def engines(self) -> list[EngineClient]:
         return [EngineClient(name) for name in self.engine_names]
@@ -310,7 +343,7 @@ class LocalPolicy(Policy):
 
     def _transport(self) -> WeightTransport:
         rollout, schedule = self.config.explorer.rollout_model, Schedule.of(self.config)
-        return make_transport(schedule.method, ray_cluster.cluster_gpus() > 0, rollout.tensor_parallel_size,
+        return make_transport(schedule.method, ray_cluster.cluster_gpus() > 0 and capacity.gpus_compute(), rollout.tensor_parallel_size,
                               timeout_s=schedule.timeout_s)
 
     def _load_into(self, engines: list[EngineClient], weights: WeightsHandle) -> None:

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,14 +82,20 @@ class TrainerActor:
 class TrainerClient(TrainerBackend):
     """The trainer actor, called as a TrainerBackend."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, before_compute: Callable[[], None] | None = None) -> None:
+        """`before_compute`: called before each step or log-prob pass (the engines sharing its GPU go to sleep)."""
         self.name = name
         self.actor = ray_cluster.get_actor(name)
+        self.before_compute = before_compute
 
     def train_step(self, batch: list[Experience]) -> dict[str, float]:
+        if self.before_compute is not None:
+            self.before_compute()
         return ray.get(self.actor.train_step.remote(batch))
 
     def logprobs(self, batch: list[Experience]) -> list[list[float]]:
+        if self.before_compute is not None:
+            self.before_compute()
         return ray.get(self.actor.logprobs.remote(batch))
 
     def publish_weights(self, version: int, folder: Path | None) -> WeightsHandle:
@@ -132,6 +138,9 @@ def start_trainer_actor(name: str, config: ExperimentConfig, model_dir: str, tot
         lifetime="detached",
         num_cpus=plan.trainer_actor_cpus,
         num_gpus=plan.trainer_actor_gpus,
+        # placeholder GPUs (capacity.gpus_compute) are the driver's word: the trainer places veRL's workers by it
+        runtime_env={"env_vars": {"RFT_PLACEHOLDER_GPUS": os.environ["RFT_PLACEHOLDER_GPUS"]}}
+        if "RFT_PLACEHOLDER_GPUS" in os.environ else None,
     ).remote(
         config, model_dir, total_steps,
         TrainerDevices(gpus=plan.trainer_gpus, threads=plan.trainer_threads, cpus=plan.trainer_cpus, nice=plan.trainer_nice),

@@ -63,6 +63,7 @@ class EngineSettings:
     enable_prefix_caching: bool = False
     enable_chunked_prefill: bool = True
     sync_method: str = "checkpoint"
+    sleeps_while_training: bool = False  # mode colocate: give the device back while the trainer steps (sleep)
     shm_dir: str = ""  # the experiment's RAM-backed folder (weight_sync.shm_dir); "" : SHM_ROOT itself
     show_progress: bool = False  # vLLM's progress bar on each batch call: for scripts a person watches, not runs
     # The OpenAI-compatible endpoint (backends.local.openai_server), when enable_openai_api.
@@ -102,6 +103,8 @@ class EngineSettings:
     @classmethod
     def _of(cls, rollout: Any, config: Any, model_path: str, sync_method: str, names: tuple[str, ...],
             model_id: str) -> EngineSettings:
+        from backends.schedule import Schedule
+
         model = config.model
         max_model_len = model.max_model_len or (model.max_prompt_tokens + model.max_response_tokens)
         return cls(
@@ -117,6 +120,7 @@ class EngineSettings:
             enable_prefix_caching=rollout.enable_prefix_caching,
             enable_chunked_prefill=rollout.enable_chunked_prefill,
             sync_method=sync_method,
+            sleeps_while_training=Schedule.of(config).shares_devices,
             enable_openai_api=rollout.enable_openai_api,
             enable_history=rollout.enable_history,
             openai_api_host=rollout.openai_api_host,
@@ -188,12 +192,15 @@ class VLLMEngine(RolloutEngine):
             **self._executor_kwargs(),
             **self._cpu_cache_kwargs(),
             **self.transport.llm_kwargs(),
+            **({"enable_sleep_mode": True} if self._frees_memory_asleep else {}),
         )
         self.start_seconds = time.perf_counter() - start
         self._version = 0
+        self.asleep, self.sleeps, self.wakes = False, 0, 0
         # Every use of the engine from here on goes through this thread: calls from many workflows are
         # batched continuously, and each returns when its own requests are done.
         self.loop = EngineLoop(self.llm)
+        self.loop.before_command = self._wake
         self.server: OpenAIServer | None = None
         if self.settings.enable_openai_api:
             self.server = self._start_server()
@@ -260,6 +267,33 @@ class VLLMEngine(RolloutEngine):
     def model_version(self) -> int:
         return self._version
 
+    # --- taking turns with the trainer on one device (mode colocate) ----------------------------
+
+    @property
+    def _frees_memory_asleep(self) -> bool:
+        """vLLM's sleep mode gives the GPU memory back (weights to host RAM, the KV cache dropped); its CPU build has
+        none, so on CPU a sleep is only a turn taken (counted in `info`)."""
+        return self.settings.sleeps_while_training and self.use_gpu
+
+    def sleep(self) -> None:
+        """The trainer steps next on this engine's device: free it (vLLM's level 1). The engine wakes before its next
+        command, whoever sends it (backends.local.engine_loop)."""
+        def sleep() -> None:
+            if self._frees_memory_asleep and not self.asleep:
+                self.llm.sleep(level=1)
+            self.asleep = True
+            self.sleeps += 1
+
+        self._on_engine(sleep)
+
+    def _wake(self) -> None:
+        """On the loop thread, before any command: back from sleep, the weights and KV cache on the device again."""
+        if self.asleep:
+            if self._frees_memory_asleep:
+                self.llm.wake_up()
+            self.asleep = False
+            self.wakes += 1
+
     def info(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -274,6 +308,9 @@ class VLLMEngine(RolloutEngine):
             "omp_threads": os.environ.get("OMP_NUM_THREADS"),
             "omp_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND"),
             "openai_base_url": self.openai_base_url(),
+            "sleeps": self.sleeps,
+            "wakes": self.wakes,
+            "asleep": self.asleep,
         }
 
     def cpu_seconds(self) -> float:
@@ -396,7 +433,7 @@ def start_engine_actors(
         options["scheduling_strategy"] = "SPREAD"
     if gpus:
         options["num_gpus"] = gpus
-    else:
+    if not gpus or not capacity.gpus_compute():  # placeholder GPUs (capacity.gpus_compute): vLLM's CPU build
         env.update(cpu_engine_env(threads))
     # Calls overlap: every use of the engine goes through its engine loop, which batches the generate calls of
     # many workflows (and an episode's recorded calls are read while another's batch samples).

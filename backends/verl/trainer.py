@@ -53,8 +53,9 @@ class VerlTrainer(TrainerBackend):
         devices = devices or TrainerDevices(gpus=int(ray.cluster_resources().get("GPU", 0)), threads=1)
         self.config = config
         self.settings = config.trainer
-        self.use_gpu = devices.gpus > 0
-        self.layout = _gpu_layout(devices.gpus) if self.use_gpu else [self.settings.cpu_workers]
+        self.places_gpus = devices.gpus > 0  # Ray places the workers by GPU ...
+        self.use_gpu = self.places_gpus and capacity.gpus_compute()  # ... and they compute on them
+        self.layout = _gpu_layout(devices.gpus) if self.places_gpus else [self.settings.cpu_workers]
         self.num_workers = sum(self.layout)
         self.tree = verl_tree(config, model_dir, total_steps, self.use_gpu)
         ref_path = config.model.ref_model_path
@@ -92,19 +93,18 @@ class VerlTrainer(TrainerBackend):
 
         n = self.num_workers
         threads = max(devices.threads // n, 1)
-        if self.use_gpu:
+        if self.places_gpus:
             pool = placement.ready_pool(self.layout)
-            env: dict[str, str] = {}
         else:
             # A bundle of CPUs per worker: its share of what the trainer reserves, or a token amount while
             # it takes turns with the engines (Ray refuses empty bundles); veRL's default would be 10 each.
             cpus = round(devices.cpus / n, 4) if devices.cpus > 0 else 0.01
             pool = RayResourcePool(process_on_nodes=[n], use_gpu=False, max_colocate_count=cpus)
-            env = cpu.cpu_worker_env()
+        env: dict[str, str] = {} if self.use_gpu else cpu.cpu_worker_env()
         worker_cls = RayClassWithInitArgs(
             cls=ray.remote(VerlWorker), configs=self.configs, threads=threads, seed=self.settings.seed
         )
-        if not self.use_gpu:
+        if not self.places_gpus:
             worker_cls.update_options({"num_cpus": pool.max_colocate_count})
         env["OMP_NUM_THREADS"] = str(threads)
         group = _worker_group_class()(resource_pool=pool, ray_cls_with_init=worker_cls, device_name="cuda" if self.use_gpu else "cpu",

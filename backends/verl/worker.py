@@ -104,12 +104,14 @@ class VerlWorker(Worker):
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def export_weights(self, folder: str) -> str | None:
         """model.safetensors (HF names, LoRA merged, the config's dtype) into `folder`; every rank
-        gathers, rank 0 writes, atomically."""
+        gathers, rank 0 keeps and writes, atomically."""
         from safetensors.torch import save_file
 
-        state = {name: tensor.to("cpu").contiguous() for name, tensor in self._weights()}
-        if self.rank != 0:
+        if self.rank != 0:  # each gather is a collective of every rank; only rank 0 keeps the whole model
+            for _ in self._weights():
+                pass
             return None
+        state = {name: tensor.to("cpu").contiguous() for name, tensor in self._weights()}
         target = Path(folder)
         target.mkdir(parents=True, exist_ok=True)
         tmp = target / f".model.safetensors.{os.getpid()}.tmp"
