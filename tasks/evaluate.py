@@ -9,6 +9,14 @@ What a user reads (`eval_metrics`, the same for every taskset and workflow):
   reward_mean, response_length (tokens), truncated (share cut off at max_tokens)
   mean@k, pass@k   with the taskset's repeat_times k > 1: strict averaged over the k samples of a
                    task, and the share of tasks with at least one strict answer
+  tasks_failed, tasks_timed_out, prompts_too_long
+                   tasks with no answer: their workflow failed (timed_out: ran past
+                   explorer.max_timeout) on every attempt, or their prompt was over
+                   model.max_prompt_tokens
+
+Every rate above (strict, lenient, format, accuracy, mean@k, pass@k) is over every task of the
+taskset: a task with no answer counts as wrong, so a task that fails or times out never raises a
+score. reward_mean, response_length and truncated describe the answers there are.
 """
 
 from __future__ import annotations
@@ -38,34 +46,41 @@ PROGRESS_EVERY_S = 30.0  # how often a run's log says how far an evaluation has 
 
 
 def eval_metrics(experiences: Sequence[Experience], repeat_times: int = 1, tasks: int | None = None,
-                 failed: int = 0, too_long: int = 0) -> dict[str, float]:
-    """The evaluation metrics of scored experiences (module docstring); pure, for any workflow."""
+                 failed: int = 0, too_long: int = 0, timed_out: int = 0) -> dict[str, float]:
+    """The evaluation metrics of scored experiences (module docstring); pure, for any workflow. `tasks`: how many
+    the taskset has (default: those with experiences); the rates are over all of them."""
     n = max(len(experiences), 1)
+    by_task: dict[str, list[Experience]] = defaultdict(list)
+    for exp in experiences:
+        by_task[exp.task_id].append(exp)
+    total = max(tasks if tasks is not None else len(by_task), 1)
 
     def score(exp: Experience, key: str) -> float:
         if key == "strict" and key not in exp.reward_breakdown:
             return exp.reward_breakdown.get("accuracy", 0.0)
         return exp.reward_breakdown.get(key, 0.0)
 
+    def over_tasks(key: str) -> float:
+        """Each answered task's mean over its samples, summed, over every task (one with no answer adds 0)."""
+        return sum(sum(score(e, key) for e in exps) / len(exps) for exps in by_task.values()) / total
+
     scored = {"strict", *(k for e in experiences for k in e.reward_breakdown if k in MEASURES)}
-    metrics = {key: sum(score(e, key) for e in experiences) / n for key in MEASURES if key in scored}
+    metrics = {key: over_tasks(key) for key in MEASURES if key in scored}
     metrics |= {
-        "accuracy": sum(e.reward_breakdown.get("accuracy", 0.0) for e in experiences) / n,
+        "accuracy": over_tasks("accuracy"),
         "reward_mean": sum(e.reward for e in experiences) / n,
         "response_length": sum(len(e.response_token_ids) for e in experiences) / n,
         "truncated": sum(e.info.get("finish_reason") == "length" for e in experiences) / n,
-        "tasks": float(tasks if tasks is not None else len({e.task_id for e in experiences})),
+        "tasks": float(tasks if tasks is not None else len(by_task)),
         "tasks_failed": float(failed),
+        "tasks_timed_out": float(timed_out),
         "prompts_too_long": float(too_long),
         **episode_stats(list(experiences)),  # turns per episode and success rate of multi-turn workflows
     }
     if repeat_times > 1:
-        by_task: dict[str, list[float]] = defaultdict(list)
-        for exp in experiences:
-            by_task[exp.task_id].append(score(exp, "strict"))
-        groups = list(by_task.values()) or [[0.0]]
-        metrics[f"mean@{repeat_times}"] = sum(sum(g) / len(g) for g in groups) / len(groups)
-        metrics[f"pass@{repeat_times}"] = sum(max(g) >= 1.0 for g in groups) / len(groups)
+        metrics[f"mean@{repeat_times}"] = over_tasks("strict")
+        metrics[f"pass@{repeat_times}"] = sum(max(score(e, "strict") for e in exps) >= 1.0
+                                              for exps in by_task.values()) / total
     return metrics
 
 
@@ -97,9 +112,8 @@ def evaluate_tasks(config: ExperimentConfig, taskset: TasksetConfig, step: int,
     # one per task, and 8 at a time leave a CPU engine reading its weights for few tokens (~2x slower).
     runners = max(config.explorer.runner_per_model, EVAL_BATCH // repeat)
     result = run_workflows(config, tasks, step, repeat, runners, on_task_done=on_task_done)
-    metrics = eval_metrics(
-        result.experiences, repeat, tasks=len(tasks), failed=len(result.failures), too_long=len(result.too_long)
-    )
+    metrics = eval_metrics(result.experiences, repeat, tasks=len(tasks), failed=len(result.failures),
+                           too_long=len(result.too_long), timed_out=sum(f.timed_out for f in result.failures))
     return {"name": taskset.name, "metrics": metrics, "rows": eval_rows(result.experiences)}
 
 

@@ -24,6 +24,9 @@ defaults.apply()
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+FULL_TEST_TIMEOUT_S = 3600
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Modules run longest first, so that the workers of scripts/test.sh end near together (tests/longest_first.py).
     Tests marked `full` run only in the extended run (scripts/test.sh --full, RFT_TEST_FULL=1); CI's run
@@ -33,6 +36,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from tests.longest_first import longest_first
 
     items[:] = longest_first(items)
+    for item in items:  # pyproject's timeout is the default tests'; an extended whole run gets longer
+        if "full" in item.keywords and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(FULL_TEST_TIMEOUT_S))
     half = os.environ.get("RFT_TEST_FULL_HALF")
     if os.environ.get("RFT_TEST_FULL") and half is None:
         return

@@ -27,11 +27,18 @@ def test_greedy_metrics():
         exp("d", strict=0, lenient=0, fmt=0, tokens=40),
     ]
     m = eval_metrics(exps, tasks=6, failed=1, too_long=1)
+    # 6 tasks, one failed and one whose prompt was too long: both wrong, so 1 of 6 strict (not 1 of the 4 answered)
     assert m == pytest.approx({
-        "strict": 0.25, "lenient": 0.5, "format": 0.5, "accuracy": 0.25, "reward_mean": (1.1 + 0.1) / 4,
-        "response_length": 25.0, "truncated": 0.25, "tasks": 6.0, "tasks_failed": 1.0,
+        "strict": 1 / 6, "lenient": 2 / 6, "format": 2 / 6, "accuracy": 1 / 6, "reward_mean": (1.1 + 0.1) / 4,
+        "response_length": 25.0, "truncated": 0.25, "tasks": 6.0, "tasks_failed": 1.0, "tasks_timed_out": 0.0,
         "prompts_too_long": 1.0,
     })
+
+
+def test_a_task_that_times_out_lowers_every_rate_and_is_counted():
+    exps = [exp("a", strict=1, lenient=1, fmt=1), exp("a", strict=1, lenient=1, fmt=1)]  # task a, 2 samples
+    m = eval_metrics(exps, repeat_times=2, tasks=2, failed=1, timed_out=1)  # task b timed out on every attempt
+    assert (m["strict"], m["mean@2"], m["pass@2"], m["tasks_timed_out"]) == (0.5, 0.5, 0.5, 1.0)
 
 
 def test_sampled_metrics_mean_and_pass_at_k():

@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 class TaskFailure:
     task_id: str
     error: str  # "ExceptionType: message"
+    timed_out: bool = False  # its last attempt ran past explorer.max_timeout
 
 
 @dataclass
@@ -303,7 +304,7 @@ class WorkflowRunner:
                             if tries < max_retry_times:
                                 counts["retries"] += 1
                             else:
-                                failures[index] = TaskFailure(task.task_id, f"{type(err).__name__}: {err}")
+                                failures[index] = TaskFailure(task.task_id, f"{type(err).__name__}: {err}", timed_out)
                                 ended()
                         continue
                     with lock:
