@@ -245,3 +245,18 @@ def test_a_small_dev_shm_is_refused_naming_it(tmp_path: Path) -> None:
         assert f"{shm} has 64 MiB free" in problem and "--shm-size" in problem
     finally:
         subprocess.run(["umount", str(shm)], check=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fake_gpus", "gpus", "trainer"), [((8,), 8, 7), ((4,), 4, 3), ((4, 4), 4, 7)],
+                         indirect=["fake_gpus"], ids=["1x8", "1x4", "2x4"])
+def test_gsm8k_qwens_plan_is_accepted_on_the_cluster(fake_gpus: object, gpus: int, trainer: int) -> None:
+    """The pre-flight of the GPU recipe against a cluster declaring its GPUs: one engine, veRL on the rest."""
+    from backends.local.policy import LocalPolicy
+    from deployments import load_recipe
+
+    nodes = len(fake_gpus.list_all_nodes())
+    config = load_recipe("gsm8k-qwen").with_overrides({"cluster.gpu_per_node": gpus, "cluster.node_num": nodes,
+                                                       "cluster.ray_address": fake_gpus.address})
+    [line] = LocalPolicy(config).check_requirements()
+    assert line.startswith("1 vLLM engine(s), 1 GPU(s)") and f"trainer verl with {trainer} GPU(s)" in line
