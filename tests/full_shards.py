@@ -5,8 +5,8 @@ only when, judged by how long the default tests took, it should still end within
 On a fast machine both halves run; on one much slower only one, and the parity of the last commit's hash picks which
 (docs/testing.md).
 By module, so a module's shared runs (hello on Tinker, the learning run) stay one run. The halves
-balance the `full` tests' seconds of the whole run on 6ee961d (764 s and 733 s,
-benchmarks/measured/suite_time_whole_2026-11-30_6ee961d.json). tests/test_suite_time.py checks that every module
+balance the `full` tests' seconds of the whole run on 6ee961d (1,496 s in all, about half each; the file,
+benchmarks/measured/suite_time_whole_2026-11-30_6ee961d.json, holds the total, not each half's). tests/test_suite_time.py checks that every module
 with a `full` test is in exactly one half.
 """
 
