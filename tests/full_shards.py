@@ -6,8 +6,8 @@ On a fast machine both halves run; on one much slower only one, and the parity o
 (docs/testing.md).
 By module, so a module's shared runs (hello on Tinker, the learning run) stay one run. The halves
 balance the `full` tests' seconds of the whole run on 6ee961d (1,496 s in all, about half each; the file,
-benchmarks/measured/suite_time_whole_2026-11-30_6ee961d.json, holds the total, not each half's). tests/test_suite_time.py checks that every module
-with a `full` test is in exactly one half.
+benchmarks/measured/suite_time_whole_2026-11-30_6ee961d.json, holds the total, not each half's).
+tests/test_suite_time.py checks that every module with a `full` test is in exactly one half.
 """
 
 from __future__ import annotations
