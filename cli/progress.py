@@ -11,3 +11,8 @@ def count_bar(console: Console, detail: str) -> Progress:
     "reward {task.fields[reward]}"."""
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(detail),
                     TimeElapsedColumn(), console=console)
+
+
+def failed_note(share: float) -> str:
+    """What the progress (rft run's bar, rft watch) shows of an explore step's failed tasks: nothing when none failed."""
+    return f", {share:.0%} of tasks failed" if share else ""

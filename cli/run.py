@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from cli.progress import count_bar
+from cli.progress import count_bar, failed_note
 from cli.validate import AllowUnsupported, SetOption, Target, err_console, load_or_exit
 from tracking import progress as step_progress
 
@@ -24,7 +24,8 @@ def run(target: Target, set_: SetOption = None, allow_unsupported: AllowUnsuppor
 
     def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
         reward = metrics.get("explore/reward_mean")
-        bar.update(bar_task, completed=step, total=total, reward=f"{reward:.3f}" if reward is not None else "-")
+        bar.update(bar_task, completed=step, total=total, reward=(f"{reward:.3f}" if reward is not None else "-")
+                   + failed_note(metrics.get("explore/tasks_failed_share", 0.0)))
 
     step_progress.LISTENERS.append(on_step)
     try:

@@ -24,6 +24,7 @@ from rich.text import Text
 
 from checkpointing import layout
 from checkpointing.records import read_json
+from cli.progress import failed_note
 from tracking.progress import PROGRESS
 
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
@@ -36,6 +37,7 @@ class StageView:
     total: int | None = None
     reward: float | None = None
     reward_name: str = "reward"
+    failed_share: float = 0.0  # of the last explore step's tasks (explorer.max_failed_task_ratio bounds it)
     before: dict[str, float] = field(default_factory=dict)  # held-out metric per eval taskset, before training
     after: dict[str, float] = field(default_factory=dict)
     elapsed_s: float | None = None
@@ -69,6 +71,7 @@ def stage_view(name: str, folder: Path, now: float) -> StageView:
     if progress:
         view.step, view.total = progress["step"], progress["total"]
         view.reward, view.reward_name = progress.get("reward"), progress.get("reward_name", "reward")
+        view.failed_share = progress.get("tasks_failed_share") or 0.0
         view.elapsed_s = now - progress["started"]
         made = view.step - progress.get("started_step", 0)
         if made > 0 and view.step < view.total:
@@ -112,7 +115,7 @@ def render(view: RunView) -> RenderableType:
         table.add_column(column)
     for s in view.stages:
         step = f"{s.step}/{s.total}" if s.step is not None else "-"
-        reward = f"{s.reward_name} {s.reward:.3f}" if s.reward is not None else "-"
+        reward = (f"{s.reward_name} {s.reward:.3f}" if s.reward is not None else "-") + failed_note(s.failed_share)
         evals = ", ".join(f"{k}: {_fmt(s.before.get(k))} → {_fmt(s.after.get(k))}" for k in sorted({*s.before, *s.after})) or "-"
         table.add_row(s.name, step + (" (stopped)" if s.stopped else ""), reward, evals, duration(s.elapsed_s), duration(s.eta_s))
     parts: list[RenderableType] = [header, table]
@@ -244,6 +247,6 @@ def progress_line(view: RunView) -> str:
     """The view in one line (what changes: the state, each stage's step and reward, what runs now; not the clock)."""
     stages = "; ".join(
         f"{s.name} {s.step}/{s.total}" + (f" {s.reward_name} {s.reward:.3f}" if s.reward is not None else "")
-        + (" (stopped)" if s.stopped else "") for s in view.stages if s.step is not None)
+        + failed_note(s.failed_share) + (" (stopped)" if s.stopped else "") for s in view.stages if s.step is not None)
     now = re.sub(r" \((\d+h\d{2}m|\d+m\d{2}s)\)", "", view.now)  # the flows, without their running times
     return " | ".join(part for part in (view.state, stages, f"now: {now}" if now else "") if part)

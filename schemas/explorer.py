@@ -230,6 +230,12 @@ class ExplorerConfig(Section):
     runner_per_model: int = Field(8, ge=1, description="Concurrent workflow runners per rollout engine.")
     max_timeout: int = Field(1800, ge=1, description="Seconds one task may run before it is failed.")
     max_retry_times: int = Field(2, ge=0, description="Retries of a failed or timed-out task.")
+    max_failed_task_ratio: float = Field(
+        0.5, ge=0, le=1,
+        description="The largest share of an explore step's tasks that may fail (or time out) after their retries: "
+        "above it the step fails, naming the first error; at or below it the step trains on the rest and reports "
+        "the share (explore/tasks_failed_share, the progress bar, rft watch).",
+    )
     eval_interval: int = Field(100, ge=1, description="Evaluate every this many explore steps.")
     eval_on_startup: bool = Field(True, description="Evaluate before the first step.")
     rollout_model: InferenceModelConfig = Field(

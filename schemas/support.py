@@ -274,6 +274,7 @@ SUPPORT: dict[str, Entry] = {
     # --------------------------------------------------------------------- explorer
     "explorer.runner_per_model": honoured("tasks/rollouts.py"),
     "explorer.max_timeout": honoured("tasks/rollouts.py", note="per workflow task, inside the runner"),
+    "explorer.max_failed_task_ratio": honoured("tasks/explore.py"),
     "explorer.max_retry_times": honoured("tasks/rollouts.py", "flows/explore.py", "flows/evaluate.py",
                                          note="retries of a workflow task, and of the explore/evaluate Prefect tasks"),
     "explorer.eval_interval": honoured("flows/rl.py", "flows/explorer.py"),

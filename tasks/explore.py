@@ -151,6 +151,8 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         used = usage.metrics("explore")
         for failure in result.failures:
             logger.warning("task %s failed: %s", failure.task_id, failure.error)
+        # a bug that fails most tasks stops the run here, before its step trains on the few left
+        result.check_failed_share(config.explorer.max_failed_task_ratio, f"explore step {step}")
         for skipped in result.too_long:
             logger.warning("%s", skipped.error)
         pipeline_metrics: dict[str, float] = {}
@@ -183,6 +185,7 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         "explore/response_length": stats["response_length_mean"],
         "explore/rollout_tokens_per_s": stats["rollout_tokens_per_s"],
         "explore/tasks_failed": stats["tasks_failed"],
+        "explore/tasks_failed_share": result.failed_share,
         "explore/prompts_too_long": stats["prompts_too_long"],
         "explore/task_retries": stats["task_retries"],
         "explore/task_timeouts": stats["task_timeouts"],

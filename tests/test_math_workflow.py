@@ -32,7 +32,7 @@ from workflows.math_workflow import (
     score_math,
 )
 from workflows.render import renderer_for
-from workflows.runner import AllTasksFailedError, CoalescingEngine, WorkflowRunner
+from workflows.runner import AllTasksFailedError, CoalescingEngine, TooManyTasksFailed, WorkflowRunner
 
 RENDERER = renderer_for("HuggingFaceTB/SmolLM2-135M-Instruct")
 Responder = Callable[[str, int], str]  # (prompt as text, sample index) -> response text
@@ -288,6 +288,22 @@ def test_a_failing_task_is_reported_and_skipped(tasks):
     assert [f.task_id for f in result.failures] == ["gsm8k/train/1"]
     assert "KeyError" in result.failures[0].error
     assert [e.task_id for e in result.experiences] == ["gsm8k/train/0"] * 2 + ["gsm8k/train/2"] * 2
+
+
+def test_more_failed_tasks_than_the_bound_fail_the_step_naming_the_first(tasks):
+    """explorer.max_failed_task_ratio: a reward or data bug that fails most tasks stops the step (not retried), where
+    it used to train on the few left with a warning; at the bound the step trains on the rest."""
+    from backends.errors import is_transient
+
+    broken = [Task(**{**t.__dict__, "raw": {"question": t.raw["question"]}}) for t in tasks[1:4]]
+    result = WorkflowRunner([ScriptedEngine(lambda chat, i: "\\boxed{0}")], RENDERER, runner_per_model=2).run(
+        [tasks[0], *broken], explore_step=3, repeat_times=1)
+    assert result.failed_share == 0.75
+    with pytest.raises(TooManyTasksFailed, match=r"explore step 3: 3 of 4 tasks failed \(75%, more than "
+                                                 r"explorer.max_failed_task_ratio 0.5\); the first, gsm8k/train/1: KeyError"):
+        result.check_failed_share(0.5, "explore step 3")
+    result.check_failed_share(0.75, "explore step 3")  # at the bound: the step trains on the rest
+    assert not is_transient(TooManyTasksFailed("x"))
 
 
 def test_the_runner_counts_every_task_as_it_ends_failed_ones_too(tasks):

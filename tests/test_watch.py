@@ -31,7 +31,8 @@ def test_a_stage_mid_run_shows_step_reward_evaluation_and_eta(tmp_path: Path) ->
     write(tmp_path / "grpo" / "eval_at_start.json", {"gsm8k-eval": {"strict": 0.033}})
     # 5 of 20 steps in 100 s since this attempt started at step 0: 15 more take 300 s
     write(tmp_path / "grpo" / "progress.json", {"step": 5, "total": 20, "started": now - 120, "started_step": 0,
-                                                "updated": now - 20, "reward": 0.4125, "reward_name": "reward"})
+                                                "updated": now - 20, "reward": 0.4125, "reward_name": "reward",
+                                                "tasks_failed_share": 0.25})
     warmup, grpo = stage_view("warmup", tmp_path / "warmup", now), stage_view("grpo", tmp_path / "grpo", now)
     assert warmup.eta_s is None and round(warmup.elapsed_s) == 500  # done: its own time, not the clock's
     assert round(grpo.eta_s) == 300 and round(grpo.elapsed_s) == 120
@@ -39,6 +40,7 @@ def test_a_stage_mid_run_shows_step_reward_evaluation_and_eta(tmp_path: Path) ->
                           links={"Prefect UI": "http://127.0.0.1:4200/runs/flow-run/x"}))
     assert "80/80" in text and "loss 1.250" in text and "gsm8k-eval: 0.010 → 0.033" in text
     assert "5/20" in text and "reward 0.412" in text and "gsm8k-eval: 0.033 → …" in text and "5m00s" in text
+    assert "25% of tasks failed" in text and "loss 1.250, " not in text  # a share only where tasks failed
     assert "now: evaluate (1m02s)" in text and "http://127.0.0.1:4200/runs/flow-run/x" in text
 
 

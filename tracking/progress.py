@@ -47,6 +47,7 @@ class StepProgress:
             reward = metrics.get("explore/reward_mean", metrics.get("train/loss"))
             reward_name = "reward" if "explore/reward_mean" in metrics else "loss"
             write_json_atomic(self.file, record | {"step": step, "total": self.total, "updated": time.time(),
-                                                   "reward": reward, "reward_name": reward_name})
+                                                   "reward": reward, "reward_name": reward_name,
+                                                   "tasks_failed_share": metrics.get("explore/tasks_failed_share", 0.0)})
         for listener in list(LISTENERS):
             listener(step, self.total, metrics)

@@ -60,6 +60,20 @@ class RunnerResult:
     timeouts: int = 0  # attempts that ran past max_timeout
 
     @property
+    def failed_share(self) -> float:
+        """The share of the batch's tasks that failed (or timed out) on every attempt."""
+        return len(self.failures) / self.num_tasks if self.num_tasks else 0.0
+
+    def check_failed_share(self, limit: float, what: str) -> None:
+        """TooManyTasksFailed, naming the first error, when more than `limit` of the tasks failed."""
+        if self.failures and self.failed_share > limit:
+            first = self.failures[0]
+            raise TooManyTasksFailed(
+                f"{what}: {len(self.failures)} of {self.num_tasks} tasks failed ({self.failed_share:.0%}, more than "
+                f"explorer.max_failed_task_ratio {limit:g}); the first, {first.task_id}: {first.error}"
+            )
+
+    @property
     def stats(self) -> dict[str, float]:
         rewards = [e.reward for e in self.experiences]
         response_tokens = sum(len(e.response_token_ids) for e in self.experiences)
@@ -345,6 +359,11 @@ class WorkflowRunner:
                 f"all {len(tasks)} tasks of explore step {explore_step} failed: {shown}"
             )
         return result
+
+
+class TooManyTasksFailed(RuntimeError):
+    """More of a batch's tasks failed than explorer.max_failed_task_ratio allows: a bug in a workflow, its data or
+    its reward, which a retry would meet again (not transient)."""
 
 
 class TaskTimeoutError(TimeoutError):
