@@ -26,6 +26,7 @@ from checkpointing import layout
 from checkpointing.records import read_json
 from cli.progress import failed_note
 from tracking.progress import PROGRESS
+from tracking.spool import DEAD_LETTER, dead_letter_count
 
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
@@ -44,6 +45,8 @@ class StageView:
     eta_s: float | None = None
     stopped: str | None = None
     finished: bool = False  # its summary says it ran to the end
+    dead_letters: int = 0  # MLflow calls refused on replay, kept in its log/ folder (tracking/spool.py)
+    folder: Path | None = None
 
 
 @dataclass
@@ -66,7 +69,7 @@ def duration(seconds: float | None) -> str:
 
 def stage_view(name: str, folder: Path, now: float) -> StageView:
     """A stage's numbers from its folder (nothing there yet: an empty row)."""
-    view = StageView(name)
+    view = StageView(name, folder=folder, dead_letters=dead_letter_count(layout.log_dir(folder)))
     progress = read_json(folder / PROGRESS, None)
     if progress:
         view.step, view.total = progress["step"], progress["total"]
@@ -119,6 +122,10 @@ def render(view: RunView) -> RenderableType:
         evals = ", ".join(f"{k}: {_fmt(s.before.get(k))} → {_fmt(s.after.get(k))}" for k in sorted({*s.before, *s.after})) or "-"
         table.add_row(s.name, step + (" (stopped)" if s.stopped else ""), reward, evals, duration(s.elapsed_s), duration(s.eta_s))
     parts: list[RenderableType] = [header, table]
+    for s in view.stages:
+        if s.dead_letters and s.folder is not None:
+            parts.append(Text(f"{s.name}: MLflow refused {s.dead_letters} kept call(s): "
+                              f"{layout.log_dir(s.folder) / DEAD_LETTER}", style="bold yellow"))
     if view.now:
         parts.append(Text(f"now: {view.now}", style="bold"))
     parts += [Text(e, style="red") for e in view.events[-5:]]

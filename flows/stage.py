@@ -317,6 +317,9 @@ def close_stage(
         "eval_at_start": at_start,
         "usage": Ledger(experiment_dir(config), total_steps).totals(),  # empty where no step counts it
     }
+    if refused := tracking.dead_letter_count(layout.log_dir(experiment_dir(config))):  # never dropped silently
+        summary["mlflow_dead_letter"] = {"calls": refused,
+                                         "file": str(layout.log_dir(experiment_dir(config)) / tracking.DEAD_LETTER)}
     write_json_atomic(experiment_dir(config) / layout.SUMMARY, summary)
     return summary
 

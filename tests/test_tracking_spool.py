@@ -71,3 +71,40 @@ def test_a_run_that_ends_while_the_server_is_down_finishes_its_parent_on_replay(
         assert not spool.exists()
     finally:
         server.stop()
+
+
+def test_a_kept_call_mlflow_refuses_on_replay_goes_to_the_dead_letter_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kept while the server was down, refused when it answers again (the run they name is gone): each such call is
+    kept with its error, its artifact beside it, the replay goes on with the rest, and rft watch names the file."""
+    from cli.watch import RunView, stage_view
+    from tests.test_watch import screen
+
+    monkeypatch.setattr(tracking.spool, "PROBE_EVERY_S", 0.0)
+    server = MlflowServer(tmp_path)
+    server.start()
+    try:
+        config = load_recipe("smoke").with_overrides(
+            {"checkpoint_root_dir": str(tmp_path / "ckpt"), "name": "refused", "monitor.tracking_uri": server.uri}
+        )
+        run = tracking.start_run(config, "flow-1")
+        server.stop()
+        table = tmp_path / "rows.json"
+        table.write_text("[]")
+        client = client_for(config)
+        client.log_metric("no-such-run", "train/loss", 0.1, step=1)  # a run that will not exist
+        client.log_artifact("no-such-run", str(table), "tables")
+        tracking.log_metrics(config, run["run_id"], {"train/loss": 0.5}, step=1)  # a good one after them
+        server.start()
+        assert client.flush() == 3
+        log = config.experiment_dir / "log"
+        dead = [json.loads(line) for line in (log / tracking.DEAD_LETTER).read_text().splitlines()]
+        assert [d["call"] for d in dead] == ["log_metric", "log_artifact"] and all(d["error"] for d in dead)
+        assert Path(dead[1]["args"][1]).read_text() == "[]" and "mlflow_dead_letter" in dead[1]["args"][1]
+        assert [m.value for m in MlflowClient(server.store).get_metric_history(run["run_id"], "train/loss")] == [0.5]
+        assert tracking.dead_letter_count(log) == 2
+        text = screen(RunView("refused", "RUNNING", 1.0, [stage_view("grpo", config.experiment_dir, time.time())]))
+        assert "MLflow refused 2 kept call(s)" in text and tracking.DEAD_LETTER in text
+    finally:
+        server.stop()

@@ -30,7 +30,7 @@ from schemas import ExperimentConfig
 from tracking.base import Monitor, NoMonitor, Run
 from tracking.mlflow_monitor import EXPERIMENT_TAG, GROUP_TAG, PARENT_TAG, ROLE_TAG, MlflowMonitor
 from tracking.restarts import count_restart, restart_counts
-from tracking.spool import SPOOL
+from tracking.spool import DEAD_LETTER, SPOOL, dead_letter_count
 from tracking.store import tracking_uri, tracking_uri_and_source
 from tracking.tensorboard_monitor import TensorBoardMonitor
 from tracking.wandb_monitor import WandbMonitor
@@ -111,7 +111,8 @@ def fail_open_run(config: ExperimentConfig, role: str = "main") -> None:
 
 
 __all__ = [
-    "EXPERIMENT_TAG", "GROUP_TAG", "MONITORS", "PARENT_TAG", "ROLE_TAG", "SPOOL", "Monitor", "Run", "count_restart",
+    "DEAD_LETTER", "EXPERIMENT_TAG", "GROUP_TAG", "MONITORS", "PARENT_TAG", "ROLE_TAG", "SPOOL", "Monitor", "Run",
+    "count_restart", "dead_letter_count",
     "curve_rows", "fail_open_run", "finish_run", "log_checkpoint", "log_comparison", "log_eval_table", "log_metrics",
     "log_reward_curve", "monitor_for", "promote_model", "register_model", "restart_counts", "run_markdown", "start_run",
     "tag_remote_model", "tracking_uri", "tracking_uri_and_source",

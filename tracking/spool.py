@@ -28,6 +28,16 @@ from schemas.secrets import redact, without_credentials
 from tracking.nesting import settle_parent
 
 SPOOL = "mlflow_spool.jsonl"  # in the experiment's log/ folder; artifacts are copied into mlflow_spool/
+# Beside it: the kept calls MLflow refused on replay for a reason that is not an outage (a deleted run, a value it
+# rejects), each with its error; their artifacts are moved into mlflow_dead_letter/. Never dropped silently: the
+# run's summary and `rft watch` name the file.
+DEAD_LETTER = "mlflow_dead_letter.jsonl"
+
+
+def dead_letter_count(log_dir: Path) -> int:
+    """How many MLflow calls of an experiment were refused on replay (its log/ folder's dead-letter file)."""
+    path = log_dir / DEAD_LETTER
+    return len(path.read_text().splitlines()) if path.is_file() else 0
 PROBE_EVERY_S = 5.0  # while the server is down, writes go straight to the spool; its /health is asked this often
 
 # Writes made of several requests, kept and replayed as one step: {name: fn(MlflowClient, *args)}.
@@ -153,12 +163,28 @@ class TrackingClient:
                     self._went_down(err)
                     self.spool.write_text("".join(rest + "\n" for rest in lines[i:]))
                     return -1
-                warn(f"a kept MLflow call ({call['call']}) failed and is dropped: {type(err).__name__}: {err}")
+                self._dead_letter(call, err)
         self.spool.unlink()
         shutil.rmtree(self.spool.parent / "mlflow_spool", ignore_errors=True)
         _down_since.pop(self.uri, None)
         warn(f"MLflow at {redact(self.uri)} answers again: {len(lines)} kept call(s) logged")
         return len(lines)
+
+
+    def _dead_letter(self, call: dict[str, Any], err: BaseException) -> None:
+        """A kept call MLflow refused (not an outage): into the dead-letter file with its error, its artifact moved
+        out of the spool's folder (removed after a replay), a warning naming the file."""
+        dead = self.spool.parent / DEAD_LETTER
+        if call["call"] == "log_artifact" and call["args"][1:]:
+            source = Path(_decode(call["args"][1]))
+            if source.is_file():
+                kept = self.spool.parent / "mlflow_dead_letter" / source.parent.name / source.name
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(source, kept)
+                call = {**call, "args": [call["args"][0], str(kept), *call["args"][2:]]}
+        with dead.open("a") as fh:
+            fh.write(json.dumps({**call, "error": f"{type(err).__name__}: {redact(str(err))}"}) + "\n")
+        warn(f"MLflow refused a kept call ({call['call']}: {type(err).__name__}); it is kept in {dead}")
 
 
 def _encode(value: Any) -> Any:
