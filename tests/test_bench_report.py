@@ -200,3 +200,16 @@ def test_a_grid_whose_trl_cannot_run_is_written_whole_with_the_reason(tmp_path: 
     doc.write_text(f"{BEGIN}\n{END}\n")
     assert render(out, doc).returncode == 0
     assert "not measured: TRL is not installed" in doc.read_text()
+
+
+def test_the_committed_speed_section_is_what_the_committed_json_renders() -> None:
+    """docs/speed.md's section between the markers is benchmarks/report.py's rendering of the committed
+    benchmarks/measured/grpo_step.json, exactly: no number there was typed by hand or left from an older run."""
+    import report
+
+    doc, source = ROOT / "docs" / "speed.md", ROOT / "benchmarks" / "measured" / "grpo_step.json"
+    data = json.loads(source.read_text())
+    plot = source.with_suffix(".png")
+    section = report.render(data, report.link(source, doc), report.link(plot, doc) if plot.exists() else None)
+    committed = doc.read_text().partition(BEGIN)[2].partition(END)[0]
+    assert committed.strip() == section.strip()
