@@ -31,10 +31,15 @@ def start_timeout_s() -> float:
 
 
 def free_gpus_per_node() -> list[float]:
-    """GPUs each alive node of the joined cluster has free now, largest first."""
-    from ray._private.state import available_resources_per_node
+    """GPUs each alive node of the joined cluster has free now, largest first. Through Ray Client (ray://) Ray's
+    per-node view is not served: each node's total stands in, and Ray's own wait (bounded) decides."""
+    try:
+        from ray._private.state import available_resources_per_node
 
-    return sorted((float(r.get("GPU", 0.0)) for r in available_resources_per_node().values()), reverse=True)
+        free = available_resources_per_node().values()
+    except Exception:  # noqa: BLE001  a Ray Client driver
+        return total_gpus_per_node()
+    return sorted((float(r.get("GPU", 0.0)) for r in free), reverse=True)
 
 
 def total_gpus_per_node() -> list[float]:
