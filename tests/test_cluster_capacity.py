@@ -34,6 +34,7 @@ def fake_gpus(request: pytest.FixtureRequest) -> Iterator[object]:
     for gpus in nodes[1:]:
         cluster.add_node(num_cpus=max(4, gpus), num_gpus=gpus)
     cluster.wait_for_nodes()
+    ray.shutdown()  # an earlier module's driver connection in this worker: this test joins its own cluster
     ray.init(address=cluster.address, namespace="rft", log_to_driver=False)
     try:
         yield cluster
@@ -179,6 +180,7 @@ def two_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tupl
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "resources": {"head": 1}})
     cluster.add_node(num_cpus=2, resources={"node2": 1})
     cluster.wait_for_nodes()
+    ray.shutdown()  # an earlier module's driver connection in this worker: this test joins its own cluster
     ray.init(address=cluster.address, namespace="rft", log_to_driver=False)
     try:
         yield cluster, driver_cache, node_cache

@@ -40,6 +40,7 @@ def one_gpu_policy(tmp_path: Path, tiny_model_path: str, monkeypatch: pytest.Mon
         "synchronizer.sync_method": "memory",
     })
     policy = policy_for(config)
+    ray.shutdown()  # an earlier module's driver connection in this worker: the policy joins this cluster
     policy.connect()
     try:
         model_dir = str(resolve_model_path(config.model.model_path))
