@@ -74,3 +74,6 @@ def test_the_engine_sleeps_while_the_trainer_steps_on_the_shared_gpu(one_gpu_pol
     [[sample]] = engine.generate([[1, 9690, 198, 33]], SamplingSettings(n=1, temperature=0.0, max_tokens=4))
     assert sample.response_token_ids  # a sampling call wakes it too
     assert (engine.info()["sleeps"], engine.info()["wakes"]) == (2, 2)
+    policy._engines_sleep()  # a log-prob pass, then the step: asleep twice, never woken in between
+    policy._engines_sleep()
+    assert (engine.info()["sleeps"], engine.info()["wakes"], engine.info()["asleep"]) == (4, 2, True)

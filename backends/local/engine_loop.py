@@ -34,7 +34,8 @@ class EngineLoop:
         self._error: BaseException | None = None
         # On the loop thread before each command: the engine wakes from the sleep it was put to while the trainer
         # stepped (mode colocate), whatever the command (a sampling call, the OpenAI server's, a weight load).
-        self.before_command: Callable[[], None] | None = None
+        # It gets the command, so that a command which needs the engine asleep can be told apart.
+        self.before_command: Callable[[Callable[[], Any]], None] | None = None
         self._thread = threading.Thread(target=self._run, name="vllm-engine-loop", daemon=True)
         self._thread.start()
 
@@ -96,7 +97,7 @@ class EngineLoop:
             fn, sink, done = command
             try:
                 if self.before_command is not None:
-                    self.before_command()
+                    self.before_command(fn)
                 result = fn()
                 if sink is not None:
                     for rid in result:

@@ -278,17 +278,19 @@ class VLLMEngine(RolloutEngine):
     def sleep(self) -> None:
         """The trainer steps next on this engine's device: free it (vLLM's level 1). The engine wakes before its next
         command, whoever sends it (backends.local.engine_loop)."""
-        def sleep() -> None:
-            if self._frees_memory_asleep and not self.asleep:
-                self.llm.sleep(level=1)
-            self.asleep = True
-            self.sleeps += 1
+        self._on_engine(self._sleep_now)
 
-        self._on_engine(sleep)
+    def _sleep_now(self) -> None:
+        """On the loop thread; asleep already (a log-prob pass, then the step): nothing more to free."""
+        if self._frees_memory_asleep and not self.asleep:
+            self.llm.sleep(level=1)
+        self.asleep = True
+        self.sleeps += 1
 
-    def _wake(self) -> None:
-        """On the loop thread, before any command: back from sleep, the weights and KV cache on the device again."""
-        if self.asleep:
+    def _wake(self, command: Any) -> None:
+        """On the loop thread, before any command but a sleep: back from sleep, the weights and KV cache on the device
+        again."""
+        if self.asleep and command != self._sleep_now:
             if self._frees_memory_asleep:
                 self.llm.wake_up()
             self.asleep = False
