@@ -90,6 +90,10 @@ def _critic(r: Resolver) -> None:
 
 
 # ----------------------------------------------------------------------------- mode
+# Why sync_method memory cannot cross GPUs (validation here, and the pre-flight once the GPUs are counted).
+MEMORY_SYNC_ON_GPUS = ("'memory' on GPUs pushes over CUDA IPC, which needs each engine on the trainer's own GPU; "
+                       "{where} the engines and the trainer each have their own: use nccl (the default on GPUs), "
+                       "checkpoint, or mode 'colocate' on one GPU")
 COLOCATE_ON_GPUS = ("on GPUs, colocate shares one GPU between one vLLM engine (tensor_parallel_size 1, vLLM's "
                     "sleep mode while the trainer steps) and the torch trainer")
 # The engine's share of a GPU it shares with the trainer, unless explorer.rollout_model.gpu_memory_utilization is set:
@@ -294,10 +298,8 @@ def _synchronizer(r: Resolver) -> None:
                          f"default 'nccl' impossible: {reason}")
     if s.sync_method == "memory":
         if c.cluster.gpu_per_node and c.mode != "colocate":
-            r.error("synchronizer.sync_method", f"'memory' on GPUs pushes over CUDA IPC, which needs each engine on the "
-                                                f"trainer's own GPU; with cluster.gpu_per_node {c.cluster.gpu_per_node} "
-                                                "the engines and the trainer each have their own: use nccl (the default "
-                                                "on GPUs), checkpoint, or mode 'colocate' on one GPU")
+            r.error("synchronizer.sync_method",
+                    MEMORY_SYNC_ON_GPUS.format(where=f"with cluster.gpu_per_node {c.cluster.gpu_per_node}"))
         if c.cluster.node_num is not None and c.cluster.node_num > 1:
             r.error("synchronizer.sync_method",
                     f"'memory' writes weights into the engines' local folder; it needs cluster.node_num 1 "

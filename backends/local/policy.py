@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from backends.schedule import Schedule
 from backends.weights import WeightsHandle
 from checkpointing import layout
 from checkpointing.models import origin_id, resolve_model_path
+from schemas.rules import MEMORY_SYNC_ON_GPUS
 
 logger = logging.getLogger(__name__)
 
@@ -171,9 +173,8 @@ class LocalPolicy(Policy):
                 "tensor_parallel_size, or add GPUs"
             )
         if gpus and capacity.gpus_compute() and not plan.shares_gpu and Schedule.of(config).method == "memory":
-            raise ConfigError("synchronizer.sync_method", f"'memory' on GPUs pushes over CUDA IPC, which needs each "
-                              f"engine on the trainer's own GPU; the Ray cluster has {gpus} GPU(s) and the engines and "
-                              "the trainer each take their own: use nccl (the default on GPUs) or checkpoint")
+            raise ConfigError("synchronizer.sync_method",
+                              MEMORY_SYNC_ON_GPUS.format(where=f"the Ray cluster has {gpus} GPU(s) and"))
         if gpus and ray_cluster.is_connected():  # each engine on one node, the torch trainer's GPU beside them
             per_node = capacity.total_gpus_per_node()
             rollout = config.explorer.rollout_model
@@ -181,7 +182,7 @@ class LocalPolicy(Policy):
                 raise ConfigError("explorer.rollout_model.tensor_parallel_size", f"{rollout.engine_num} engine(s) of "
                                   f"{plan.engine_gpus} GPU(s) each do not fit the Ray cluster's {capacity.describe(per_node, per_node)}")
             engines = rollout_gpus(config) if Schedule.of(config).explores and not plan.shares_gpu else 0
-            if plan.trainer_actor_gpus and not capacity.fits(1, int(engines + plan.trainer_actor_gpus + 0.5), per_node):
+            if plan.trainer_actor_gpus and not capacity.fits(1, math.ceil(engines + plan.trainer_actor_gpus), per_node):
                 raise ConfigError("explorer.rollout_model.engine_num", f"the engines' {engines} GPU(s) and the "
                                   f"{config.trainer.trainer_type} trainer's {plan.trainer_actor_gpus} do not fit the Ray "
                                   f"cluster's {sum(per_node):g}")

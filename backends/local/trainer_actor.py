@@ -126,11 +126,8 @@ def start_trainer_actor(name: str, config: ExperimentConfig, model_dir: str, tot
 
     `plan` (backends.local.policy.ResourcePlan): the trainer actor asks Ray for the devices itself, or
     (veRL) for none, its worker processes holding them."""
-    try:
-        ray_cluster.get_actor(name)
+    if ray_cluster.has_actor(name):
         return
-    except LookupError:
-        pass
     capacity.require_gpus("cluster.gpu_per_node", f"the {config.trainer.trainer_type} trainer", plan.trainer_actor_gpus, 1)
     actor = ray.remote(TrainerActor).options(
         name=name,
