@@ -12,7 +12,6 @@ it believes in; nothing here touches a device.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,9 +92,7 @@ def test_verl_workers_are_placed_after_the_engines(fake_gpus: object, engines: i
     total = int(ray.cluster_resources()["GPU"])
     layout = placement.worker_layout(total - engines, capacity.free_gpus_per_node())
     assert len(set(layout)) == 1  # veRL reads the first entry as every group's size
-    started = time.monotonic()
-    pool = placement.ready_pool(layout)
-    assert time.monotonic() - started < placement.placement_timeout_s()
+    pool = placement.ready_pool(layout)  # it raises past placement_timeout_s(): returning is being ready within it
     group = _worker_group_class()(resource_pool=pool, ray_cls_with_init=RayClassWithInitArgs(cls=ray.remote(Probe)),
                                   device_name="cuda")  # the trainer's veRL worker group
     seen = group.where()
@@ -124,6 +121,7 @@ def test_verl_refuses_groups_of_unequal_size(fake_gpus: object) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(120)  # on the old main it waited for the GPU forever
 @pytest.mark.parametrize("fake_gpus", [(1,)], indirect=True)
 def test_a_trainer_gpu_the_engines_took_is_refused_not_waited_for(fake_gpus: object) -> None:
     import ray
@@ -134,10 +132,8 @@ def test_a_trainer_gpu_the_engines_took_is_refused_not_waited_for(fake_gpus: obj
 
     holders = _hold(1, 1)  # the one engine holds the one GPU (kept: a dropped handle ends the actor)
     plan = ResourcePlan(engine_gpus=1, engine_threads=1, trainer_gpus=1, trainer_cpus=0.0, trainer_threads=1)
-    started = time.monotonic()
     with pytest.raises(ConfigError, match=r"cluster.gpu_per_node: the torch trainer ask\(s\) for 1 × 1 GPU.*0 of 1"):
         start_trainer_actor("capacity-trainer", load_recipe("smoke"), "unused", 1, plan)
-    assert time.monotonic() - started < 30
     assert ray.get([h.ready.remote() for h in holders])  # the engines go on
 
 
@@ -152,16 +148,15 @@ def test_an_engine_wider_than_any_node_is_refused(fake_gpus: object) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(120)  # the placement's own bound is 3 s here
 @pytest.mark.parametrize("fake_gpus", [(4,)], indirect=True)
 def test_a_placement_that_cannot_complete_ends_within_its_bound(fake_gpus: object, monkeypatch: pytest.MonkeyPatch) -> None:
     import ray
 
     monkeypatch.setenv("RFT_PLACEMENT_TIMEOUT_S", "3")
     holders = _hold(1, 2)  # two GPUs left on the node
-    started = time.monotonic()
     with pytest.raises(TimeoutError, match=r"3 GPUs, one group per node.*RFT_PLACEMENT_TIMEOUT_S.*2 of 4"):
         placement.ready_pool([3])
-    assert time.monotonic() - started < 30
     assert not [g for g in ray.util.placement_group_table().values() if g["state"] != "REMOVED"]  # none left waiting
     assert ray.get([h.ready.remote() for h in holders])
 
