@@ -1,12 +1,14 @@
 """benchmarks/report.py on a small grid built with benchmarks/grpo_step.py's own summary functions (no flow, no
-TRL): the section it writes into a page holds only numbers the JSON holds, replaces only what lies between the
-markers, and a second rendering changes nothing. Pure python and matplotlib: no Prefect, Ray or model."""
+TRL): the section it writes into a page holds only numbers the JSON holds (or the means of the per-step times it
+holds, and the speed-ups by them), replaces only what lies between the markers, and a second rendering changes
+nothing. Pure python and matplotlib: no Prefect, Ray or model."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import grpo_step  # noqa: E402
-from report import BEGIN, END  # noqa: E402
+from report import BEGIN, END, number  # noqa: E402
 
 # A number standing alone (not inside a word such as offset0 or a commit hash e422515).
 NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
@@ -72,9 +74,24 @@ def leaves(value: object) -> tuple[list[float], set[str]]:
     return numbers, words
 
 
+def means(report: dict) -> list[float]:
+    """What the section may derive from the JSON: each side's mean of its measured steps (the warm-up left out), and
+    each of our sides' speed-up by mean over the TRL configuration with the lowest mean."""
+    found = []
+    for shape in report["shapes"]:
+        mean = {name: statistics.mean(side["step_walls_s"][report["warmup_steps"]:])
+                for name, side in shape["sides"].items() if "seconds_per_step" in side and "step_walls_s" in side}
+        trl = min((value for name, value in mean.items() if name.startswith("trl-")), default=None)
+        found += list(mean.values())
+        found += [trl / value for name, value in mean.items() if trl and not name.startswith("trl-")]
+    return found
+
+
 def foreign_numbers(section: str, report: dict) -> list[str]:
-    """Numbers in the section that are neither a JSON number, rounded as printed, nor written in a JSON string."""
+    """Numbers in the section that are neither a JSON number (or a mean of its per-step times, or a speed-up by those
+    means), rounded as printed, nor written in a JSON string."""
     numbers, words = leaves(report)
+    numbers += means(report)
     def held(token: str) -> bool:
         decimals = len(token.partition(".")[2])
         return token in words or any(abs(v - float(token)) <= 0.5 * 10**-decimals + 1e-9 for v in numbers)
@@ -110,8 +127,9 @@ def test_the_section_holds_the_json_numbers_and_no_others(page: tuple[Path, Path
     assert not foreign_numbers(section, report), foreign_numbers(section, report)
     assert "not yet run" not in section
     # 1x128 in turns: median 20.2 of [20.2, 13.49, 21.44] (the warm-up 15.24 left out), 8 samples / 20.2 s; TRL the reference
-    assert "| 20.2 [13.5–21.4] | 0.396 | 0.297 | 1.16× |" in section
-    assert "| 23.4 [22.9–25.0] | 0.342 | 0.342 | reference |" in section
+    # its mean 18.4 = (20.2 + 13.49 + 21.44) / 3; by mean TRL's (23.41 + 22.87 + 24.96) / 3 = 23.7 over it, 1.29×
+    assert "| 20.2 [13.5–21.4] | 18.4 | 0.396 | 0.297 | 1.16× | 1.29× |" in section
+    assert "| 23.4 [22.9–25.0] | 23.7 | 0.342 | 0.342 | reference | reference |" in section
     assert "not measured: ValueError: vLLM's CPU worker refused external_launcher" in section
     assert "| 1x128 | ours, in turns, sync every step (`offset0-interval1`) | 0.612 | 0.231 | 0.041 | 0.000 | 0.115 |" in section
     assert "](../measured/grpo_step.json)" in section and "](../measured/grpo_step.png)" in section
@@ -213,3 +231,50 @@ def test_the_committed_speed_section_is_what_the_committed_json_renders() -> Non
     section = report.render(data, report.link(source, doc), report.link(plot, doc) if plot.exists() else None)
     committed = doc.read_text().partition(BEGIN)[2].partition(END)[0]
     assert committed.strip() == section.strip()
+
+
+def rows(section: str) -> dict[tuple[str, str], list[str]]:
+    """The speed table's measured rows: (shape, side's label) -> the cells after them."""
+    found = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 8 and "[" in cells[2]:
+            found[(cells[0], cells[1])] = cells[2:]
+    return found
+
+
+def test_the_mean_column_is_the_mean_of_the_measured_steps_and_the_ratio_by_mean_is_right() -> None:
+    """Each measured side's mean is the mean of its step walls less the warm-up, and our speed-up by mean is the
+    lowest TRL mean over ours: here TRL's colocate side is slower by median (30 s) and faster by mean (20.3 s) than
+    `generate` (23.4 and 23.7 s), so each statistic has its own reference. A side without per-step times reads "–"
+    and the caption names it."""
+    import report as report_py
+
+    data = grid()
+    first = data["shapes"][0]
+    colocate_side = grpo_step.summarise([40.0, 30.0, 30.0, 1.0], 8, 8)
+    first["sides"]["trl-vllm-colocate"] = {"config": "vllm-colocate", **colocate_side}
+    first.update(grpo_step.compare(first["sides"]))
+    del data["shapes"][1]["sides"]["offset1-interval1"]["step_walls_s"]
+    section = report_py.render(data, "grpo_step.json", None)
+    table = rows(section)
+    assert not foreign_numbers(section, data), foreign_numbers(section, data)
+
+    label = {name: report_py.side_label(name, data) for name in first["sides"]}
+    ours, generate, colocate = (table[("1x128", label[n])] for n in ("offset0-interval1", "trl-transformers-generate",
+                                                                       "trl-vllm-colocate"))
+    ours_mean, colocate_mean = statistics.mean([20.2, 13.49, 21.44]), statistics.mean([30.0, 30.0, 1.0])
+    assert ours[1] == "18.4" == number(ours_mean) and colocate[1] == "20.3" == number(colocate_mean)
+    # by median 23.41 / 20.2 over generate; by mean 20.33 / 18.38 over colocate
+    assert ours[4:] == ["1.16×", "1.11×"] and number(colocate_mean / ours_mean) == "1.11"
+    assert generate[4:] == ["reference", "–"] and colocate[4:] == ["–", "reference"]
+    for shape in data["shapes"]:
+        for name, side in shape["sides"].items():
+            if "step_walls_s" in side and "seconds_per_step" in side:
+                cells = table[(shape["shape"], report_py.side_label(name, data))]
+                assert cells[1] == number(statistics.mean(side["step_walls_s"][1:])), (shape["shape"], name, cells)
+
+    lacking = table[("4x512", report_py.side_label("offset1-interval1", data))]
+    assert lacking[1] == "–" and lacking[4] != "–" and lacking[5] == "–"
+    assert "no per-step times for 4x512 offset1-interval1" in section
+    assert "no per-step times" not in report_py.render(grid(), "grpo_step.json", None)
