@@ -1,6 +1,6 @@
-"""The one schedule of explorer and trainer, from `synchronizer` and `mode`: what a stage runs, whether
-its two sides take turns or overlap, which weights version each explore step samples with, when the
-trainer publishes, and when either side waits for the other. Flows (flows/rl.py, explorer.py,
+"""The one schedule of explorer and trainer, from `synchronizer` and the stage's kind (schemas/stage_kind.py):
+what a stage runs, whether its two sides take turns or overlap, which weights version each explore step
+samples with, when the trainer publishes, and when either side waits for the other. Flows (flows/rl.py, explorer.py,
 trainer.py) and the backends (a policy's resource plan and weight transport) ask it; nothing else
 reads sync_style, sync_interval or sync_offset, and no backend reads `synchronizer` or `mode` itself.
 
@@ -23,19 +23,14 @@ lets the explorer go on with the weights it has, so its sides overlap, whatever 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from schemas.algorithm_registry import ALGORITHM_PRESETS
+from schemas.stage_kind import BOTH, Side, stage_kind
 from schemas.synchronizer import takes_turns
 
 if TYPE_CHECKING:
     from schemas import ExperimentConfig
 
-Side = Literal["explorer", "trainer"]
-BOTH: tuple[Side, ...] = ("explorer", "trainer")
-# The sides of the experiment each mode runs in its process (what it locks, starts and releases).
-SIDES: dict[str, tuple[Side, ...]] = {"both": BOTH, "colocate": BOTH, "explore": ("explorer",), "train": ("trainer",),
-                                      "bench": ("explorer",), "serve": ("explorer",)}
 STYLES = ("fixed", "explorer_driven", "trainer_driven")
 
 
@@ -57,15 +52,11 @@ class Schedule:
 
     @classmethod
     def of(cls, config: ExperimentConfig) -> Schedule:
-        sync, algorithm = config.synchronizer, config.algorithm
-        sides = SIDES.get(config.mode, BOTH)
-        from_dataset = not ALGORITHM_PRESETS[algorithm.algorithm_type].needs_rollout  # sft, dpo
-        if config.mode == "train" and from_dataset and config.buffer.explorer_input.eval_tasksets:
-            sides = BOTH  # the SFT (DPO) stage evaluates on engines of its own
-        exchanges = config.mode in ("both", "colocate", "explore", "train") and not from_dataset
-        return cls(style=sync.sync_style, interval=sync.sync_interval, offset=sync.sync_offset, sides=sides,
-                   exchanges=exchanges, max_staleness=(algorithm.sample_strategy_args or {}).get("max_staleness"),
-                   method=sync.sync_method, timeout_s=float(sync.sync_timeout), shares_devices=config.mode == "colocate")
+        sync, kind = config.synchronizer, stage_kind(config)
+        return cls(style=sync.sync_style, interval=sync.sync_interval, offset=sync.sync_offset, sides=kind.sides,
+                   exchanges=kind.exchanges_weights,
+                   max_staleness=(config.algorithm.sample_strategy_args or {}).get("max_staleness"),
+                   method=sync.sync_method, timeout_s=float(sync.sync_timeout), shares_devices=kind.shares_devices)
 
     # -- what runs, and how ----------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from checkpointing import layout
 from checkpointing.layout import experiment_dir
 from checkpointing.records import read_json
 from schemas import ExperimentConfig
-from schemas.resolver import TRAINING_MODES
+from schemas.stage_kind import stage_kind
 from tasks.dpo import evaluate_pairs
 from tasks.evaluate import comparison_rows, evaluate_taskset
 
@@ -40,7 +40,7 @@ def evaluate(config: ExperimentConfig, step: int, only: list[str] | None = None)
 
 def scores_pairs(config: ExperimentConfig) -> bool:
     """Whether an evaluation scores `buffer.trainer_input.eval_pairs` too: only a run that trains has the trainer."""
-    return config.buffer.trainer_input.eval_pairs is not None and config.mode in TRAINING_MODES
+    return config.buffer.trainer_input.eval_pairs is not None and stage_kind(config).trains
 
 
 def evaluated_names(config: ExperimentConfig) -> list[str]:

@@ -25,22 +25,21 @@ from flows.gate import gate
 from flows.rl import rl
 from flows.serve import serve
 from flows.sft_warmup import sft_warmup
-from flows.stage import TRACKING_ROLE
 from flows.trainer import train_stage
 from schemas import ExperimentConfig
-from schemas.algorithm_registry import ALGORITHM_PRESETS
-from schemas.resolver import TRAINING_MODES
+from schemas.stage_kind import SFT_FLOW, stage_kind
 from tasks.failures import report_config_errors_briefly
 from tasks.setup import check_requirements, check_secrets, connect, release
 
 StageFlow = Callable[[ExperimentConfig, str], dict[str, Any]]
 # The flow of each mode (a stage's model name: what a trained model is registered as). A `train` stage
-# of an algorithm that learns from a dataset (sft, dpo) runs the SFT flow (see `flow_for`).
+# of an algorithm that learns from a dataset (sft, dpo) runs the SFT flow: the row is its kind's `flow`
+# (schemas/stage_kind.py).
 MODE_FLOWS: dict[str, StageFlow] = {
     "both": rl,
     "colocate": rl,  # on CPU: the in-turns plan (validation holds it to sync_offset 0, fixed; schemas/rules.py)
     "train": train_stage,
-    "sft": sft_warmup,
+    SFT_FLOW: sft_warmup,
     "explore": explore_stage,
     "bench": lambda stage, _model_name: bench(stage),
     "serve": lambda stage, _model_name: serve(stage),
@@ -61,7 +60,7 @@ def _release(flow: Any, flow_run: Any, state: Any) -> None:
         release(stage, Schedule.of(stage).sides)
         if not state.is_completed():
             try:
-                tracking.fail_open_run(stage, role=TRACKING_ROLE.get(stage.mode, "main"))
+                tracking.fail_open_run(stage, role=stage_kind(stage).tracking_role)
             except Exception as err:  # noqa: BLE001 - the run's own failure is the message, not the hook's
                 logging.getLogger(__name__).warning("MLflow run of %s not marked failed: %s: %s", stage.name,
                                                     type(err).__name__, str(err).splitlines()[0] if str(err) else "")
@@ -110,7 +109,7 @@ def rft(
         if stopped := outcome[stage.name].get("stopped"):  # a budget: the stages after it wait for a resume
             return Completed(name="BudgetReached", message=f"{stage.name}: {stopped}", data=outcome)
     last = stages[-1]
-    if last.monitor.gate is not None and last.mode in TRAINING_MODES:
+    if last.monitor.gate is not None and stage_kind(last).trains:
         outcome["gate"] = gate(last, outcome[last.name], last.monitor.gate.registered_model or name)
     return outcome
 
@@ -121,8 +120,7 @@ def run_stage(stage: ExperimentConfig, model_name: str) -> dict[str, Any]:
 
 
 def flow_for(stage: ExperimentConfig) -> StageFlow:
-    from_dataset = stage.mode == "train" and not ALGORITHM_PRESETS[stage.algorithm.algorithm_type].needs_rollout
-    key = "sft" if from_dataset else stage.mode
+    key = stage_kind(stage).flow
     if key not in MODE_FLOWS:
         raise NotImplementedError(f"mode {stage.mode!r} has no flow (validation should have refused it)")
     return MODE_FLOWS[key]

@@ -30,6 +30,7 @@ from checkpointing import lock as run_lock
 from checkpointing.layout import experiment_dir
 from checkpointing.records import read_json, write_json_atomic
 from schemas import ExperimentConfig
+from schemas.stage_kind import stage_kind
 from tasks.checkpoint import restore_checkpoint, save_checkpoint
 from tasks.convert import convert_checkpoint
 from tasks.evaluate import comparison_markdown
@@ -38,9 +39,6 @@ from tasks.setup import prepare_model, release, start_rollout_engines, start_tra
 from tasks.tracking import start_mlflow_run
 from tracking.progress import StepProgress
 from tracking.usage import Ledger
-
-# The tracking run each mode logs to (its role; "main" otherwise): the rft flow's hooks mark it failed.
-TRACKING_ROLE = {"explore": "explorer", "bench": "bench", "serve": "serve"}
 
 
 @dataclass
@@ -83,7 +81,7 @@ def stage_session(
         try:
             stage.model_dir = prepare_model(config)
             if track:
-                stage.run = open_mlflow_run(config, TRACKING_ROLE.get(config.mode, "main"))
+                stage.run = open_mlflow_run(config, stage_kind(config).tracking_role)
             starting = []
             if schedule.explores and engines is not False:
                 starting.append(start_rollout_engines.submit(config, stage.model_dir))

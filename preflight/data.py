@@ -14,17 +14,18 @@ from preflight.errors import PreflightError
 from preflight.services import HF_HUB, hub_unreachable
 from schemas import ExperimentConfig, TasksetConfig
 from schemas.algorithm_registry import ALGORITHM_PRESETS
+from schemas.stage_kind import stage_kind
 
 
 def check_tasksets(config: ExperimentConfig) -> list[str]:
     """Every taskset and eval set: its file exists and every row parses with the keys its workflow reads
     (a malformed line is named file:line); hub datasets: the hub answers."""
-    explorer_input = config.buffer.explorer_input
+    explorer_input, kind = config.buffer.explorer_input, stage_kind(config)
     todo: list[tuple[str, TasksetConfig, list[str]]] = []
-    if explorer_input.taskset is not None and config.mode in ("both", "explore"):
+    if explorer_input.taskset is not None and kind.explores:
         workflow = explorer_input.taskset.default_workflow_type or explorer_input.default_workflow_type
         todo.append(("buffer.explorer_input.taskset", explorer_input.taskset, _workflow_keys(explorer_input.taskset, workflow)))
-    if config.mode in ("both", "explore", "bench"):
+    if kind.explores or kind.flow == "bench":  # the stages that evaluate on their engines
         for i, taskset in enumerate(explorer_input.eval_tasksets):
             workflow = (taskset.default_workflow_type or explorer_input.default_eval_workflow_type
                         or explorer_input.default_workflow_type)

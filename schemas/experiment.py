@@ -35,8 +35,8 @@ from schemas.model import ModelConfig
 from schemas.monitor import MonitorConfig
 from schemas.overrides import UnknownSettingError, check_path, set_path, strip_paths
 from schemas.paths import check_component, component_problem
-from schemas.resolver import TRAINING_MODES
 from schemas.rules import apply_rules
+from schemas.stage_kind import stage_kind
 from schemas.synchronizer import SynchronizerConfig
 from schemas.trainer import TRAINER_VARIANTS, TrainerConfig, VerlTrainerConfig
 from schemas.trinity.aliases import apply_aliases, expand_override
@@ -268,15 +268,15 @@ class ExperimentConfig(Section):
                 problems.extend(_prefixed(exc, f"stages.{i}", stage.stage_name))
                 continue
             configs.append(resolved)
-            chained = last_trained is not None and not names_own_model
-            if chained and resolved.mode in TRAINING_MODES and resolved.trainer.WEIGHTS != last_trained.trainer.WEIGHTS:
+            chained, trains = last_trained is not None and not names_own_model, stage_kind(resolved).trains
+            if chained and trains and resolved.trainer.WEIGHTS != last_trained.trainer.WEIGHTS:
                 problems.append((f"stages.{i}.trainer.trainer_type", (
                     f"[stage {stage.stage_name!r}] {resolved.trainer.trainer_type!r} cannot continue from stage "
                     f"{last_trained_name!r} ({last_trained.trainer.trainer_type!r}): a stage starts from the previous stage's "
                     f"weights only where they live ({last_trained.trainer.WEIGHTS} weights there, "
                     f"{resolved.trainer.WEIGHTS} here; a Tinker stage's stay on the Tinker server); give this stage "
                     "its own model.model_path, or use one kind of trainer for every training stage")))
-            if resolved.mode in TRAINING_MODES:
+            if trains:
                 last_trained, last_trained_name = resolved, stage.stage_name
         if problems:
             raise ConfigRuleError(problems)

@@ -14,7 +14,8 @@ from typing import Annotated, ClassVar, Literal, Union
 from pydantic import Field, model_validator
 
 from schemas.base import Section, Variant
-from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
+from schemas.resolver import Resolver
+from schemas.stage_kind import stage_kind
 from schemas.trinity.names import ENGINE_TYPE_ALIASES
 from schemas.wiring import Entry, honoured, refused, warned
 
@@ -168,10 +169,11 @@ class VllmModelConfig(InferenceBase):
             r.derive(self, "kv_cache_memory_gb", CPU_KV_CACHE_GB, "explorer.rollout_model.kv_cache_memory_gb",
                      "cluster.gpu_per_node is 0: vLLM's CPU build would reserve gpu_memory_utilization of the RAM")
         gpus, nodes = c.cluster.gpu_per_node, c.cluster.node_num
-        if gpus and nodes and c.mode in EXPLORING_MODES:
+        kind = stage_kind(c)
+        if gpus and nodes and kind.explores:
             rollout = sum(m.gpus() for m in (self, *c.explorer.auxiliary_models))
             total = gpus * nodes
-            if c.mode == "both" and rollout >= total:
+            if kind.trains and not kind.shares_devices and rollout >= total:  # both: the trainer needs GPUs of its own
                 r.error("explorer.rollout_model.engine_num",
                         f"engines need {rollout} GPUs (engine_num × tensor_parallel_size, plus auxiliary models) but "
                         f"cluster.node_num × cluster.gpu_per_node = {total} leaves none for the trainer in mode 'both'"
@@ -202,7 +204,7 @@ class TinkerSamplerConfig(InferenceBase):
     def check(self, r: Resolver) -> None:
         """It samples only what the Tinker trainer trains; it has no OpenAI endpoint (mode serve derives one)."""
         c = r.config
-        if c.trainer.WEIGHTS != self.WEIGHTS and c.mode in TRAINING_MODES:
+        if c.trainer.WEIGHTS != self.WEIGHTS and stage_kind(c).trains:
             r.error("explorer.rollout_model.engine_type",
                     f"'tinker' samples only weights trained by trainer_type 'tinker' (got {c.trainer.trainer_type!r})")
         if self.enable_openai_api:

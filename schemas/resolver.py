@@ -1,4 +1,4 @@
-"""The `Resolver` the cross-field rules write to, and the modes' sides; its own module so that every
+"""The `Resolver` the cross-field rules write to; its own module so that every
 rule — schemas/rules.py's and each backend settings class's `check` — writes through the same one."""
 
 from __future__ import annotations
@@ -11,9 +11,6 @@ from schemas.base import ConfigRuleError, set_unmarked
 
 if TYPE_CHECKING:
     from schemas.experiment import ExperimentConfig
-
-TRAINING_MODES = frozenset({"both", "train", "colocate"})
-EXPLORING_MODES = frozenset({"both", "explore", "colocate"})
 
 
 class Resolver:

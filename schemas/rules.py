@@ -31,9 +31,10 @@ from schemas.base import ADJUSTED, set_unmarked
 from schemas.buffer import FormatConfig, StorageConfig, TasksetConfig
 from schemas.data_processor import DATA_JUICER, OPERATOR_ARGS
 from schemas.generators import GENERATOR_ARGS, generator_name, same_held_out
-from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
+from schemas.resolver import Resolver
 from schemas.rewards import RewardArgsError, dapo_overlong_args, step_arg
 from schemas.secrets import is_loopback, redact, tinker_url_problem
+from schemas.stage_kind import stage_kind
 
 if TYPE_CHECKING:
     from schemas.experiment import ExperimentConfig
@@ -79,7 +80,7 @@ def _critic(r: Resolver) -> None:
     (`NO_CRITIC` of its settings class)."""
     c = r.config
     reason = type(c.trainer).NO_CRITIC
-    if reason is None or c.mode not in TRAINING_MODES or not needs_critic(c.algorithm):
+    if reason is None or not stage_kind(c).trains or not needs_critic(c.algorithm):
         return
     alg = c.algorithm
     preset = ALGORITHM_PRESETS[alg.algorithm_type]
@@ -104,7 +105,8 @@ COLOCATED_ENGINE_MEMORY = 0.45
 def _mode(r: Resolver) -> None:
     """Mode colocate: explorer and trainer share the devices, so they take turns (the in-turns plan of mode both)."""
     c = r.config
-    if c.mode == "colocate":
+    kind = stage_kind(c)
+    if kind.shares_devices:
         if c.cluster.gpu_per_node:
             rollout = c.explorer.rollout_model
             if c.trainer.DEVICES_IN_WORKERS:
@@ -122,7 +124,7 @@ def _mode(r: Resolver) -> None:
             r.error("synchronizer.sync_offset" if c.synchronizer.sync_offset else "synchronizer.sync_style",
                     "mode 'colocate' takes turns on shared devices: sync_style 'fixed' with sync_offset 0 (the sides "
                     "cannot overlap)")
-    if c.mode == "bench" and not c.buffer.explorer_input.eval_tasksets:
+    if kind.flow == "bench" and not c.buffer.explorer_input.eval_tasksets:
         r.error("buffer.explorer_input.eval_tasksets", "mode 'bench' evaluates checkpoints: give at least one eval taskset")
 
 
@@ -210,17 +212,18 @@ def _algorithm(r: Resolver) -> None:
     if alg.filter_groups.enable is None:
         r.derive(alg.filter_groups, "enable", preset.filter_groups, "algorithm.filter_groups.enable",
                  f"preset of algorithm_type {alg.algorithm_type!r}")
-    if alg.filter_groups.enable and alg.repeat_times < 2 and r.config.mode in EXPLORING_MODES:
+    kind = stage_kind(r.config)
+    if alg.filter_groups.enable and alg.repeat_times < 2 and kind.explores:
         r.error("algorithm.filter_groups.enable", "dynamic sampling keeps groups whose rewards differ; with "
                 f"repeat_times {alg.repeat_times} every group has one response and would be dropped (set ≥ 2)")
-    if alg.advantage_fn in GROUP_ADVANTAGE_FNS and alg.repeat_times < 2 and r.config.mode in EXPLORING_MODES:
+    if alg.advantage_fn in GROUP_ADVANTAGE_FNS and alg.repeat_times < 2 and kind.explores:
         r.error("algorithm.repeat_times",
                 f"advantage_fn {alg.advantage_fn!r} compares responses within a group; repeat_times must be ≥ 2 "
                 f"(got {alg.repeat_times})")
-    if alg.algorithm_type == "dpo" and r.config.mode != "train":
+    if alg.algorithm_type == "dpo" and not kind.from_dataset:  # dpo's preset has no rollout: mode train only
         r.error("mode", f"algorithm.algorithm_type 'dpo' learns from a preference dataset; mode must be 'train' "
                         f"(got {r.config.mode!r})")
-    elif is_preference_loss(alg.policy_loss_fn) and (preset.needs_rollout or r.config.mode != "train"):
+    elif is_preference_loss(alg.policy_loss_fn) and not kind.from_dataset:
         r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} learns from preference pairs of a dataset, not "
                 f"from rollouts: use it with mode 'train' and algorithm_type 'dpo' (got mode {r.config.mode!r}, "
                 f"algorithm_type {alg.algorithm_type!r})")
@@ -269,7 +272,8 @@ def _model(r: Resolver) -> None:
 def _synchronizer(r: Resolver) -> None:
     c = r.config
     s = c.synchronizer
-    if c.mode not in EXPLORING_MODES or c.mode not in TRAINING_MODES:
+    kind = stage_kind(c)
+    if not kind.together:
         if s.sync_method != "checkpoint":
             r.derive(s, "sync_method", "checkpoint", "synchronizer.sync_method",
                      f"mode {c.mode!r} runs explorer and trainer apart: weights move only through checkpoints"
@@ -297,7 +301,7 @@ def _synchronizer(r: Resolver) -> None:
                 r.derive(s, "sync_method", "memory" if memory else "checkpoint", "synchronizer.sync_method",
                          f"default 'nccl' impossible: {reason}")
     if s.sync_method == "memory":
-        if c.cluster.gpu_per_node and c.mode != "colocate":
+        if c.cluster.gpu_per_node and not kind.shares_devices:
             r.error("synchronizer.sync_method",
                     MEMORY_SYNC_ON_GPUS.format(where=f"with cluster.gpu_per_node {c.cluster.gpu_per_node}"))
         if c.cluster.node_num is not None and c.cluster.node_num > 1:
@@ -350,7 +354,7 @@ def _buffer(r: Resolver) -> None:
         else:
             r.derive(b, "train_batch_size", b.batch_size * alg.repeat_times, "buffer.train_batch_size",
                      f"buffer.batch_size ({b.batch_size}) × algorithm.repeat_times ({alg.repeat_times})")
-    elif c.mode in EXPLORING_MODES and alg.advantage_fn in GROUP_ADVANTAGE_FNS and b.train_batch_size % alg.repeat_times:
+    elif stage_kind(c).explores and alg.advantage_fn in GROUP_ADVANTAGE_FNS and b.train_batch_size % alg.repeat_times:
         r.error("buffer.train_batch_size",
                 f"{b.train_batch_size} is not a multiple of algorithm.repeat_times ({alg.repeat_times}): train "
                 f"batches must hold whole groups for advantage_fn {alg.advantage_fn!r}")
@@ -363,7 +367,7 @@ def _buffer(r: Resolver) -> None:
 def _explorer_input(r: Resolver) -> None:
     c = r.config
     ei = c.buffer.explorer_input
-    if c.mode in EXPLORING_MODES:
+    if stage_kind(c).explores:
         if ei.taskset is None:
             r.error("buffer.explorer_input.taskset", f"required in mode {c.mode!r}")
         elif not ei.taskset.path:
@@ -485,8 +489,9 @@ def _trainer_input(r: Resolver) -> None:
     ti = c.buffer.trainer_input
     path = "buffer.trainer_input.experience_buffer"
     eb = ti.experience_buffer
-    rl_train_side = c.mode == "train" and ALGORITHM_PRESETS[c.algorithm.algorithm_type].needs_rollout
-    if c.mode == "train" and not rl_train_side:
+    kind = stage_kind(c)
+    rl_train_side = kind.rl and not kind.explores  # mode train with an RL algorithm: the buffer an explore run fills
+    if kind.from_dataset:
         if eb is None or not eb.path:
             r.error(f"{path}.path" if eb is not None else path,
                     "required in mode 'train': the dataset (or stored experiences) to train on")
@@ -496,7 +501,7 @@ def _trainer_input(r: Resolver) -> None:
                      "mode 'train' with an RL algorithm trains on the experiment's buffer, filled by its explore run")
         if c.buffer.total_steps is None and c.buffer.explorer_input.taskset is None:
             r.error("buffer.total_steps", "required in mode 'train' without a taskset (the steps cannot be counted)")
-    elif c.mode in EXPLORING_MODES and c.mode in TRAINING_MODES:
+    elif kind.together:
         if eb is None:
             r.derive(ti, "experience_buffer", StorageConfig(name="experience_buffer", storage_type="queue"), path,
                      f"mode {c.mode!r} streams experiences from explorer to trainer through a queue")
@@ -508,7 +513,7 @@ def _trainer_input(r: Resolver) -> None:
         r.derive(eb, "name", "experience_buffer", f"{path}.name", "default name")
     if eb is not None and generator_name(eb.path):  # SFT rows made by a generator
         _generator_args(r, eb, path)
-    if eb is not None and c.mode == "train" and is_preference_loss(c.algorithm.policy_loss_fn):
+    if eb is not None and kind.from_dataset and is_preference_loss(c.algorithm.policy_loss_fn):
         _pair_columns(r, eb.format, f"{path}.format")
     if (pairs := ti.eval_pairs) is not None:  # held-out pairs, scored at each evaluation (tasks/dpo.py)
         if not pairs.name:
@@ -550,7 +555,7 @@ def _expert_rows(r: Resolver) -> None:
         if alg.policy_loss_fn not in MIX_LOSSES:
             r.error("algorithm.sample_strategy", f"'mix' adds expert rows, which only a mix loss trains on "
                     f"(algorithm.policy_loss_fn {' or '.join(MIX_LOSSES)}; got {alg.policy_loss_fn!r})")
-        if r.config.mode not in EXPLORING_MODES or r.config.mode not in TRAINING_MODES:
+        if not stage_kind(r.config).together:
             r.error("algorithm.sample_strategy", f"'mix' adds expert rows to the batches of RL experiences; mode "
                     f"must be 'both' (got {r.config.mode!r})")
     elif alg.policy_loss_fn in MIX_LOSSES:
@@ -626,7 +631,7 @@ def _explorer(r: Resolver) -> None:
     names = [aux.auxiliary_name() for aux in e.auxiliary_models if aux.model_path]
     if len(set(names)) != len(names):
         r.error("explorer.auxiliary_models", f"two auxiliary models share a name ({', '.join(names)}): set `name` on each")
-    if needs_teacher(c.algorithm) and c.mode in EXPLORING_MODES and not e.auxiliary_models:
+    if needs_teacher(c.algorithm) and stage_kind(c).explores and not e.auxiliary_models:
         r.error("explorer.auxiliary_models", f"algorithm.advantage_fn {c.algorithm.advantage_fn!r} learns from a "
                 "teacher's log-probs: list the teacher here (its model_path; the first auxiliary model is the teacher)")
     _openai_api(r)
@@ -637,7 +642,7 @@ def _openai_api(r: Resolver) -> None:
     c = r.config
     rollout = c.explorer.rollout_model
     path = "explorer.rollout_model"
-    if c.mode == "serve" and not rollout.enable_openai_api:
+    if stage_kind(c).flow == "serve" and not rollout.enable_openai_api:
         if rollout.is_set("enable_openai_api"):
             r.error(f"{path}.enable_openai_api", "mode 'serve' serves the endpoint: it cannot be false")
         else:
@@ -661,7 +666,7 @@ def _monitor(r: Resolver) -> None:
     mon = r.config.monitor
     if mon.experiment_name is None:
         r.derive(mon, "experiment_name", r.config.project, "monitor.experiment_name", "project")
-    if mon.gate is not None and r.config.mode in TRAINING_MODES:
+    if mon.gate is not None and stage_kind(r.config).trains:
         taskset = mon.gate.metric.split("/", 1)[0]
         names = [ts.name for ts in r.config.buffer.explorer_input.eval_tasksets]
         if taskset not in names:

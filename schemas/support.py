@@ -61,8 +61,8 @@ from algorithms.advantage.gae import needs_critic
 from schemas.algorithm_registry import ALGORITHM_PRESETS, BUILT, FUNCTION_REGISTRIES, KL_FNS
 from schemas.base import KEPT_REASONS, SECTIONS
 from schemas.explorer import ENGINE_VARIANTS
-from schemas.resolver import TRAINING_MODES
 from schemas.rewards import MATH_WORKFLOW_REWARD_FNS
+from schemas.stage_kind import stage_kind
 from schemas.trainer import TRAINER_VARIANTS, TrainerBase
 from schemas.trinity.workflows import CLASS_PATH, R3L, is_class_path, is_r3l
 from schemas.trinity.workflows import NOT_BUILT as TRINITY_WORKFLOWS_NOT_BUILT
@@ -74,10 +74,8 @@ if TYPE_CHECKING:
 
 # ----------------------------------------------------------------------------- conditions
 def _rl_mode(value: Any, config: ExperimentConfig) -> bool:
-    """The trainer reads experiences (mode both, or train with an RL algorithm), not a dataset. (An unknown
-    algorithm_type is an error of its own, schemas/rules.py: not a KeyError here.)"""
-    preset = ALGORITHM_PRESETS.get(config.algorithm.algorithm_type)
-    return config.mode == "both" or (config.mode == "train" and preset is not None and preset.needs_rollout)
+    """The trainer reads experiences (mode both or colocate, or train with an RL algorithm), not a dataset."""
+    return stage_kind(config).rl
 
 
 def _wandb_missing(value: Any, config: ExperimentConfig) -> bool:
@@ -151,7 +149,7 @@ RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite 
 NO_CRITIC = ("no critic is trained: only advantage_fn 'ppo' (GAE, the ppo preset) uses one; the setting has no "
              "effect")
 
-NO_BUDGET_CHECK = ("only a stage that trains (mode 'both' or 'train') keeps the usage ledger and stops at a budget; "
+NO_BUDGET_CHECK = ("only a stage that trains (mode 'both', 'colocate' or 'train') keeps the usage ledger and stops at a budget; "
                    "an 'explore' run stops when its trainer does, 'bench' and 'serve' run to the end")
 SFT_SAMPLES_NO_TOKENS = ("a stage that learns from a dataset (sft, dpo) samples no tokens: budget.max_tokens "
                          "(tokens sampled) never stops it; budget.max_wall_minutes does")
@@ -161,7 +159,7 @@ NO_GPUS_COUNTED = ("the run holds no GPUs (cluster.gpu_per_node 0, or a service 
 
 
 def _keeps_ledger(c: ExperimentConfig) -> bool:
-    return c.mode in ("both", "train")
+    return stage_kind(c).keeps_ledger  # colocate too: it runs flows/rl.py, which keeps it
 
 
 def _holds_no_gpus(c: ExperimentConfig) -> bool:
@@ -170,8 +168,7 @@ def _holds_no_gpus(c: ExperimentConfig) -> bool:
 
 def _learns_from_dataset(c: ExperimentConfig) -> bool:
     """A stage that learns from a dataset (sft, dpo), not from rollouts."""
-    preset = ALGORITHM_PRESETS.get(c.algorithm.algorithm_type)
-    return c.mode == "train" and preset is not None and not preset.needs_rollout
+    return stage_kind(c).from_dataset
 
 
 def _not_preference(value: Any, config: ExperimentConfig) -> bool:
@@ -538,8 +535,8 @@ SUPPORT[f"{_AUX}[].format.rejected_key"] = warned("not read: expert rows are a p
 # the entries of a DPO dataset's, less the RL-mode warnings (they are no experience buffer).
 _EP = "buffer.trainer_input.eval_pairs"
 SUPPORT[_EP] = honoured("tasks/dpo.py", "flows/evaluate.py").warn_if(
-    lambda v, c: v is not None and c.mode not in TRAINING_MODES,
-    "scored by the trainer, which only a run that trains holds (mode 'both' or 'train')")
+    lambda v, c: v is not None and not stage_kind(c).trains,
+    "scored by the trainer, which only a run that trains holds (mode 'both', 'colocate' or 'train')")
 SUPPORT |= {f"{_EP}{key.removeprefix(_EB)}": replace(entry, rules=tuple(r for r in entry.rules if r.when not in
                                                                           (_rl_mode, _not_preference)))
             for key, entry in SUPPORT.items() if key.startswith(f"{_EB}.")}
@@ -675,7 +672,9 @@ SUPPORT |= {f"algorithm.{fn}": honoured("algorithms/loss.py" if fn != "sample_st
             for fn in FUNCTION_REGISTRIES}
 SUPPORT["algorithm.advantage_fn"] = honoured("algorithms/advantage/__init__.py")
 SUPPORT["algorithm.kl_penalty_fn"] = honoured("algorithms/kl_penalty.py", "algorithms/kl.py", "algorithms/registry.py")
-SUPPORT["algorithm.algorithm_type"] = honoured("flows/rft.py", note="its preset fills the function fields")
+SUPPORT["algorithm.algorithm_type"] = honoured("flows/rft.py", "preflight/data.py", note=(
+    "its preset fills the function fields; a preset without rollouts (sft, dpo) in mode train learns from a dataset "
+    "(schemas/stage_kind.py), which picks the flow and the data checked"))
 
 _VARIANT = re.compile(r"\[(?!\])[^\]]+\]")
 
@@ -815,6 +814,7 @@ def scan(config: ExperimentConfig) -> list[Finding]:
     findings: list[Finding] = []
     # values the schema filled in itself; an alias (model.tinker) or stage chaining is the user's own setting
     derived = {path for path, why in config.derived.items() if not str(why).startswith(KEPT_REASONS)}
+    kind = stage_kind(config)
     for place in _places(config):
         if place.path in derived or any(place.path.startswith(p + ".") for p in derived):
             continue
@@ -827,7 +827,7 @@ def scan(config: ExperimentConfig) -> list[Finding]:
             continue
         chosen = place.variant or place.value != place.default  # a variant chosen, a field set to another value
         rules = list(entry.rules)
-        if config.mode in TRAINING_MODES:  # the chosen trainer's own refusals and warnings of what it implements
+        if kind.trains:  # the chosen trainer's own refusals and warnings of what it implements
             rules += trainer_entry(type(config.trainer), place.key).rules
         for rule in rules:
             applies = chosen and (rule.when is None or bool(rule.when(place.value, config)))

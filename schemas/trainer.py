@@ -30,8 +30,9 @@ from algorithms.advantage.gae import needs_critic
 from algorithms.kl import VERL_ESTIMATORS
 from algorithms.registry import is_off
 from schemas.base import ALIAS, Section, Variant, set_unmarked
-from schemas.resolver import EXPLORING_MODES, TRAINING_MODES, Resolver
+from schemas.resolver import Resolver
 from schemas.rewards import RewardArgsError, step_arg
+from schemas.stage_kind import stage_kind
 from schemas.wiring import Entry, honoured, refused, warned
 
 TRAINER_TYPES = ("torch", "verl", "tinker")
@@ -291,7 +292,7 @@ class VerlTrainerConfig(TrainerBase):
     def check(self, r: Resolver) -> None:
         """What veRL can train: its own loss functions, FSDP2 on CPU, sequence parallel over packed sequences."""
         c = r.config
-        if c.mode not in TRAINING_MODES:
+        if not stage_kind(c).trains:
             return
         alg = c.algorithm
         if alg.policy_loss_fn not in self.policy_losses():
@@ -404,7 +405,8 @@ class TinkerTrainerConfig(TrainerBase):
         what needs tensors Tinker does not give (a critic, a reference model, the full distribution) is refused."""
         c = r.config
         rollout = c.explorer.rollout_model
-        if rollout.WEIGHTS != self.WEIGHTS and c.mode in EXPLORING_MODES:
+        kind = stage_kind(c)
+        if rollout.WEIGHTS != self.WEIGHTS and kind.explores:
             r.error("explorer.rollout_model.engine_type",
                     f"{rollout.engine_type!r} cannot sample what trainer_type 'tinker' trains; use 'tinker' "
                     "(or set model.tinker.enable: true)")
@@ -435,7 +437,7 @@ class TinkerTrainerConfig(TrainerBase):
         if self.loss_fn not in ("auto", "custom") and self.BUILTIN_LOSSES.get(alg.policy_loss_fn) != self.loss_fn:
             r.error("trainer.loss_fn", f"{self.loss_fn!r} is not algorithm.policy_loss_fn {alg.policy_loss_fn!r}; use "
                                        "'auto' (Tinker's built-in of that loss when it has one) or 'custom' (our own loss)")
-        if c.mode == "bench":
+        if kind.flow == "bench":
             r.error("mode", "'bench' evaluates converted checkpoints with vLLM; convert the Tinker checkpoints with "
                             "`rft convert` (it downloads each adapter) and bench with trainer_type torch, engine_type vllm")
         if self.base_model is None:
