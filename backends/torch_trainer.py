@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -24,7 +25,7 @@ from backends.batch import TrainBatch, collate, micro_batches, stack_padded
 from backends.critic import Critic, critic_dir
 from backends.reward_kl import STATE_KEY, RewardKL, penalise_before_step
 from backends.trainer import TrainerBackend, TrainerDevices, scoring_temperature
-from backends.weights import WeightsHandle
+from backends.weights import StateWeights, WeightsHandle
 from buffer.experience import Experience
 from checkpointing.models import resolve_model_path
 from checkpointing.safe_load import load_tensors
@@ -220,7 +221,8 @@ class TorchTrainer(TrainerBackend):
         return WeightsHandle(version=version, kind="folder", location=str(folder))
 
     def push_weights(self, transport, engine_actors, version: int) -> WeightsHandle:  # noqa: ANN001
-        return transport.push_module(engine_actors, self.model, version)
+        # The file names, as vLLM loads them (not the module's own names: a MoE's fused experts, LoRA's layers)
+        return transport.push_weights(engine_actors, StateWeights(self._full_state_dict(keep_device=True)), version)
 
     def export_weights(self, model_dir: Path) -> Path:
         """Writes `model.safetensors` (LoRA merged in) atomically into an existing HF folder."""
@@ -424,20 +426,25 @@ class TorchTrainer(TrainerBackend):
         reference.eval().requires_grad_(False)
         return reference
 
-    def _full_state_dict(self) -> dict[str, torch.Tensor]:
-        """HF-named weights with any LoRA adapter merged, as vLLM and transformers load them."""
+    def _full_state_dict(self, keep_device: bool = False) -> dict[str, torch.Tensor]:
+        """HF-named weights with any LoRA adapter merged, as vLLM and transformers load them; on the CPU, or where
+        the model is (`keep_device`: a push over NCCL sends GPU tensors)."""
+        def copy(tensor: torch.Tensor) -> torch.Tensor:
+            return tensor.detach().contiguous() if keep_device else tensor.detach().cpu().contiguous()
+
         if not self.is_lora:
-            return _untie({k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()})
+            return hf_file_names(self.model, {k: copy(v) for k, v in self.model.state_dict().items()})
         self.model.merge_adapter()
         try:
             state = {}
             for key, value in self.model.get_base_model().state_dict().items():
                 if "lora_" in key:
                     continue
-                state[key.replace(".base_layer.", ".")] = value.detach().cpu().clone().contiguous()
+                # peft wraps a wrapped layer again (a MoE's experts: base_layer.base_layer.gate_up_proj)
+                state[re.sub(r"(\.base_layer)+\.", ".", key)] = copy(value).clone()  # unmerged below, in place
         finally:
             self.model.unmerge_adapter()
-        return _untie(state)
+        return hf_file_names(self.model.get_base_model(), state)
 
 
 def _with_advantage(exp: Experience) -> Experience:
@@ -445,6 +452,16 @@ def _with_advantage(exp: Experience) -> Experience:
     if exp.advantage is not None:
         return exp
     return replace(exp, advantage=0.0)
+
+
+def hf_file_names(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`state` (the module's own parameter names) under the names a Hugging Face folder holds, one tensor per
+    tied group. transformers 5 keeps some weights in another layout than its files: a mixture of experts' experts
+    fused into one tensor per layer (`mlp.experts.gate_up_proj`) where the files, and vLLM, have one per expert
+    (`mlp.experts.0.gate_proj.weight`); its save_pretrained converts back, and so must every export."""
+    from transformers.core_model_loading import revert_weight_conversion
+
+    return _untie(revert_weight_conversion(model, state))
 
 
 def _untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

