@@ -45,6 +45,7 @@ class Schedule:
     method: str = "nccl"  # synchronizer.sync_method: how a version reaches the engines (the policy's transport)
     timeout_s: float = 3600.0  # synchronizer.sync_timeout: the longest either side waits for the other
     shares_devices: bool = False  # mode colocate: the engines and the trainer take turns on the same devices
+    eval_interval: int = 0  # explorer.eval_interval: evaluate every this many steps (and at the last); 0: at the last
 
     def __post_init__(self) -> None:
         if self.style not in STYLES:
@@ -56,9 +57,14 @@ class Schedule:
         return cls(style=sync.sync_style, interval=sync.sync_interval, offset=sync.sync_offset, sides=kind.sides,
                    exchanges=kind.exchanges_weights,
                    max_staleness=(config.algorithm.sample_strategy_args or {}).get("max_staleness"),
-                   method=sync.sync_method, timeout_s=float(sync.sync_timeout), shares_devices=kind.shares_devices)
+                   method=sync.sync_method, timeout_s=float(sync.sync_timeout), shares_devices=kind.shares_devices,
+                   eval_interval=config.explorer.eval_interval)
 
     # -- what runs, and how ----------------------------------------------------------------------
+
+    def eval_due(self, step: int, total_steps: int) -> bool:
+        """Whether the weights of `step` are evaluated: every eval_interval steps, and the last."""
+        return step == total_steps or bool(self.eval_interval and step % self.eval_interval == 0)
 
     @property
     def explores(self) -> bool:

@@ -9,6 +9,9 @@ scoring and before the advantages (tasks/explore.py), so a reshaped reward is wh
                            the experience's info[stats_key], else its reward_breakdown[stats_key]
     pass_rate_calculator   keeps all; metric pass_rate (mean reward per task, averaged) and pass_rate_zero/one (the
                            share of tasks no sample / every sample solved)
+    mask_response_truncated keeps all; a response the engine cut at its token limit (finish_reason "length") gets an
+                           all-zero response mask, so it adds nothing to the loss (DAPO's overlong filtering). Its
+                           reward still counts in its group's advantage; metric masked_truncated_count
 """
 
 from __future__ import annotations
@@ -92,6 +95,13 @@ def pass_rate_calculator(exps: list[Experience], args: dict[str, Any]) -> tuple[
         return exps, {}
     return exps, {"pass_rate": sum(rates) / len(rates), "pass_rate_zero": sum(r <= 0 for r in rates) / len(rates),
                   "pass_rate_one": sum(r >= 1 for r in rates) / len(rates)}
+
+
+@operator("mask_response_truncated")
+def mask_response_truncated(exps: list[Experience], args: dict[str, Any]) -> tuple[list[Experience], dict[str, float]]:
+    out = [replace(e, response_mask=[0] * len(e.response_token_ids)) if e.info.get("finish_reason") == "length" else e
+           for e in exps]
+    return out, {"masked_truncated_count": float(sum(e.info.get("finish_reason") == "length" for e in exps))}
 
 
 def run_pipeline(operators: list[tuple[str, dict[str, Any]]], exps: list[Experience]) -> tuple[list[Experience], dict[str, float]]:

@@ -138,7 +138,7 @@ class _Explorer:
             metrics = load_weights(self.config, version)
             tracking.log_metrics(self.config, self.run_id, metrics, version)
             self.serving = version
-        if version not in self.evaluated and (version % self.config.explorer.eval_interval == 0 or version == self.total_steps):
+        if version not in self.evaluated and self.schedule.eval_due(version, self.total_steps):
             self.evaluated.add(version)
             if self.config.buffer.explorer_input.eval_tasksets:
                 self.last_evals, metrics = evaluate_and_log(self.config, self.run_id, version)

@@ -16,7 +16,6 @@ from typing import Any
 
 from prefect import get_run_logger
 
-import tracking
 from backends.schedule import Schedule
 from checkpointing.layout import experiment_dir
 from flows.concurrent import side_by_side
@@ -25,9 +24,9 @@ from flows.explorer import explorer
 from flows.recovery import retrain_after_trainer_death
 from flows.stage import (
     Stage,
-    checkpoint_if_due,
     evaluate_and_log,
     evaluate_baseline,
+    finish_step,
     finished_summary,
     planned_steps,
     stage_session,
@@ -86,15 +85,11 @@ def take_turns(stage: Stage) -> list[dict]:
             metrics |= retrain_after_trainer_death(config, step, model_dir, total_steps, error, sync_now)
         metrics["time/step_s"] = sum(metrics.get(k, 0.0) for k in ("time/explore_s", "time/train_s", "time/sync_s"))
         metrics["time/step_wall_s"] = time.perf_counter() - started  # with Prefect's own overhead
-        if step % config.explorer.eval_interval == 0 or step == total_steps:
+        if schedule.eval_due(step, total_steps):
             eval_started = time.perf_counter()
             evals, eval_metrics = evaluate_and_log(config, run["run_id"], step)
             metrics |= eval_metrics | {"time/eval_s": time.perf_counter() - eval_started}
-        metrics |= ledger.add(step, metrics, time.perf_counter() - started)
-        stop = ledger.stop_reason(config.budget, step, total_steps)
-        tracking.log_metrics(config, run["run_id"], metrics, step)
-        checkpoint_if_due(config, run, step, total_steps, model_dir, now=stop is not None)
-        progress.update(step, metrics)
+        stop = finish_step(config, run, ledger, step, total_steps, model_dir, metrics, time.perf_counter() - started, progress)
         get_run_logger().info(
             "step %d/%d: reward %.3f, %.1f s", step, total_steps, metrics.get("explore/reward_mean", 0.0), metrics["time/step_s"]
         )

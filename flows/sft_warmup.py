@@ -18,7 +18,7 @@ import tracking
 from algorithms import is_preference_loss
 from buffer.taskset import load_taskset
 from checkpointing.layout import experiment_dir
-from flows.stage import checkpoint_if_due, evaluate_and_log, evaluate_baseline, finished_summary, stage_session
+from flows.stage import evaluate_and_log, evaluate_baseline, finish_step, finished_summary, stage_session
 from flows.sync import sync
 from schemas import ExperimentConfig
 from tasks.dpo import dpo_step
@@ -45,11 +45,8 @@ def sft_warmup(config: ExperimentConfig, model_name: str) -> dict[str, Any]:
         for step in range(stage.done + 1, total_steps + 1):
             started = time.perf_counter()
             metrics = step_task(config, step, stage.model_dir)
-            metrics |= ledger.add(step, metrics, time.perf_counter() - started)
-            stop = ledger.stop_reason(config.budget, step, total_steps)
-            tracking.log_metrics(config, stage.run_id, metrics, step)
-            checkpoint_if_due(config, stage.run, step, total_steps, stage.model_dir, now=stop is not None)
-            stage.progress.update(step, metrics)
+            stop = finish_step(config, stage.run, ledger, step, total_steps, stage.model_dir, metrics,
+                               time.perf_counter() - started, stage.progress)
             if stop is not None:  # checkpointed; a resume goes on from this step
                 stage.stopped = ledger.stopped(step, stop)
                 break

@@ -261,6 +261,22 @@ def save_eval_at_start(config: ExperimentConfig, evaluated: dict[str, dict]) -> 
     write_json_atomic(experiment_dir(config) / layout.EVAL_AT_START, evaluated)
 
 
+def finish_step(
+    config: ExperimentConfig, run: dict[str, str], ledger: Ledger, step: int, total_steps: int, model_dir: str,
+    metrics: dict[str, float], seconds: float, progress: StepProgress | None, usage: dict[str, float] | None = None,
+) -> str | None:
+    """What ends every training step, in every flow: its usage counted (`usage`: what the step ran beyond its own
+    metrics, e.g. the explorer's tokens), the budget asked, the metrics logged, a checkpoint when due (at once when the
+    budget stops the stage), the progress shown. Returns why the stage stops after this step, or None."""
+    metrics |= ledger.add(step, metrics | (usage or {}), seconds)
+    stop = ledger.stop_reason(config.budget, step, total_steps)
+    tracking.log_metrics(config, run["run_id"], metrics, step)
+    checkpoint_if_due(config, run, step, total_steps, model_dir, now=stop is not None)
+    if progress is not None:
+        progress.update(step, metrics)
+    return stop
+
+
 def checkpoint_if_due(
     config: ExperimentConfig, run: dict[str, str], step: int, total_steps: int, model_dir: str, now: bool = False
 ) -> None:

@@ -12,14 +12,13 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-import tracking
 from backends.schedule import Schedule
 from buffer.experience_store import ExperienceStore
 from checkpointing.layout import experiment_dir
 from flows import meeting
 from flows.concurrent import stop_event
 from flows.recovery import retrain_after_trainer_death
-from flows.stage import checkpoint_if_due, finished_summary, planned_steps, stage_session
+from flows.stage import finish_step, finished_summary, planned_steps, stage_session
 from flows.train import train
 from schemas import ExperimentConfig
 from tasks.sync import publish_weights
@@ -75,12 +74,8 @@ def trainer(
         now = time.perf_counter()
         metrics["time/step_wall_s"], last = now - last, now
         # the step's usage: what the explorer sampled for it (the buffer holds it), what this side ran
-        metrics |= ledger.add(step, metrics | explored_tokens(config, step), metrics["time/step_wall_s"])
-        stop = ledger.stop_reason(config.budget, step, total_steps)
-        tracking.log_metrics(config, run["run_id"], metrics, step)
-        checkpoint_if_due(config, run, step, total_steps, model_dir, now=stop is not None)
-        if progress is not None:
-            progress.update(step, metrics)
+        stop = finish_step(config, run, ledger, step, total_steps, model_dir, metrics, metrics["time/step_wall_s"],
+                           progress, usage=explored_tokens(config, step))
         get_run_logger().info("train step %d/%d: loss %.4f, staleness %.1f, %.1f s", step, total_steps,
                               metrics.get("train/loss", float("nan")), metrics.get("train/staleness_mean", 0.0),
                               metrics["time/step_wall_s"])

@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 
 from schemas.algorithm_registry import FUNCTION_REGISTRIES, NOT_BUILT
 from schemas.base import Section
+from schemas.trinity.names import ALGORITHM_TYPE_ALIASES
 
 
 def _functions(kind: str, what: str, notes: dict[str, str]) -> str:
@@ -107,7 +108,8 @@ class AlgorithmConfig(Section):
     algorithm_type: str = Field(
         "ppo",
         description="Algorithm preset: grpo, ppo, rloo, reinforceplusplus, gspo, opmd, asymre, topr, cispo, "
-        "sft, raft, dpo, on_policy_distill. It fills every function field left unset.",
+        "sft, raft, dpo, on_policy_distill, m2po, dapo (Trinity's), dapo_full (ours), ... (docs/trinity-parity.md). It "
+        "fills every function field left unset. Trinity's grpo_verl is grpo.",
     )
     repeat_times: int | None = Field(
         None, ge=1, description="Responses sampled per task (group size); None: the preset's value."
@@ -157,3 +159,11 @@ class AlgorithmConfig(Section):
         default_factory=FilterGroupsConfig, description="Dynamic sampling (DAPO; veRL's filter_groups): drop groups "
         "with all-equal rewards and sample more tasks to fill the step."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trinity_names(cls, data: Any) -> Any:
+        """Trinity's other names of a preset (schemas/trinity/names.py): grpo_verl is grpo."""
+        if isinstance(data, dict) and data.get("algorithm_type") in ALGORITHM_TYPE_ALIASES:
+            data = {**data, "algorithm_type": ALGORITHM_TYPE_ALIASES[data["algorithm_type"]]}
+        return data

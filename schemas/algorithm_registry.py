@@ -17,20 +17,13 @@ from typing import Literal
 from pydantic import Field
 
 from algorithms import ADVANTAGE_FNS, ENTROPY_LOSS_FNS, KL_LOSS_FNS, POLICY_LOSS_FNS
-from algorithms.registry import Args, NoArgs, Registry
+from algorithms.registry import Args, Registry
+from schemas.trinity.algorithms import NOT_BUILT_ARGS as TRINITY_NOT_BUILT_ARGS
 
 # ----------------------------------------------------------------------------- functions Trinity names, not built
-# Their arguments are checked like the others' (so an imported Trinity config reads the same), and
-# schemas/support.py refuses each, with the reason.
-
-
-NOT_BUILT: dict[str, dict[str, type[Args]]] = {
-    # clipb and clipv are names issue 26 lists that no Trinity-RFT source read for docs/trinity-parity.md defines;
-    # the arguments of these refused functions are not modelled (a refused function's arguments do not matter).
-    "policy_loss_fn": {"clipb": NoArgs, "clipv": NoArgs},
-    "advantage_fn": {"gigpo": NoArgs},
-    "entropy_loss_fn": {},
-}
+# Their names, Trinity's arguments of each (checked like the others', so an imported Trinity config reads the same)
+# and why each is refused: schemas/trinity/algorithms.py (schemas/support.py refuses them).
+NOT_BUILT: dict[str, dict[str, type[Args]]] = TRINITY_NOT_BUILT_ARGS
 
 
 # ----------------------------------------------------------------------------- "off", and the sampling strategies
@@ -173,12 +166,19 @@ ALGORITHM_PRESETS: dict[str, AlgorithmPreset] = {
     "mix_chord": AlgorithmPreset(_preset(repeat_times=8, advantage_fn="grpo", policy_loss_fn="mix_chord",
                                          sample_strategy="mix", entropy_loss_fn="mix")),
     "cispo": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="grpo", policy_loss_fn="cispo")),
-    # DAPO (Yu et al. 2025): clip-higher (ε_low 0.2, ε_high 0.28), token-level aggregation, no KL term,
-    # dynamic sampling.
-    "dapo": AlgorithmPreset(
+    # Trinity's DAPO preset (its DAPOAlgorithm): GRPO's advantage and the ppo loss, no reference model and no KL term,
+    # 16 responses a task; its clip-higher, token-level loss and dynamic sampling are set in the config (Trinity's
+    # dapo_math example: policy_loss_fn_args and the dapo_dynamic_sampling operator, here algorithm.filter_groups).
+    "dapo": AlgorithmPreset(_preset(repeat_times=16, advantage_fn="grpo", kl_loss_fn="none")),
+    # Ours (the `dapo` of this project before Trinity had one; the arith recipe's): DAPO with its parts in the preset,
+    # clip-higher (ε_low 0.2, ε_high 0.28), token-level aggregation, no KL term, dynamic sampling (docs/dapo.md).
+    "dapo_full": AlgorithmPreset(
         _preset(repeat_times=2, advantage_fn="grpo", kl_loss_fn="none"), filter_groups=True,
         args={"policy_loss_fn_args": {"clip_range_low": 0.2, "clip_range_high": 0.28, "loss_agg_mode": "token-mean"}},
     ),
+    # M2PO (Trinity's M2POAlgorithm): GRPO's advantage, the m2po loss, no reference model, no KL or entropy term.
+    "m2po": AlgorithmPreset(_preset(repeat_times=8, advantage_fn="grpo", policy_loss_fn="m2po", kl_loss_fn="none",
+                                    entropy_loss_fn="none")),
     # DPO on preference pairs of a dataset (mode train); Trinity's defaults, its KL term (k2) included.
     "dpo": AlgorithmPreset(
         _preset(sample_strategy="default", policy_loss_fn="dpo", advantage_fn="none", repeat_times=1),

@@ -18,6 +18,7 @@ OPERATOR_ARGS: dict[str, dict[str, Any]] = {
     "invalid_reward_filter": {},
     "reward_shaping_mapper": {"reward_shaping_configs": []},
     "pass_rate_calculator": {},
+    "mask_response_truncated": {},
 }
 # Trinity's operator that hands experiences to Data-Juicer, which is not a dependency here.
 DATA_JUICER = "data_juicer"
@@ -27,7 +28,8 @@ class OperatorConfig(Section):
     """One operator of the experience pipeline: its name and arguments (Trinity's layout)."""
 
     name: str = Field(..., min_length=1, description="reward_filter, reward_std_filter, invalid_reward_filter, "
-                      "reward_shaping_mapper, pass_rate_calculator, or data_juicer (where Data-Juicer is installed).")
+                      "reward_shaping_mapper, pass_rate_calculator, mask_response_truncated, or data_juicer (where "
+                      "Data-Juicer is installed). Trinity's dapo_dynamic_sampling is algorithm.filter_groups here.")
     args: dict[str, Any] = Field(default_factory=dict, description="The operator's arguments (buffer/operators.py).")
 
 

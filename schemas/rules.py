@@ -35,6 +35,8 @@ from schemas.resolver import Resolver
 from schemas.rewards import RewardArgsError, dapo_overlong_args, step_arg
 from schemas.secrets import is_loopback, redact, tinker_url_problem
 from schemas.stage_kind import stage_kind
+from schemas.trinity.algorithms import REFUSED_TYPES as TRINITY_REFUSED_TYPES
+from schemas.trinity.operators import NOT_BUILT as TRINITY_OPERATORS_NOT_BUILT
 
 if TYPE_CHECKING:
     from schemas.experiment import ExperimentConfig
@@ -132,6 +134,9 @@ def _mode(r: Resolver) -> None:
 def _algorithm(r: Resolver) -> None:
     alg = r.config.algorithm
     preset = ALGORITHM_PRESETS.get(alg.algorithm_type)
+    if alg.algorithm_type in TRINITY_REFUSED_TYPES:  # Trinity's, not built: refused with why
+        r.error("algorithm.algorithm_type", f"{alg.algorithm_type!r}: {TRINITY_REFUSED_TYPES[alg.algorithm_type]}")
+        return
     if preset is None:
         r.error("algorithm.algorithm_type", f"unknown algorithm {alg.algorithm_type!r}; known: {sorted(ALGORITHM_PRESETS)}")
         return
@@ -573,6 +578,8 @@ def _data_processor(r: Resolver) -> None:
         if op.name == DATA_JUICER:
             r.error(f"{path}.name", "'data_juicer' hands the experiences to Data-Juicer, which is not a dependency here "
                     f"(not installed); the built-in operators are {sorted(OPERATOR_ARGS)}")
+        elif op.name in TRINITY_OPERATORS_NOT_BUILT:  # Trinity's, not built (or mapped onto settings): why
+            r.error(f"{path}.name", f"{op.name!r}: {TRINITY_OPERATORS_NOT_BUILT[op.name]}")
         elif op.name not in OPERATOR_ARGS:
             r.error(f"{path}.name", f"unknown operator {op.name!r}; known: {sorted(OPERATOR_ARGS)}")
         else:

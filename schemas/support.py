@@ -64,6 +64,7 @@ from schemas.explorer import ENGINE_VARIANTS
 from schemas.rewards import MATH_WORKFLOW_REWARD_FNS
 from schemas.stage_kind import stage_kind
 from schemas.trainer import TRAINER_VARIANTS, TrainerBase
+from schemas.trinity.algorithms import NOT_BUILT_FUNCTIONS as TRINITY_NOT_BUILT_FUNCTIONS
 from schemas.trinity.workflows import CLASS_PATH, R3L, is_class_path, is_r3l
 from schemas.trinity.workflows import NOT_BUILT as TRINITY_WORKFLOWS_NOT_BUILT
 from schemas.wiring import Entry, Level, Rule, honoured, per_trainer, refused, resolved, validated, warned
@@ -274,7 +275,7 @@ SUPPORT: dict[str, Entry] = {
     "explorer.max_failed_task_ratio": honoured("tasks/explore.py"),
     "explorer.max_retry_times": honoured("tasks/rollouts.py", "flows/explore.py", "flows/evaluate.py",
                                          note="retries of a workflow task, and of the explore/evaluate Prefect tasks"),
-    "explorer.eval_interval": honoured("flows/rl.py", "flows/explorer.py"),
+    "explorer.eval_interval": honoured("backends/schedule.py"),
     "explorer.eval_on_startup": honoured("flows/rl.py", "flows/explorer.py", "flows/sft_warmup.py"),
     "explorer.auxiliary_models": honoured("backends/local/policy.py", "tasks/rollouts.py",
                                           note="vLLM engines of other models; the first is the distillation teacher"),
@@ -332,11 +333,11 @@ for _tag, _engine in ENGINE_VARIANTS.items():
         SUPPORT[_aux] = refused(f"an auxiliary model runs on vLLM engines; {_tag!r} engines are not started as one")
 
 # Presets that train: tests/test_presets.py runs a step of each.
-for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft"):
+for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "dapo_full", "sft", "raft"):
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
-# Trinity's, added for issue 26
+# Trinity's, added for issue 26 (m2po: issue 73)
 for _preset in ("asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo", "on_policy_distill", "jsd",
-                "mix", "mix_chord"):
+                "mix", "mix_chord", "m2po"):
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
 
 # Functions of the algorithm registries. Each function algorithms/ implements is honoured in its own module,
@@ -350,19 +351,15 @@ _FUNCTIONS: dict[str, dict[str, Entry]] = {
         "staleness_control": honoured("tasks/train.py", note="Trinity's name: default with max_staleness"),
         "mix": honoured("tasks/train.py", note="the oldest untrained experiences, plus expert rows (tasks/expert.py)"),
     },
-    "policy_loss_fn": {
-        **{name: refused(f"Trinity-RFT's {name!r} loss is newer than the Trinity sources this project follows "
-                         "(docs/trinity-parity.md); use ppo, cispo or gspo") for name in ("clipb", "clipv")},
-    },
-    "advantage_fn": {
-        "gigpo": refused("GiGPO groups the steps of episodes by the environment state they reached, which the "
-                         "workflows do not record; use step_wise_grpo or grpo"),
-    },
+    # Trinity's names not built (schemas/trinity/algorithms.py), each refused with why
+    **{fn: {name: refused(why) for name, why in names.items()}
+       for fn, names in TRINITY_NOT_BUILT_FUNCTIONS.items() if fn != "entropy_loss_fn"},
     "kl_loss_fn": {"none": honoured("algorithms/registry.py", note="is_off")},
     "kl_penalty_fn": {name: honoured("algorithms/kl.py", "algorithms/kl_penalty.py")
                       for name in KL_FNS if name != "none"},
     "entropy_loss_fn": {"none": honoured("algorithms/registry.py", note="is_off"),
-},
+                        **{name: refused(why)
+                           for name, why in TRINITY_NOT_BUILT_FUNCTIONS["entropy_loss_fn"].items()}},
 }
 # Arguments read somewhere else than the function's own module.
 _ARGS: dict[str, Entry] = {

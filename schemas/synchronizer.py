@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from schemas.base import Section
-from schemas.trinity.names import SYNC_METHOD_ALIASES, SYNC_STYLE_ALIASES
+from schemas.trinity.names import SYNC_METHOD_ALIASES, SYNC_STYLE_ALIASES, SYNC_STYLES_NOT_BUILT
 
 
 class SynchronizerConfig(Section):
@@ -23,7 +23,8 @@ class SynchronizerConfig(Section):
     sync_style: Literal["fixed", "explorer_driven", "trainer_driven"] = Field(
         "fixed",
         description="fixed: sync every sync_interval steps; explorer_driven/trainer_driven: the named side "
-        "decides when (Trinity aliases: dynamic_by_explorer, dynamic_by_trainer).",
+        "decides when (Trinity aliases: dynamic_by_explorer, dynamic_by_trainer; Trinity's fully_async is refused, "
+        "with why).",
     )
     sync_interval: int = Field(1, ge=1, description="Explore steps between two weight syncs.")
     sync_offset: int = Field(
@@ -41,6 +42,13 @@ class SynchronizerConfig(Section):
             if isinstance(data.get("sync_style"), str):
                 data["sync_style"] = SYNC_STYLE_ALIASES.get(data["sync_style"].lower(), data["sync_style"].lower())
         return data
+
+    @field_validator("sync_style", mode="before")
+    @classmethod
+    def _not_built(cls, value: Any) -> Any:
+        if isinstance(value, str) and value in SYNC_STYLES_NOT_BUILT:
+            raise ValueError(f"{value!r}: {SYNC_STYLES_NOT_BUILT[value]}")
+        return value
 
 
 def takes_turns(sync_style: str, sync_offset: int) -> bool:

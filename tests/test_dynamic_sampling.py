@@ -99,7 +99,7 @@ def test_the_next_step_reads_on_after_the_batches_each_step_read(tmp_path: Path)
 
 
 def test_a_round_reads_gen_batch_size_tasks_from_where_the_earlier_rounds_stopped():
-    dapo = load_recipe("smoke").with_overrides({"algorithm.algorithm_type": "dapo", "buffer.batch_size": 2,
+    dapo = load_recipe("smoke").with_overrides({"algorithm.algorithm_type": "dapo_full", "buffer.batch_size": 2,
                                                 "algorithm.filter_groups.gen_batch_size": 3})
     every = [t.task_id for t in taskset_reader(dapo, 1, 0).read() + taskset_reader(dapo, 1, 1).read()]
     assert len(every) == 6 and len(set(every)) == 6  # two rounds of 3: the second starts after the first
@@ -111,12 +111,15 @@ def test_a_round_reads_gen_batch_size_tasks_from_where_the_earlier_rounds_stoppe
     assert any("gen_batch_size" in w and "no effect without dynamic sampling" in w for w in grpo.warnings)
 
 
-def test_the_dapo_preset_turns_it_on_and_the_setting_reads_verls_names():
-    dapo = load_recipe("smoke").with_overrides({"algorithm.algorithm_type": "dapo"})
+def test_the_dapo_full_preset_turns_it_on_and_the_setting_reads_verls_names():
+    dapo = load_recipe("smoke").with_overrides({"algorithm.algorithm_type": "dapo_full"})
     assert dapo.algorithm.filter_groups.enable is True
-    assert dapo.derived["algorithm.filter_groups.enable"] == "preset of algorithm_type 'dapo'"
+    assert dapo.derived["algorithm.filter_groups.enable"] == "preset of algorithm_type 'dapo_full'"
     assert load_recipe("smoke").algorithm.filter_groups.enable is False  # grpo: off
-    off = load_recipe("smoke").with_overrides({"algorithm.algorithm_type": "dapo", "algorithm.filter_groups.enable": False})
+    # Trinity's dapo preset leaves it off (its config turns it on: the dapo_dynamic_sampling operator)
+    assert load_recipe("smoke").with_overrides({"algorithm.algorithm_type": "dapo"}).algorithm.filter_groups.enable is False
+    off = load_recipe("smoke").with_overrides({"algorithm.algorithm_type": "dapo_full",
+                                               "algorithm.filter_groups.enable": False})
     assert off.algorithm.filter_groups.enable is False  # the user's value wins over the preset's
     verl = load_recipe("smoke").with_overrides({"algorithm.filter_groups": {"enable": True, "metric": "acc",
                                                                             "max_num_gen_batches": 3}})

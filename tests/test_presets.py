@@ -29,10 +29,10 @@ from tasks.expert import expert_rows
 from tasks.explore import fill_advantages
 
 # The presets with a runtime (each trains one step below), and those validation refuses.
-# Trinity-RFT's presets added for issue 26 (docs/trinity-parity.md) are the second line of TRAINED.
-TRAINED = ["grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "sft", "raft",
+# Trinity-RFT's presets added for issue 26 (docs/trinity-parity.md) are the second line of TRAINED (m2po: issue 73).
+TRAINED = ["grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "dapo_full", "sft", "raft",
            "asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo", "on_policy_distill", "jsd",
-           "mix", "mix_chord"]
+           "mix", "mix_chord", "m2po"]
 REFUSED: list[str] = []
 MIX = ("mix", "mix_chord")  # expert rows of an SFT dataset join the batch (tasks/expert.py)
 

@@ -379,15 +379,19 @@ def test_every_refused_or_warned_setting_of_an_imported_file_is_reported(fixture
     assert not missing, missing
 
 
-def test_dapo_imports_with_clip_higher_token_mean_and_no_kl():
+def test_dapo_imports_with_trinity_s_preset():
+    """Trinity's DAPOAlgorithm: GRPO's advantage, the ppo loss, no KL term and no reference model; its clip-higher and
+    dynamic sampling are in the config (Trinity's dapo_math example: tests/test_trinity_parity.py)."""
     config, unsupported = import_trinity(FIXTURES / "dapo.yaml")
     assert unsupported == []
     alg = config.algorithm
-    assert (alg.algorithm_type, alg.advantage_fn, alg.policy_loss_fn, alg.kl_loss_fn) == ("dapo", "grpo", "ppo", "none")
-    assert alg.policy_loss_fn_args["clip_range_low"] == 0.2 and alg.policy_loss_fn_args["clip_range_high"] == 0.28
-    assert alg.policy_loss_fn_args["loss_agg_mode"] == "token-mean"
-    assert config.derived["algorithm.policy_loss_fn_args.clip_range_high"] == "preset of algorithm_type 'dapo'"
-    assert alg.filter_groups.enable and config.derived["algorithm.filter_groups.enable"] == "preset of algorithm_type 'dapo'"
+    assert (alg.algorithm_type, alg.advantage_fn, alg.policy_loss_fn, alg.kl_loss_fn, alg.kl_penalty_fn) == (
+        "dapo", "grpo", "ppo", "none", "none")
+    assert alg.repeat_times == 8 and not alg.filter_groups.enable  # the file's repeat_times; Trinity's default is 16
+    assert alg.policy_loss_fn_args["clip_range_high"] == alg.policy_loss_fn_args["clip_range_low"]  # ppo's own
+    assert config.derived["algorithm.policy_loss_fn"] == "preset of algorithm_type 'dapo'"
+    assert config.model.ref_model_path is None and alg.kl_loss_fn == "none"
+    assert load_recipe("smoke").with_overrides({"algorithm": {"algorithm_type": "dapo"}}).algorithm.repeat_times == 16
 
 
 def test_dapo_imports_with_math_dapo_reward_and_its_overlong_penalty():
@@ -499,13 +503,18 @@ def test_trinity_reward_functions_no_workflow_honours_are_refused_by_name(tmp_pa
     assert config.buffer.explorer_input.taskset.default_reward_fn_type is None
 
 
-def test_dapo_preset_arguments_yield_to_the_users(tmp_path):
+def test_dapo_full_preset_arguments_yield_to_the_users(tmp_path):
+    """Ours, dapo_full (the arith recipe's): clip-higher, token-mean and dynamic sampling in the preset."""
     data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "dapo.yaml"))
+    data["algorithm"]["algorithm_type"] = "dapo_full"
     data["algorithm"]["policy_loss_fn_args"] = {"clip_range_high": 0.3}
     path = tmp_path / "dapo.yaml"
     path.write_text(OmegaConf.to_yaml(data))
-    args = import_trinity(path)[0].algorithm.policy_loss_fn_args
+    config = import_trinity(path)[0]
+    args = config.algorithm.policy_loss_fn_args
     assert (args["clip_range_low"], args["clip_range_high"], args["loss_agg_mode"]) == (0.2, 0.3, "token-mean")
+    assert config.algorithm.filter_groups.enable and config.algorithm.kl_loss_fn == "none"
+    assert config.derived["algorithm.filter_groups.enable"] == "preset of algorithm_type 'dapo_full'"
 
 
 def test_max_actor_ckpt_to_keep_becomes_max_checkpoints_to_keep(tmp_path):

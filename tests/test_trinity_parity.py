@@ -11,18 +11,24 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from typer.testing import CliRunner
 
+from cli.main import app
 from deployments import load_recipe
 from schemas import ConfigRuleError, ExperimentConfig, describe_errors, support
 from schemas.algorithm_registry import BUILT, FUNCTION_REGISTRIES
 from schemas.errors import error_items
 
-# Trinity-RFT's ALGORITHM_TYPE registry (trinity/algorithm/__init__.py), and `dapo`, our preset of its example.
+# Trinity-RFT main's ALGORITHM_TYPE registry (agentscope-ai/Trinity-RFT, trinity/algorithm/__init__.py).
 TRINITY_ALGORITHM_TYPES = [
-    "sft", "ppo", "grpo", "reinforceplusplus", "rloo", "opmd", "asymre", "dpo", "topr", "cispo", "gspo", "sapo",
-    "mix", "mix_chord", "raft", "sppo", "rec", "multi_step_grpo", "on_policy_distill", "jsd", "dapo",
+    "cpt", "sft", "ppo", "grpo", "m2po", "dapo", "reinforceplusplus", "rloo", "opmd", "asymre", "dpo", "topr", "cispo",
+    "gspo", "sapo", "mix", "mix_chord", "raft", "sppo", "rec", "multi_step_grpo", "gigpo", "on_policy_distill", "jsd",
+    "grpo_verl",
 ]
-REFUSED_TYPES: dict[str, str] = {}
+REFUSED_TYPES: dict[str, str] = {  # Trinity's, refused: what the reason says
+    "gigpo": "environment state each step of an episode reached",
+    "cpt": "no dataset format here reads raw text",
+}
 # The mix family's expert rows: an SFT dataset among the trainer's auxiliary buffers.
 _EXPERT = {"buffer.trainer_input.auxiliary_buffers": {"sft_dataset": {"path": "expert.jsonl",
                                                                       "format": {"prompt_type": "plaintext"}}}}
@@ -32,12 +38,13 @@ _TEACHER = {"explorer.auxiliary_models": [{"model_path": "HuggingFaceTB/SmolLM2-
 DATASET_ONLY = {"dpo": {"mode": "train", "buffer.train_batch_size": 2,
                         "buffer.trainer_input.experience_buffer": {"path": "pairs.jsonl", "format": {"prompt_type": "plaintext"}}},
                 "on_policy_distill": _TEACHER, "jsd": _TEACHER, "mix": _EXPERT, "mix_chord": _EXPERT}
-# The function registries: Trinity's names (and those issue 26 lists from later releases).
+# The function registries: Trinity's names (main's registries, and those issue 26 lists from later releases).
 TRINITY_FUNCTIONS = {
     "advantage_fn": ["ppo", "grpo", "grpo_verl", "step_wise_grpo", "reinforceplusplus", "reinforce", "remax", "rloo",
-                     "opmd", "opmd_verl", "asymre", "asymre_verl", "rec", "on_policy_distill", "jsd", "gigpo"],
+                     "opmd", "opmd_verl", "asymre", "asymre_verl", "rec", "on_policy_distill", "jsd", "gigpo", "clipb",
+                     "clipv", "cod"],
     "policy_loss_fn": ["ppo", "opmd", "dpo", "sft", "mix", "gspo", "topr", "cispo", "sft_is", "sft_phi", "mix_chord",
-                       "sppo", "rec", "sapo", "importance_sampling", "clipb", "clipv", "m2po"],
+                       "sppo", "rec", "sapo", "importance_sampling", "m2po"],
     "kl_loss_fn": ["none", "k1", "k2", "k3", "low_var_kl", "abs", "corrected_k3"],
     "entropy_loss_fn": ["default", "mix", "none"],
     "sample_strategy": ["default", "warmup", "staleness_control", "mix"],
@@ -58,6 +65,19 @@ def test_trinity_algorithm_type_validates_or_is_refused_with_its_reason(algorith
         assert algorithm_type not in REFUSED_TYPES
         assert config.algorithm.policy_loss_fn in BUILT["policy_loss_fn"]
         assert config.algorithm.advantage_fn in BUILT["advantage_fn"]
+        assert config.algorithm.algorithm_type == ("grpo" if algorithm_type == "grpo_verl" else algorithm_type)
+
+
+@pytest.mark.parametrize(("algorithm_type", "expected"), [
+    # Trinity's presets (trinity/algorithm/algorithm.py on main): repeat_times, advantage, loss, KL loss, entropy
+    ("dapo", (16, "grpo", "ppo", "none", "default")),
+    ("m2po", (8, "grpo", "m2po", "none", "none")),
+    ("grpo_verl", (2, "grpo", "ppo", "k2", "default")),
+])
+def test_trinity_presets_have_trinity_s_defaults(algorithm_type: str, expected: tuple) -> None:
+    alg = load_recipe("smoke").with_overrides({"algorithm": {"algorithm_type": algorithm_type}}).algorithm
+    assert (alg.repeat_times, alg.advantage_fn, alg.policy_loss_fn, alg.kl_loss_fn, alg.entropy_loss_fn) == expected
+    assert alg.kl_penalty_fn == "none" and not alg.filter_groups.enable
 
 
 @pytest.mark.parametrize(("kind", "name"), [(k, n) for k, names in TRINITY_FUNCTIONS.items() for n in names])
@@ -240,3 +260,213 @@ def test_the_parity_page_names_every_trinity_workflow_refused() -> None:
 
     text = DOC.read_text()
     assert [name for name in NOT_BUILT if name not in text] == []
+
+
+# ----------------------------------------------------------------------------- Trinity main's registries (issue 73)
+# Trinity-RFT main's WORKFLOWS registry (agentscope-ai/Trinity-RFT, trinity/common/workflows/__init__.py), copied here.
+TRINITY_WORKFLOWS = [
+    "simple_workflow", "async_simple_workflow", "math_workflow", "async_math_workflow", "math_boxed_workflow",
+    "async_math_boxed_workflow", "math_eval_workflow", "async_math_eval_workflow", "math_rm_workflow",
+    "async_math_rm_workflow", "tool_call_workflow", "agentscope_workflow_adapter", "agentscope_workflow_adapter_v1",
+    "agentscope_react_workflow", "agentscope_react_math_workflow", "as_react_workflow",
+    "agentscopev0_react_math_workflow", "agentscope_v1_react_search_workflow", "email_search_workflow",
+    "alfworld_workflow", "RAFT_alfworld_workflow", "RAFT_reflect_alfworld_workflow", "frozen_lake_workflow",
+    "sciworld_workflow", "webshop_workflow", "intercode_sql_workflow", "step_wise_alfworld_workflow",
+    "async_math_ruler_workflow", "math_ruler_workflow", "math_trainable_ruler_workflow", "rubric_judge_workflow",
+    "rubric_judge_openai_workflow", "simple_mm_workflow", "async_simple_mm_workflow", "on_policy_distill_workflow",
+    "on_policy_distill_math_workflow", "thinking_budget_workflow", "sudoku_workflow",
+]
+# Trinity-RFT main's EXPERIENCE_OPERATORS registry (trinity/buffer/operators/__init__.py).
+TRINITY_OPERATORS = ["reward_filter", "reward_std_filter", "dapo_dynamic_sampling", "mask_response_truncated",
+                     "reward_shaping_mapper", "pass_rate_calculator", "data_juicer", "invalid_reward_filter",
+                     "cod_advantage_fn", "cod_overwrite_reward_with_returns"]
+_TS = "buffer.explorer_input.taskset"
+
+
+def test_the_registry_copies_agree() -> None:
+    from schemas.trinity.algorithms import NOT_BUILT_ARGS, NOT_BUILT_FUNCTIONS
+    from schemas.trinity.workflows import TRINITY_WORKFLOWS as SCHEMA_COPY
+
+    assert sorted(SCHEMA_COPY) == sorted(TRINITY_WORKFLOWS)
+    assert {k: sorted(v) for k, v in NOT_BUILT_ARGS.items()} == {k: sorted(v) for k, v in NOT_BUILT_FUNCTIONS.items()}
+
+
+@pytest.mark.parametrize("workflow", TRINITY_WORKFLOWS)
+def test_every_trinity_workflow_runs_or_is_refused_at_validation(workflow: str) -> None:
+    """Each name of Trinity's registry, on a task set that names a reward function: validation leaves a workflow of
+    ours (run as it is, or mapped), or refuses it naming the field and why; never first at pre-flight or run time."""
+    from workflows import WORKFLOWS
+
+    try:
+        config = load_recipe("smoke").with_overrides({f"{_TS}.default_workflow_type": workflow,
+                                                      f"{_TS}.default_reward_fn_type": "math_boxed_reward"})
+    except ValidationError as exc:
+        problems = dict(error_items(exc))
+        why = problems.get(f"{_TS}.default_workflow_type", "")
+        assert len(why) > 40 and "unknown" not in why, problems
+    else:
+        assert config.buffer.explorer_input.taskset.default_workflow_type in WORKFLOWS, workflow
+
+
+@pytest.mark.parametrize(("workflow", "reward", "prompt"), [("simple_workflow", "accuracy_reward", ""),
+                                                            ("async_simple_workflow", "math_boxed_reward", ""),
+                                                            ("async_math_workflow", "accuracy_reward", None),
+                                                            ("async_math_boxed_workflow", "math_dapo_reward", "Please")])
+def test_trinity_workflows_that_run_here_are_mapped(workflow: str, reward: str, prompt: str | None) -> None:
+    config = load_recipe("smoke").with_overrides({f"{_TS}.default_workflow_type": workflow,
+                                                  f"{_TS}.default_reward_fn_type": reward})
+    ts = config.buffer.explorer_input.taskset
+    assert (ts.default_workflow_type, ts.default_reward_fn_type) == ("math_workflow", reward)
+    assert prompt is None or (ts.format.system_prompt or "").startswith(prompt)
+    assert f"{_TS}.default_workflow_type" in config.derived
+    assert ExperimentConfig.model_validate(config.user_data()).user_data() == config.user_data()  # as a recipe
+    if "math_boxed" in workflow:  # Trinity's workflow masks a response cut at the token limit
+        assert config.data_processor.experience_pipeline.operators[0].name == "mask_response_truncated"
+
+
+def test_simple_workflow_without_a_reward_function_is_refused_as_trinity_does() -> None:
+    with pytest.raises(ValidationError) as exc:
+        load_recipe("smoke").with_overrides({f"{_TS}.default_workflow_type": "simple_workflow"})
+    assert "raises without one" in dict(error_items(exc.value))[f"{_TS}.default_workflow_type"]
+
+
+@pytest.mark.parametrize("operator", TRINITY_OPERATORS)
+def test_every_trinity_operator_runs_or_is_refused_at_validation(operator: str) -> None:
+    from buffer.operators import OPERATORS
+
+    try:
+        config = load_recipe("smoke").with_overrides(
+            {"data_processor": {"experience_pipeline": {"operators": [{"name": operator}]}}})
+    except (ValidationError, ConfigRuleError) as exc:
+        problems = dict(exc.problems if isinstance(exc, ConfigRuleError) else error_items(exc))
+        why = problems.get("data_processor.experience_pipeline.operators.0.name", "")
+        assert len(why) > 40 and "unknown" not in why, problems
+    else:
+        names = [op.name for op in config.data_processor.experience_pipeline.operators]
+        assert all(name in OPERATORS for name in names), names
+        assert operator in names or config.algorithm.filter_groups.enable  # dapo_dynamic_sampling: filter_groups
+
+
+def _quickstart_with(path: Path, text: str) -> None:
+    """Trinity main's gspo_gsm8k example (a quickstart config) with the settings of `text` merged in."""
+    from omegaconf import OmegaConf
+
+    quickstart = OmegaConf.load(MAIN / "gspo_gsm8k.yaml")
+    path.write_text(OmegaConf.to_yaml(OmegaConf.merge(quickstart, OmegaConf.create(text))))
+
+
+@pytest.mark.parametrize(("text", "path", "says"), [
+    ("synchronizer: {sync_style: fully_async}", "synchronizer.sync_style", "trainer_driven"),
+    ("explorer: {over_rollout: {ratio: 0.25}}", "explorer.over_rollout", "waits for all its tasks"),
+    ("explorer: {dynamic_timeout: {enable: true, ratio: 3.0}}", "explorer.dynamic_timeout", "max_timeout"),
+    ("algorithm: {algorithm_type: grpo, bypass_old_logprobs: false}", "algorithm.bypass_old_logprobs", "rollout's"),
+])
+def test_trinity_settings_not_built_are_refused_by_name(tmp_path: Path, text: str, path: str, says: str) -> None:
+    from schemas.trinity.importer import import_trinity
+
+    _quickstart_with(tmp_path / "c.yaml", text)
+    try:
+        _, unsupported = import_trinity(tmp_path / "c.yaml")
+        problems = dict(item.partition(": ")[::2] for item in unsupported)
+    except ValidationError as exc:
+        problems = dict(error_items(exc))
+    assert says in problems.get(path, ""), problems
+
+
+@pytest.mark.parametrize("text", ["explorer: {over_rollout: {ratio: 0.0}, dynamic_timeout: {enable: false}, "
+                                  "concurrent_mode: asynchronous, max_repeat_times_per_runner: 1}",
+                                  "algorithm: {algorithm_type: grpo, bypass_old_logprobs: true}"])
+def test_trinity_settings_without_effect_here_are_left_out_with_a_warning(tmp_path: Path, text: str) -> None:
+    from schemas.trinity.importer import import_trinity
+
+    _quickstart_with(tmp_path / "c.yaml", text)
+    config, unsupported = import_trinity(tmp_path / "c.yaml")
+    assert unsupported == [] and any(": left out: " in w for w in config.warnings), config.warnings
+
+
+# ----------------------------------------------------------------------------- Trinity main's example configs
+# tests/fixtures/trinity/main/: Trinity-RFT main's example configs as stored (agentscope-ai/Trinity-RFT examples/),
+# unedited. Each imports and validates (with the TRINITY_* variables their files read), or is refused naming each
+# field and why.
+MAIN = Path(__file__).parent / "fixtures" / "trinity" / "main"
+MAIN_IMPORTS = {  # example: (trainer, algorithm_type) as imported
+    "dapo_math": ("verl", "dapo"),
+    "m2po_gsm8k_trainer": ("torch", "m2po"),  # veRL computes its loss per micro-batch: read for the torch trainer
+    "m2po_gsm8k_explorer": ("verl", "m2po"),  # the explorer of the pair: no trainer runs
+    "gspo_gsm8k": ("verl", "gspo"),
+    "rloo_gsm8k": ("verl", "rloo"),
+    "sapo_gsm8k": ("verl", "sapo"),
+}
+MAIN_REFUSED = {  # example: {field: what the reason says}
+    "clipb": {"algorithm.advantage_fn": "entropy under the policy"},
+    "gigpo_alfworld": {"algorithm.algorithm_type": "environment state",
+                       "buffer.explorer_input.taskset.default_workflow_type": "environment"},
+    "intercode_sql": {"buffer.explorer_input.taskset.default_workflow_type": "InterCode-SQL"},
+}
+
+
+def _import_main(name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from schemas.trinity.importer import import_trinity
+
+    monkeypatch.setenv("TRINITY_MODEL_PATH", "HuggingFaceTB/SmolLM2-135M-Instruct")
+    monkeypatch.setenv("TRINITY_TASKSET_PATH", "openai/gsm8k")
+    return import_trinity(MAIN / f"{name}.yaml")
+
+
+def test_every_main_example_has_an_expected_outcome() -> None:
+    assert sorted(MAIN_IMPORTS.keys() | MAIN_REFUSED.keys()) == sorted(p.stem for p in MAIN.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", sorted(MAIN_IMPORTS))
+def test_trinity_main_example_imports_and_validates(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    config, unsupported = _import_main(name, monkeypatch)
+    assert unsupported == []
+    assert (config.trainer.trainer_type, config.algorithm.algorithm_type) == MAIN_IMPORTS[name]
+    assert ExperimentConfig.model_validate(config.user_data()).user_data() == config.user_data()  # as a recipe
+    result = CliRunner().invoke(app, ["validate", str(MAIN / f"{name}.yaml")])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("name", sorted(MAIN_REFUSED))
+def test_trinity_main_example_is_refused_naming_each_field(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises((ValidationError, ConfigRuleError)) as exc:
+        _import_main(name, monkeypatch)
+    problems = dict(exc.value.problems if isinstance(exc.value, ConfigRuleError) else error_items(exc.value))
+    for path, says in MAIN_REFUSED[name].items():
+        assert path in problems and says in problems[path], (path, problems)
+    assert not any("unknown" in why for why in problems.values()), problems
+
+
+def test_trinity_s_dapo_example_is_its_dapo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dapo_math on main: Trinity's dapo preset with the file's clip-higher and token-mean; mask_response_truncated an
+    operator; dapo_dynamic_sampling dynamic sampling by accuracy, one round (Trinity's operator samples no more);
+    math_boxed_workflow scoring with math_dapo_reward and its overlong penalty, the plain-text prompt of a base model."""
+    config, _ = _import_main("dapo_math", monkeypatch)
+    alg = config.algorithm
+    assert (alg.algorithm_type, alg.repeat_times, alg.advantage_fn, alg.policy_loss_fn, alg.kl_loss_fn) == (
+        "dapo", 16, "grpo", "ppo", "none")
+    args = alg.policy_loss_fn_args
+    assert (args["clip_range_low"], args["clip_range_high"], args["clip_ratio_c"], args["loss_agg_mode"]) == (
+        0.2, 0.28, 1e6, "token-mean")
+    assert [op.name for op in config.data_processor.experience_pipeline.operators] == ["mask_response_truncated"]
+    groups = alg.filter_groups
+    assert (groups.enable, groups.metric, groups.max_num_gen_batches) == (True, "accuracy", 1)
+    assert config.derived["algorithm.filter_groups.enable"].startswith(
+        "alias: data_processor.experience_pipeline.operators.1: Trinity's dapo_dynamic_sampling")
+    ts = config.buffer.explorer_input.taskset
+    assert (ts.default_workflow_type, ts.default_reward_fn_type, ts.format.base_model_prompt) == (
+        "math_workflow", "math_dapo_reward", True)
+    assert ts.reward_fn_args == {"enable_overlong_penalty": True, "penalty_factor": 1.0, "max_response_length": 20480,
+                                 "cache_length": 4096}
+    assert ts.format.system_prompt.startswith("Solve the following math problem step by step.")
+    assert (config.model.max_prompt_tokens, config.model.max_response_tokens) == (1024, 20480)
+
+
+def test_trinity_s_m2po_trainer_runs_on_the_torch_trainer(monkeypatch: pytest.MonkeyPatch) -> None:
+    config, _ = _import_main("m2po_gsm8k_trainer", monkeypatch)
+    alg = config.algorithm
+    assert (config.mode, alg.repeat_times, alg.advantage_fn, alg.kl_loss_fn, alg.entropy_loss_fn) == (
+        "train", 8, "grpo", "none", "none")
+    assert (alg.policy_loss_fn_args["m2_threshold"], alg.policy_loss_fn_args["log_ratio_clip"]) == (0.04, 20.0)
+    assert config.derived["algorithm.bypass_old_logprobs"].startswith("alias: dropped: the ratio's old log-probs")
+    assert "m2po" in config.derived["trainer.trainer_type"]

@@ -85,10 +85,11 @@ config = ExperimentConfig(
     name="arith",
     checkpoint_root_dir="./checkpoints",
     algorithm=AlgorithmConfig(
-        # DAPO (Trinity's preset): dynamic sampling fills a step with up to 16 groups whose answers differ (2-3 rounds
-        # of 16 tasks), clip-higher, token-level loss. At 2e-5 held constant a stage gave back after its 4th step what
-        # it had gained; decayed to a quarter it keeps it (docs/runs.md, the arith-mid rows).
-        algorithm_type="dapo",
+        # DAPO (our dapo_full preset, `dapo` before Trinity had a preset of that name): dynamic sampling fills a step
+        # with up to 16 groups whose answers differ (2-3 rounds of 16 tasks), clip-higher, token-level loss. At 2e-5
+        # held constant a stage gave back after its 4th step what it had gained; decayed to a quarter it keeps it
+        # (docs/runs.md, the arith-mid rows).
+        algorithm_type="dapo_full",
         repeat_times=8,
         # At most 3 rounds: a 4th found 1-4 more groups for ~18 s of sampling and ~12 s of training (acmpY-s1).
         filter_groups=FilterGroupsConfig(max_num_gen_batches=3),

@@ -15,8 +15,9 @@
 - the mix family (`algorithm_type` mix / mix_chord): expert rows given as `buffer.trainer_input.sft_warmup_dataset`
   (without warm-up steps; Trinity's layout before `auxiliary_buffers`) → `auxiliary_buffers.<sft_dataset_name>`;
   the loss's per-GPU batch bookkeeping in `policy_loss_fn_args` (MIX_BATCH_ARGS) is dropped (noted).
-- Trinity's workflow names that ours cover with other settings (`math_boxed_workflow`): see
-  `schemas.trinity.workflows`.
+- Trinity's workflow names that ours cover with other settings (`math_boxed_workflow`, `simple_workflow`, the
+  `async_*` twins): see `schemas.trinity.workflows`.
+- Trinity's experience operator `dapo_dynamic_sampling` → `algorithm.filter_groups`: see `schemas.trinity.operators`.
 - `explorer.rollout_model.max_prompt_tokens` / `max_response_tokens` / `max_model_len` (the rollout engine's
   own lengths, which Trinity fills from `model.*` when unset; its older examples, dapo_math among them, set
   them there only): equal to `model.*`, they change nothing and are dropped (noted); otherwise they are
@@ -40,6 +41,7 @@ from schemas.base import ALIAS, ConfigRuleError, Section
 from schemas.errors import error_items
 from schemas.trainer import DEFAULT_TRAINER_TYPE, TRAINER_VARIANTS
 from schemas.trinity.names import SYNC_METHOD_ALIASES
+from schemas.trinity.operators import map_operators
 from schemas.trinity.workflows import map_workflows
 
 
@@ -73,7 +75,7 @@ def apply_aliases(data: dict[str, Any], note: bool = True, refused: list[tuple[s
         _critic(trainer, notes)
     _mix(data, notes)
     map_workflows(data, notes)
-    if problems := _rollout_lengths(data, notes):
+    if problems := [*map_operators(data, notes), *_rollout_lengths(data, notes)]:
         if refused is None:
             raise ConfigRuleError(problems)
         refused += problems

@@ -11,8 +11,9 @@
   anything is reported like any key we do not support.
 - Trinity keys without effect in Trinity's current version, or without effect on results (NO_EFFECT:
   buffer retries, the deprecated explorer.runner_num, rollout_args.n, log, W&B previews, veRL batching
-  settings beside Tinker, a replay buffer that is off) are left out with a warning and an ALIAS note in
-  `derived`.
+  settings beside Tinker or the torch trainer, the explorer's concurrent_mode and runner splitting; NO_EFFECT_WHEN:
+  a replay buffer, an over-rollout or a dynamic timeout that is off, bypass_old_logprobs true) are left out
+  with a warning and an ALIAS note in `derived`; their other values are reported with why (UNSUPPORTED_WHY).
 - Every key we do not support is returned by its dotted path (never dropped silently), and so is every
   key that maps onto a field the runtime refuses (schemas/support.py), with the reason; the caller
   decides whether that is fatal (`rft import-trinity` fails unless `--allow-unsupported`). Keys that map
@@ -26,6 +27,7 @@ from __future__ import annotations
 import copy
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Union
 
@@ -58,22 +60,43 @@ UNSUPPORTED_VALUES: dict[str, set[str]] = {"monitor.monitor_type": {"swanlab"}}
 _RETRIES = ("Trinity's retries of reading an SQL buffer (no longer a buffer setting there); buffers here are the "
             "experiment's own SQLite files")
 _STORAGE_NO_EFFECT = {"max_retry_times": _RETRIES, "max_retry_interval": _RETRIES}
+VERL_BATCHING = ("use_dynamic_bsz", "max_token_len_per_gpu", "ulysses_sequence_parallel_size")
 NO_EFFECT: dict[str, dict[str, str]] = {
     "BufferConfig": _STORAGE_NO_EFFECT,
     "TasksetConfig": _STORAGE_NO_EFFECT,
     "StorageConfig": _STORAGE_NO_EFFECT,
-    "ExplorerConfig": {"runner_num": "deprecated in Trinity, which warns and runs explorer.runner_per_model "
-                                     "runners per engine (default 8), as here"},
     "GenerationConfig": {"n": "Trinity overwrites it with the task set's repeat_times (algorithm.repeat_times in "
                               "training, 1 in evaluation); to sample each eval problem k times, set that task set's "
                               "repeat_times"},
     "ExperimentConfig": {"log": "Trinity's logger settings (level, group_by_node); runs here log to their Prefect run"},
     "TrainerBase": {"enable_preview": "Trinity's table of sample rollouts in W&B, which changes no result (not built)"},
-    "TinkerTrainerConfig": dict.fromkeys(("use_dynamic_bsz", "max_token_len_per_gpu", "ulysses_sequence_parallel_size"),
-                                         "a veRL batching setting, which Trinity's Tinker trainer ignores too"),
+    "TinkerTrainerConfig": dict.fromkeys(VERL_BATCHING, "a veRL batching setting, which Trinity's Tinker trainer ignores "
+                                                         "too"),
+    # a file written for veRL read for the torch trainer (import_trinity)
+    "TorchTrainerConfig": dict.fromkeys(VERL_BATCHING, "a veRL batching setting: the torch trainer's micro-batches "
+                                        "(trainer.micro_batch_size) are normalised by the whole batch's counts, so how a "
+                                        "batch is split changes no result"),
+    "ExplorerConfig": {
+        "runner_num": "deprecated in Trinity, which warns and runs explorer.runner_per_model runners per engine (default "
+                      "8), as here",
+        "concurrent_mode": "how a Trinity runner runs the repeats of a task (sequential, asynchronous, multi-threading): "
+                           "throughput only; here an engine samples a task's repeat_times responses in one request",
+        "max_repeat_times_per_runner": "how Trinity splits the repeats of a task among its runners: throughput only",
+        "max_inflight_batches": "the explore steps in flight of Trinity's fully_async sync style only (refused here)",
+    },
 }
-# Trinity blocks without effect while their `enable` is false ({model class name: {trinity key: why}}).
-NO_EFFECT_WHEN_OFF: dict[str, dict[str, str]] = {"StorageConfig": {"replay_buffer": "Trinity's replay buffer, off"}}
+# Trinity settings without effect in some of their values ({model class name: {trinity key: (no effect?, why)}}).
+NO_EFFECT_WHEN: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
+    "StorageConfig": {"replay_buffer": (lambda v: not _get(v, "enable"), "Trinity's replay buffer, off")},
+    "ExplorerConfig": {
+        "over_rollout": (lambda v: not _get(v, "ratio"), "Trinity's over-rollout with ratio 0: each step waits for all "
+                         "its tasks, as here"),
+        "dynamic_timeout": (lambda v: not _get(v, "enable"), "Trinity's dynamic timeout, off"),
+    },
+    # Trinity's default is false (its trainer recomputes the old policy's log-probs before the update)
+    "AlgorithmConfig": {"bypass_old_logprobs": (lambda v: v is True, "the ratio's old log-probs are the rollout's, as "
+                                                "here on every trainer")},
+}
 # Trinity's layout before 0.2 (still in some of its example folders), which Trinity itself no longer reads.
 PRE_0_2_LAYOUT = ("Trinity's layout before 0.2 (data, buffer.train_dataset, explorer.engine_num, trainer.algorithm_type), "
                   "which Trinity itself no longer reads: write it in the current layout (buffer.explorer_input.taskset, "
@@ -84,7 +107,16 @@ VERL_TO_TORCH = ("read for the torch trainer instead of veRL (Trinity's default)
 UNSUPPORTED_WHY = {
     "trainer.trainer_config_path": "a veRL YAML file of Trinity's repository; Trinity itself now refuses it "
                                    "(deprecated: give its settings as trainer.trainer_config)",
+    "explorer.over_rollout": "Trinity's explorer ends a step once (1 − ratio) × batch_size of its tasks are done and "
+                             "drops the rest; here a step waits for all its tasks (explorer.max_timeout bounds a slow "
+                             "one): leave it out, or set ratio 0",
+    "explorer.dynamic_timeout": "Trinity times each step out at ratio × the average time of a task; here "
+                                "explorer.max_timeout is a fixed bound per task: leave it out and set that",
+    "algorithm.bypass_old_logprobs": "false asks Trinity's trainer to recompute the old policy's log-probs before the "
+                                     "update; no trainer here does: the ratio's old log-probs are always the rollout's "
+                                     "(true)",
 }
+
 
 
 class TrinityImportError(ValueError):
@@ -410,14 +442,19 @@ def _filter(data: dict[str, Any], model: type[BaseModel], prefix: str, unsupport
 
 
 def _no_effect(model: type[BaseModel], key: str, value: Any) -> str | None:
-    """Why Trinity's `key` of a `model` section has no effect (NO_EFFECT, NO_EFFECT_WHEN_OFF), else None."""
+    """Why Trinity's `key` of a `model` section has no effect (NO_EFFECT, NO_EFFECT_WHEN), else None."""
     for cls in model.__mro__:
         if why := NO_EFFECT.get(cls.__name__, {}).get(key):
             return why
-        off = NO_EFFECT_WHEN_OFF.get(cls.__name__, {}).get(key)
-        if off and not (value.get("enable") if isinstance(value, dict) else value):
-            return off
+        when = NO_EFFECT_WHEN.get(cls.__name__, {}).get(key)
+        if when and when[0](value):
+            return when[1]
     return None
+
+
+def _get(value: Any, key: str) -> Any:
+    """`value[key]` of a mapping; a block given as a scalar (None, false) is that value."""
+    return value.get(key) if isinstance(value, dict) else value
 
 
 def _chosen_variant(variants: tuple[type[BaseModel], ...], value: dict[str, Any]) -> type[BaseModel]:
