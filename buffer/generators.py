@@ -1,4 +1,5 @@
-"""Rows of generated tasksets (`path: "generator:NAME"`); their arguments are in schemas/generators.py.
+"""Rows of generated tasksets (`path: "generator:NAME"`: arith, frozenlake, sudoku); their arguments are in
+schemas/generators.py, the games' rules in buffer/games.py.
 
 `generate(name, args, split)` returns the split's rows as dicts, the same every time for the same
 arguments, so a generated taskset resumes, slices (`test[:100]`) and names its tasks like a file.
@@ -11,7 +12,16 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from schemas.generators import GENERATOR_ARGS, MAX_TEST_SHARE, RANGE_FIELD, ArithArgs, problem_count
+from buffer.games import board_text, frozenlake_map, shortest_path, sudoku_puzzle, sudoku_solution
+from schemas.generators import (
+    GENERATOR_ARGS,
+    MAX_TEST_SHARE,
+    RANGE_FIELD,
+    ArithArgs,
+    FrozenLakeArgs,
+    SudokuArgs,
+    problem_count,
+)
 
 SPLITS = ("train", "test")
 
@@ -186,7 +196,65 @@ def arith(args: ArithArgs, split: str) -> list[dict[str, Any]]:
     return _arith_splits(args.model_dump_json())[split]
 
 
-GENERATORS: dict[str, Callable[[Any, str], list[dict[str, Any]]]] = {"arith": arith}
+def _distinct_splits(kind: str, test_size: int, train_size: int, draw: Callable[[int], dict[str, Any] | None],
+                     key: str) -> dict[str, list[dict[str, Any]]]:
+    """The first `test_size` distinct rows of draw(0), draw(1), ... as `test`, the next `train_size` as `train` (draw
+    returns None for a puzzle it does not keep; rows are told apart by row[key]). ValueError when the draws run
+    dry: the arguments allow too few distinct puzzles."""
+    rows: list[dict[str, Any]] = []
+    seen: set[Any] = set()
+    need, limit = test_size + train_size, 50 * (test_size + train_size) + 10_000
+    for i in range(limit):
+        row = draw(i)
+        if row is not None and row[key] not in seen:
+            seen.add(row[key])
+            rows.append(row)
+            if len(rows) == need:
+                return {"test": rows[:test_size], "train": rows[test_size:]}
+    raise ValueError(f"generator:{kind} found {len(rows)} distinct puzzles in {limit} draws, {need} needed "
+                     f"(test_size + train_size): allow more (a larger board, another difficulty) or ask for fewer")
+
+
+@lru_cache(maxsize=8)
+def _frozenlake_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
+    args = FrozenLakeArgs.model_validate_json(args_json)
+
+    def draw(i: int) -> dict[str, Any] | None:
+        rows = frozenlake_map(random.Random(f"{args.seed}/map/{i}"), args.size, args.frozen_prob)
+        path = shortest_path(rows)
+        if path is None or not args.min_path <= path <= args.max_path:
+            return None
+        return {"map": "\n".join(rows), "size": args.size, "is_slippery": args.is_slippery, "shortest_path": path}
+
+    return _distinct_splits("frozenlake", args.test_size, args.train_size, draw, "map")
+
+
+def frozenlake(args: FrozenLakeArgs, split: str) -> list[dict[str, Any]]:
+    """Rows {"map", "size", "is_slippery", "shortest_path"} of the frozenlake taskset's `split` (workflow frozenlake)."""
+    return _frozenlake_splits(args.model_dump_json())[split]
+
+
+@lru_cache(maxsize=8)
+def _sudoku_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
+    args = SudokuArgs.model_validate_json(args_json)
+
+    def draw(i: int) -> dict[str, Any]:
+        rng = random.Random(f"{args.seed}/sudoku/{i}")
+        solution = sudoku_solution(rng, args.size)
+        puzzle = sudoku_puzzle(rng, solution, args.blanks)
+        return {"puzzle": board_text(puzzle), "solution": board_text(solution), "size": args.size, "blanks": args.blanks}
+
+    return _distinct_splits("sudoku", args.test_size, args.train_size, draw, "puzzle")
+
+
+def sudoku(args: SudokuArgs, split: str) -> list[dict[str, Any]]:
+    """Rows {"puzzle", "solution", "size", "blanks"} of the sudoku taskset's `split` (workflow sudoku)."""
+    return _sudoku_splits(args.model_dump_json())[split]
+
+
+GENERATORS: dict[str, Callable[[Any, str], list[dict[str, Any]]]] = {
+    "arith": arith, "frozenlake": frozenlake, "sudoku": sudoku,
+}
 
 
 def generate(name: str, args: dict[str, Any], split: str) -> list[dict[str, Any]]:

@@ -63,6 +63,8 @@ DEPLOYMENTS = (
     Deployment("gsm8k-tinker", CPU_POOL, "Llama-3.2-3B GRPO trained through the Tinker service."),
     Deployment("gsm8k-verl-lora", GPU_POOL, "Llama-3.2-3B GRPO with LoRA rank 32 on the veRL trainer."),
     Deployment("q20", CPU_POOL, "Twenty questions: multi-turn GRPO against a rule-based answerer, on CPU."),
+    Deployment("frozenlake", CPU_POOL, "FrozenLake (gymnasium) on generated maps: multi-turn GRPO, one move a turn, on CPU."),
+    Deployment("sudoku", CPU_POOL, "4x4 Sudoku on generated puzzles: multi-turn GRPO, a few cells a turn, on CPU."),
     Deployment("gsm8k-tools", CPU_POOL, "A GSM8K agent with a calculator tool, trained through the OpenAI endpoint."),
     Deployment("smoke", CPU_POOL, "A/B: smoke on the torch trainer and on veRL, same seeds and data; one MLflow "
                "comparison and a verdict artifact (docs/nightly.md).", name="smoke-trainers",

@@ -1,4 +1,4 @@
-"""Generated tasksets: `path: "generator:NAME"` with the generator's arguments in `generator_args`.
+"""Generated tasksets (arith, frozenlake, sudoku): `path: "generator:NAME"` with the generator's arguments in `generator_args`.
 
 A generator makes its rows in memory from its arguments (no file to ship or download); the arguments
 are checked and completed with their defaults like an algorithm function's `*_args` (schemas/rules.py),
@@ -130,8 +130,65 @@ def problem_count(op: str, operands: tuple[int, int], negative_results: bool = F
     return n * (n + 1) // 2 if op == "-" and not negative_results else n * n
 
 
+class FrozenLakeArgs(Section):
+    """`generator:frozenlake`: FrozenLake maps (workflow `frozenlake`), one a row: `map` (rows of S start, F frozen,
+    H hole, G goal, one a line), `size`, `is_slippery`, `shortest_path` (the fewest moves from S to G).
+
+    Map i of a seed is drawn from its own random stream: each cell a hole with probability 1 - frozen_prob, S and G
+    on two different cells anywhere; a map is kept when G can be reached in `min_path` to `max_path` moves (the
+    difficulty) and it is not already taken. The `test` split is the first `test_size` maps, `train` the next
+    `train_size`: no map is in both.
+    """
+
+    TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset({"train_size"})
+
+    seed: int = Field(0, description="Seed of the maps.")
+    size: int = Field(4, ge=2, le=12, description="Rows (and columns) of a map.")
+    frozen_prob: float = Field(0.8, gt=0.0, le=1.0, description="Probability that a cell is frozen (else a hole).")
+    min_path: int = Field(1, ge=1, description="Fewest moves from S to G of a kept map, at least (difficulty).")
+    max_path: int = Field(6, ge=1, description="Fewest moves from S to G of a kept map, at most (difficulty).")
+    is_slippery: bool = Field(False, description="gymnasium's slippery ice: a move may go sideways (workflow_args."
+                              "is_slippery overrides it per taskset).")
+    train_size: int = Field(1000, ge=1, description="Maps of the train split.")
+    test_size: int = Field(50, ge=1, description="Maps of the test split (held out).")
+
+    @model_validator(mode="after")
+    def _path_range(self) -> FrozenLakeArgs:
+        if self.min_path > self.max_path:
+            raise ValueError(f"min_path {self.min_path} > max_path {self.max_path}")
+        if self.min_path > 2 * (self.size - 1):
+            raise ValueError(f"min_path {self.min_path}: no path on a {self.size}x{self.size} map is longer than "
+                             f"{2 * (self.size - 1)} moves without detours; lower it or widen the map")
+        return self
+
+
+class SudokuArgs(Section):
+    """`generator:sudoku`: Sudoku puzzles (workflow `sudoku`), one a row: `puzzle` and `solution` (rows of digits, 0
+    for an empty cell, one a line), `size`, `blanks`.
+
+    Puzzle i of a seed is drawn from its own random stream: a solved board (the pattern board with its digits
+    relabelled, its bands, stacks, rows and columns shuffled) with `blanks` distinct cells emptied (the difficulty).
+    The `test` split is the first `test_size` distinct puzzles, `train` the next `train_size`: no puzzle is in both.
+    A puzzle may have more than one completion; the workflow accepts any that keeps the rules.
+    """
+
+    TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset({"train_size"})
+
+    seed: int = Field(0, description="Seed of the puzzles.")
+    size: Literal[4, 9] = Field(4, description="Rows (and columns) of a board: 4 (2x2 boxes) or 9 (3x3 boxes).")
+    blanks: int = Field(4, ge=1, description="Empty cells of a puzzle (difficulty); at most size x size.")
+    train_size: int = Field(1000, ge=1, description="Puzzles of the train split.")
+    test_size: int = Field(50, ge=1, description="Puzzles of the test split (held out).")
+
+    @model_validator(mode="after")
+    def _blanks_fit(self) -> SudokuArgs:
+        if self.blanks > self.size * self.size:
+            raise ValueError(f"{self.blanks} blanks on a {self.size}x{self.size} board of {self.size * self.size} cells")
+        return self
+
+
 # Generator name → the model of its arguments.
-GENERATOR_ARGS: dict[str, type[Section]] = {"arith": ArithArgs}
+GENERATOR_ARGS: dict[str, type[Section]] = {"arith": ArithArgs, "frozenlake": FrozenLakeArgs, "sudoku": SudokuArgs}
 
 
 def same_held_out(name: str, train_args: dict[str, Any], eval_args: dict[str, Any]) -> bool:

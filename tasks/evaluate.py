@@ -39,7 +39,9 @@ from tasks.rollouts import run_workflows
 from workflows.multi_turn import episode_stats
 
 # The metrics shown first, in this order (any other metric follows, sorted).
-HEADLINE = ("strict", "lenient", "format", "accuracy", "reward_mean", "response_length", "truncated")
+# first in the stage table; success_rate and steps_per_episode: multi-turn episodes (workflows.multi_turn.episode_stats)
+HEADLINE = ("strict", "lenient", "format", "accuracy", "success_rate", "steps_per_episode", "reward_mean", "response_length",
+            "truncated")
 MEASURES = ("strict", "lenient", "format")
 EVAL_BATCH = 64
 PROGRESS_EVERY_S = 30.0  # how often a run's log says how far an evaluation has got

@@ -132,6 +132,7 @@ IMPORTS = {  # example: the settings still listed as not imported (they need --a
     "mix_math": [],
     "mix_chord": ["trainer.trainer_config_path"],  # and with_think: the <think> prompt and penalty
     "dpo_plaintext": [],  # on veRL, as written
+    "grpo_frozen_lake": [],  # frozen_lake_workflow is our frozenlake; its max_steps our max_turns
     # on veRL with its critic; scored with Trinity's countdown_reward (workflows/countdown.py)
     "ppo_countdown": [],
     "ppo_countdown_megatron": [],
@@ -142,7 +143,6 @@ REFUSED = {  # example: {field: what the reason says}
                   "explorer.rollout_model.max_response_tokens": "set model.max_response_tokens: 20480 instead",
                   "model.max_model_len": "cannot be derived"},
     "grpo_gsm8k_ruler": {"buffer.explorer_input.default_workflow_type": "judge model"},
-    "grpo_frozen_lake": {"buffer.explorer_input.default_workflow_type": "environment"},
     "agentscope_react": {"buffer.explorer_input.taskset.default_workflow_type": "AgentScope"},
     "grpo_vlm": {"buffer.explorer_input.default_workflow_type": "images"},
     "bots_random": {"buffer.explorer_input.default_workflow_type": "class path"},
@@ -470,3 +470,12 @@ def test_trinity_s_m2po_trainer_runs_on_the_torch_trainer(monkeypatch: pytest.Mo
     assert (alg.policy_loss_fn_args["m2_threshold"], alg.policy_loss_fn_args["log_ratio_clip"]) == (0.04, 20.0)
     assert config.derived["algorithm.bypass_old_logprobs"].startswith("alias: dropped: the ratio's old log-probs")
     assert "m2po" in config.derived["trainer.trainer_type"]
+
+
+def test_trinity_environment_workflows_are_ours_under_our_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config, _ = _import_example("grpo_frozen_lake", tmp_path, monkeypatch)
+    taskset = config.buffer.explorer_input.taskset
+    assert (taskset.default_workflow_type, taskset.workflow_args.get("max_turns")) == ("frozenlake", 10)
+    assert "max_steps" not in taskset.workflow_args
+    sudoku = load_recipe("smoke").with_overrides({f"{_TS}.default_workflow_type": "sudoku_workflow"})
+    assert sudoku.buffer.explorer_input.taskset.default_workflow_type == "sudoku"

@@ -7,10 +7,12 @@ and import it below.
 from __future__ import annotations
 
 from workflows import calculator as _calculator  # noqa: F401  (registers math_calculator_workflow)
+from workflows import frozenlake as _frozenlake  # noqa: F401  (registers frozenlake)
 from workflows import hello_workflow as _hello_workflow  # noqa: F401  (registers hello_workflow)
 from workflows import judge as _judge  # noqa: F401  (registers llm_judge_workflow)
 from workflows import math_workflow as _math_workflow  # noqa: F401  (registers math_workflow)
 from workflows import q20 as _q20  # noqa: F401  (registers q20)
+from workflows import sudoku as _sudoku  # noqa: F401  (registers sudoku)
 from workflows import tool_agent as _tool_agent  # noqa: F401  (registers gsm8k_tool_agent)
 from workflows.base import WORKFLOWS, Workflow, register_workflow
 

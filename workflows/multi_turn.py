@@ -12,7 +12,10 @@ Each episode becomes one `Experience`: the first prompt as `prompt_token_ids`, t
 and env reply in order as `response_token_ids`, with `response_mask` 1 on the model's tokens and 0 on
 the env's (context, not target), logprobs 0.0 there. Its reward is the sum of the turn rewards, the
 env's final reward and the group reward; `info` keeps the per-turn rewards, the number of turns,
-success and why the episode stopped.
+success and why the episode stopped, where each model turn lies in the response (`turn_spans`, [start, end) of
+`response_token_ids`) and, for an env that names its state (`Env.state`), the state each turn acted in
+(`step_states`, one per model turn): what step-wise credit assignment (GiGPO's grouping of the steps of a
+group's episodes by the state they saw) needs.
 
 Limits (taskset `workflow_args`):
   max_turns (int, default 10)             model turns per episode
@@ -35,6 +38,7 @@ from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from typing import Any
 
 from backends.rollout import Sample
 from buffer.experience import Experience
@@ -77,6 +81,16 @@ class Env(ABC):
         """OpenAI-style tool definitions the chat template should show, if any."""
         return None
 
+    def state(self) -> str | None:
+        """The state the model is about to act in, as a key (e.g. the observation text): read before each model
+        turn and kept as the episode's `info["step_states"]`, so the steps of a group's episodes can be grouped by
+        the state they saw. None (the default): not recorded."""
+        return None
+
+    def info(self) -> dict[str, Any]:
+        """More of the episode to keep in its experience's `info` at the end (JSON values, e.g. the actions taken)."""
+        return {}
+
 
 class EpisodeFailure(RuntimeError):
     """Every episode of a task failed; the message gives each reason."""
@@ -100,6 +114,8 @@ class Episode:
     last_turn: list[int] = field(default_factory=list)  # the latest model turn's ids
     last_text: str = ""  # and its text, for the env
     waiting: str = "the model"  # what the episode waits for (for the timeout's message)
+    states: list[str] = field(default_factory=list)  # Env.state before each model turn (when it names one)
+    turn_spans: list[list[int]] = field(default_factory=list)  # [start, end) of each model turn in the response
 
     @property
     def tokens(self) -> list[int]:
@@ -170,6 +186,9 @@ class MultiTurnWorkflow(Workflow, ABC):
             if room <= 0:
                 e.stop = "budget"
                 return
+            state = e.env.state()
+            if state is not None:
+                e.states.append(state)
             e.waiting = "the model"
             self._model_turn(e, min(per_turn, room))
             e.waiting = "the environment"
@@ -194,6 +213,7 @@ class MultiTurnWorkflow(Workflow, ABC):
         settings = self.sampling_settings()
         settings.n, settings.max_tokens = 1, max_tokens
         (sample,) = self.renderer.with_text(self.engine.generate([e.tokens], settings)[0])
+        e.turn_spans.append([len(e.response_token_ids), len(e.response_token_ids) + len(sample.response_token_ids)])
         e.add(list(sample.response_token_ids), list(sample.logprobs), trained=True)
         e.last_turn = list(sample.response_token_ids)
         e.last_text = sample.text
@@ -207,18 +227,21 @@ class MultiTurnWorkflow(Workflow, ABC):
             breakdown["group"] = group_reward
         sample = Sample(e.prompt_token_ids, e.response_token_ids, e.logprobs, e.stop,
                         self.renderer.decode_raw(e.response_token_ids))
-        exp = self.make_experience(
-            sample, index, reward=reward, breakdown=breakdown,
-            info={"turns": e.turns, "turn_rewards": e.turn_rewards, "stop": e.stop,
-                  "success": bool(e.metrics.get("success", 0.0)), "episodes_failed": failed, **e.metrics},
-        )
+        info = {"turns": e.turns, "turn_rewards": e.turn_rewards, "stop": e.stop,
+                "success": bool(e.metrics.get("success", 0.0)), "episodes_failed": failed, **e.metrics,
+                "turn_spans": e.turn_spans}
+        if e.states:
+            info["step_states"] = e.states
+        exp = self.make_experience(sample, index, reward=reward, breakdown=breakdown, info={**info, **e.env.info()})
         exp.response_mask = list(e.mask)
         return exp
 
 
 def episode_stats(experiences: list[Experience]) -> dict[str, float]:
-    """Turns per episode, success rate and failed episodes of multi-turn / agent experiences ({} for
-    single-turn ones): what explore and evaluate report next to the reward."""
+    """Turns per episode, success rate, environment steps per episode and failed episodes of multi-turn / agent
+    experiences ({} for single-turn ones): what explore and evaluate report next to the reward. An env's steps are
+    its `env_steps` metric where it reports one (FrozenLake: the moves made, Sudoku: the turns whose moves were
+    accepted), else its turns."""
     episodes = [e for e in experiences if "turns" in e.info]
     if not episodes:
         return {}
@@ -226,5 +249,6 @@ def episode_stats(experiences: list[Experience]) -> dict[str, float]:
     return {
         "turns_mean": sum(float(e.info["turns"]) for e in episodes) / n,
         "success_rate": sum(1.0 for e in episodes if e.info.get("success")) / n,
+        "steps_per_episode": sum(float(e.info.get("env_steps", e.info["turns"])) for e in episodes) / n,
         "episodes_failed": float(sum({e.group_id: e.info.get("episodes_failed", 0) for e in episodes}.values())),
     }

@@ -52,9 +52,9 @@ MATH_BOXED_THINK_PROMPT = (
     "\\boxed{} as closed-form results."
 )
 MATH_BOXED_REWARD_ARGS = {"require_boxed": True, "format_score": 0.0}
-_ENV = ("it plays an environment (ALFWorld, ScienceWorld, WebShop, FrozenLake, InterCode-SQL's docker database or "
-        "Sudoku), which is not installed and no workflow here drives; the multi-turn workflows here are q20 and "
-        "gsm8k_tool_agent")
+_ENV = ("it plays an environment (ALFWorld, ScienceWorld, WebShop or InterCode-SQL's docker database), which is not "
+        "installed and no workflow here drives; the environments here are frozenlake and sudoku (Trinity's "
+        "frozen_lake_workflow and sudoku_workflow), and the multi-turn workflows q20 and gsm8k_tool_agent")
 _AGENTSCOPE = ("an AgentScope agent: AgentScope is not installed; gsm8k_tool_agent is this project's tool-calling agent, "
                "and algorithm multi_step_grpo trains multi-turn episodes")
 _JUDGE = ("a judge model (explorer.auxiliary_models) scores each group's responses together (RULER's ranking), which is "
@@ -79,6 +79,11 @@ TRINITY_WORKFLOWS = (
 )
 # Trinity's workflows that become ours with other settings (the module docstring).
 MAPPED = (MATH_BOXED, SIMPLE)
+# Trinity's environment workflows that ours play under another name: {name: (ours, {its workflow_args key: ours})}.
+RENAMED: dict[str, tuple[str, dict[str, str]]] = {
+    "frozen_lake_workflow": ("frozenlake", {"max_steps": "max_turns"}),
+    "sudoku_workflow": ("sudoku", {}),
+}
 # Trinity's asynchronous twins: {name: the workflow it runs}.
 ASYNC_TWINS = {f"async_{name}": name for name in ("simple_workflow", "math_workflow", "math_boxed_workflow",
                                                   "math_eval_workflow", "math_rm_workflow", "math_ruler_workflow",
@@ -89,7 +94,7 @@ ASYNC_TWINS = {f"async_{name}": name for name in ("simple_workflow", "math_workf
 NOT_BUILT: dict[str, str] = {
     **dict.fromkeys(("alfworld_workflow", "alfworld_workflow_v2", "RAFT_alfworld_workflow",
                      "RAFT_reflect_alfworld_workflow", "step_wise_alfworld_workflow", "sciworld_workflow",
-                     "webshop_workflow", "frozen_lake_workflow", "intercode_sql_workflow", "sudoku_workflow"), _ENV),
+                     "webshop_workflow", "intercode_sql_workflow"), _ENV),
     **dict.fromkeys(("as_react_workflow", "agentscope_reactv2_math_workflow", "agentscope_reactv2_gsm8k_workflow",
                      "agentscope_v1_react_search_workflow", "agentscope_workflow_adapter", "agentscope_workflow_adapter_v1",
                      "agentscope_react_workflow", "agentscope_react_math_workflow", "agentscopev0_react_math_workflow"),
@@ -154,6 +159,13 @@ def map_workflows(data: dict[str, Any], notes: dict[str, str]) -> None:
             if isinstance(twin, str) and ASYNC_TWINS.get(twin) in ("math_workflow", *MAPPED):
                 holder[key] = ASYNC_TWINS[twin]
                 notes[f"{path}.{key}"] = f"{ALIAS}{twin}: {holder[key]} (Trinity's asynchronous twin of it)"
+    for path, ts, keys in [*((p, t, ("default_workflow_type",)) for p, t in train),
+                           *((p, t, ("default_eval_workflow_type", "default_workflow_type")) for p, t in evals)]:
+        if isinstance(ts, dict):  # the workflow it runs, its own or the explorer_input's default, before renaming
+            name = next((h.get(k) for h in (ts, ei) for k in keys if isinstance(h.get(k), str)), None)
+            _rename_workflow_args(ts, path, name, notes)
+    for path, holder in [(base, ei), *((p, t) for p, t in train + evals if isinstance(t, dict))]:
+        _rename_environments(holder, path, notes)
     default, eval_default = ei.get("default_workflow_type"), ei.get("default_eval_workflow_type")
     masked: list[str] = []
     for path, ts, inherited, trains in [*((p, t, default, True) for p, t in train),
@@ -178,6 +190,26 @@ def map_workflows(data: dict[str, Any], notes: dict[str, str]) -> None:
         ensure_first(data, MASK_TRUNCATED, notes, f"{MATH_BOXED} of {', '.join(masked)}: Trinity's workflow gives a "
                      "response cut at the token limit an all-zero mask (this operator masks every such response of the "
                      "step)")
+
+
+def _rename_environments(holder: dict[str, Any], path: str, notes: dict[str, str]) -> None:
+    """Trinity's FrozenLake and Sudoku workflows are ours under our names."""
+    for key in ("default_workflow_type", "default_eval_workflow_type"):
+        name = holder.get(key)
+        if isinstance(name, str) and name in RENAMED:
+            holder[key] = RENAMED[name][0]
+            notes[f"{path}.{key}"] = f"{ALIAS}{name}: {holder[key]}"
+
+
+def _rename_workflow_args(ts: dict[str, Any], path: str, name: str | None, notes: dict[str, str]) -> None:
+    """A task set that runs one of RENAMED: its workflow_args under our keys."""
+    args = ts.get("workflow_args")
+    if name not in RENAMED or not isinstance(args, dict):
+        return
+    for theirs, mine in RENAMED[name][1].items():
+        if theirs in args and mine not in args:
+            args[mine] = args.pop(theirs)
+            notes[f"{path}.workflow_args.{mine}"] = f"{ALIAS}{path}.workflow_args.{theirs} ({name})"
 
 
 def _math_boxed(ts: dict[str, Any], path: str, reward: Any, notes: dict[str, str]) -> None:

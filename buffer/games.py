@@ -1,0 +1,140 @@
+"""The puzzles of the generated game tasksets and their rules: FrozenLake maps (`generator:frozenlake`) and Sudoku
+boards (`generator:sudoku`). The generators (buffer/generators.py) make them; the workflows that play them
+(workflows/frozenlake.py, workflows/sudoku.py) read them back and judge moves with the same rules.
+
+A FrozenLake map is rows of S (start), F (frozen), H (hole), G (goal), gymnasium's `desc`. A Sudoku board is
+`size` rows of `size` digits, 0 for an empty cell; `size` is a square (4: 2x2 boxes, 9: 3x3 boxes).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from collections.abc import Sequence
+
+# -- FrozenLake ----------------------------------------------------------------------------------------------
+
+# (row, column) offsets of the four moves
+MOVES: dict[str, tuple[int, int]] = {"left": (0, -1), "down": (1, 0), "right": (0, 1), "up": (-1, 0)}
+
+
+def find_cell(rows: Sequence[str], cell: str) -> tuple[int, int]:
+    """(row, column) of the first `cell` letter of a map (ValueError if it has none)."""
+    for r, row in enumerate(rows):
+        if cell in row:
+            return r, row.index(cell)
+    raise ValueError(f"the map has no {cell!r}: {list(rows)}")
+
+
+def shortest_path(rows: Sequence[str]) -> int | None:
+    """The fewest moves from S to G over frozen cells (no slipping), None when the holes cut G off."""
+    start, goal = find_cell(rows, "S"), find_cell(rows, "G")
+    seen, queue = {start}, deque([(start, 0)])
+    while queue:
+        (r, c), moves = queue.popleft()
+        if (r, c) == goal:
+            return moves
+        for dr, dc in MOVES.values():
+            nr, nc = r + dr, c + dc
+            if 0 <= nr < len(rows) and 0 <= nc < len(rows[nr]) and (nr, nc) not in seen and rows[nr][nc] != "H":
+                seen.add((nr, nc))
+                queue.append(((nr, nc), moves + 1))
+    return None
+
+
+def frozenlake_map(rng: random.Random, size: int, frozen_prob: float) -> list[str]:
+    """A size x size map: each cell a hole with probability 1 - frozen_prob, then S and G on two different cells
+    (anywhere, as in Trinity-RFT's maps); not checked for a path (shortest_path does)."""
+    cells = [["F" if rng.random() < frozen_prob else "H" for _ in range(size)] for _ in range(size)]
+    start, goal = rng.sample(range(size * size), 2)
+    cells[start // size][start % size] = "S"
+    cells[goal // size][goal % size] = "G"
+    return ["".join(row) for row in cells]
+
+
+# -- Sudoku --------------------------------------------------------------------------------------------------
+
+
+def box_size(size: int) -> int:
+    """The side of a box of a size x size board (2 for 4, 3 for 9); ValueError when size is not a square."""
+    box = math.isqrt(size)
+    if box < 2 or box * box != size:
+        raise ValueError(f"a Sudoku board's size is a square of at least 4 (4, 9, 16), got {size}")
+    return box
+
+
+def sudoku_solution(rng: random.Random, size: int) -> list[list[int]]:
+    """A random solved board: the pattern board with its digits relabelled, its bands and the rows within each band
+    shuffled, likewise its stacks and columns, and transposed half the time (each keeps a board solved)."""
+    box = box_size(size)
+    pattern = [[(box * (r % box) + r // box + c) % size + 1 for c in range(size)] for r in range(size)]
+    digits = rng.sample(range(1, size + 1), size)
+
+    def order() -> list[int]:
+        return [band * box + i for band in rng.sample(range(box), box) for i in rng.sample(range(box), box)]
+
+    rows, cols = order(), order()
+    board = [[digits[pattern[r][c] - 1] for c in cols] for r in rows]
+    if rng.random() < 0.5:
+        board = [list(col) for col in zip(*board, strict=True)]
+    return board
+
+
+def sudoku_puzzle(rng: random.Random, solution: list[list[int]], blanks: int) -> list[list[int]]:
+    """The solution with `blanks` distinct cells emptied (0)."""
+    size = len(solution)
+    puzzle = [row[:] for row in solution]
+    for cell in rng.sample(range(size * size), blanks):
+        puzzle[cell // size][cell % size] = 0
+    return puzzle
+
+
+def conflict(board: Sequence[Sequence[int]], row: int, col: int, value: int) -> str | None:
+    """Why `value` may not go in the empty cell (row, col) (0-based), or None: the row, column or box already
+    holds it."""
+    size, box = len(board), box_size(len(board))
+    if value in board[row]:
+        return f"row {row + 1} already has a {value}"
+    if any(board[r][col] == value for r in range(size)):
+        return f"column {col + 1} already has a {value}"
+    top, left = row - row % box, col - col % box
+    if any(board[r][c] == value for r in range(top, top + box) for c in range(left, left + box)):
+        return f"the box of row {row + 1}, column {col + 1} already has a {value}"
+    return None
+
+
+def is_valid(board: Sequence[Sequence[int]]) -> bool:
+    """No digit twice in a row, a column or a box (empty cells aside)."""
+    size, box = len(board), box_size(len(board))
+    units = [list(row) for row in board] + [[board[r][c] for r in range(size)] for c in range(size)]
+    units += [[board[r][c] for r in range(top, top + box) for c in range(left, left + box)]
+              for top in range(0, size, box) for left in range(0, size, box)]
+    return all(len(filled := [v for v in unit if v]) == len(set(filled)) for unit in units)
+
+
+def is_solved(board: Sequence[Sequence[int]]) -> bool:
+    """Full and valid: any completion that keeps the rules counts, not only the generator's solution."""
+    return all(all(row) for row in board) and is_valid(board)
+
+
+def board_text(board: Sequence[Sequence[int]]) -> str:
+    """Rows of digits, 0 for an empty cell, one row a line: how a generated row stores a board."""
+    return "\n".join("".join(str(v) for v in row) for row in board)
+
+
+def parse_board(value: object) -> list[list[int]]:
+    """A board from a row: board_text's form (also with spaces or '.' for empty), or a list of lists of ints
+    (Trinity-RFT's `puzzle`). ValueError when it is not a square board."""
+    if isinstance(value, str):
+        lines = [line for line in value.strip().splitlines() if line.strip()]
+        board = [[0 if ch in "._" else int(ch) for ch in line if not ch.isspace() and ch not in ",|"] for line in lines]
+    elif isinstance(value, Sequence):
+        board = [[int(v) for v in row] for row in value]  # type: ignore[union-attr]
+    else:
+        raise ValueError(f"a Sudoku board is a string of digit rows or a list of rows, got {type(value).__name__}")
+    size = len(board)
+    box_size(size)
+    if any(len(row) != size for row in board) or any(not 0 <= v <= size for row in board for v in row):
+        raise ValueError(f"not a {size}x{size} board of digits 0-{size}: {board}")
+    return board
