@@ -36,7 +36,7 @@ class Deployment:
 
 
 # The nightly gate: strict accuracy on the 400 held-out problems must rise by a point (about one standard
-# error at the recipe's 3 %, README "What a run reaches") for the night's model to take `champion`.
+# error at the recipe's 3 %: docs/recipes/gsm8k.md) for the night's model to take `champion`.
 NIGHTLY_GATE = {"metric": "gsm8k-eval/strict", "margin": 0.01, "alias": "champion"}
 
 # One experiment that an explore run and a train run share (started separately, they finish together).
