@@ -1,4 +1,4 @@
-"""Rows of generated tasksets (`path: "generator:NAME"`: arith, frozenlake, sudoku); their arguments are in
+"""Rows of generated tasksets (`path: "generator:NAME"`: arith, frozenlake, sudoku, reasoning_gym); their arguments are in
 schemas/generators.py, the games' rules in buffer/games.py.
 
 `generate(name, args, split)` returns the split's rows as dicts, the same every time for the same
@@ -7,6 +7,7 @@ arguments, so a generated taskset resumes, slices (`test[:100]`) and names its t
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from functools import lru_cache
@@ -19,7 +20,10 @@ from schemas.generators import (
     RANGE_FIELD,
     ArithArgs,
     FrozenLakeArgs,
+    ReasoningGymArgs,
+    SciWorldArgs,
     SudokuArgs,
+    TextWorldArgs,
     problem_count,
 )
 
@@ -252,8 +256,115 @@ def sudoku(args: SudokuArgs, split: str) -> list[dict[str, Any]]:
     return _sudoku_splits(args.model_dump_json())[split]
 
 
+@lru_cache(maxsize=16)
+def reasoning_gym_dataset(dataset: str, seed: int, size: int, config_json: str) -> Any:
+    """reasoning-gym's dataset `dataset` made with these settings (its items are item i of Random(seed + i))."""
+    import reasoning_gym
+
+    return reasoning_gym.create_dataset(dataset, seed=seed, size=size, **json.loads(config_json))
+
+
+@lru_cache(maxsize=4096)
+def reasoning_gym_entry(source: str) -> tuple[Any, dict[str, Any]]:
+    """(dataset, entry) of a row's `reasoning_gym` column (JSON: dataset, seed, size, config, index): the entry
+    regenerated as the generator made it, what the dataset's own verifier (`score_answer`) reads."""
+    spec = json.loads(source)
+    ds = reasoning_gym_dataset(spec["dataset"], spec["seed"], spec["size"], json.dumps(spec["config"], sort_keys=True))
+    return ds, ds[spec["index"]]
+
+
+@lru_cache(maxsize=8)
+def _reasoning_gym_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
+    args = ReasoningGymArgs.model_validate_json(args_json)
+    size = 50 * (args.test_size + args.train_size) + 10_000  # the draws allowed; also the dataset's virtual size
+    config_json = json.dumps(args.config, sort_keys=True)
+    ds = reasoning_gym_dataset(args.dataset, args.seed, size, config_json)
+    test: list[dict[str, Any]] = []
+    train: list[dict[str, Any]] = []
+    held_out: set[str] = set()
+    for index in range(size):
+        try:
+            entry = ds[index]
+        except Exception as exc:  # noqa: BLE001 - e.g. countdown finding no expression within the target's range
+            raise ValueError(f"generator:reasoning_gym: {args.dataset} could not make entry {index} with config "
+                             f"{args.config}: {exc}") from exc
+        question = entry["question"]
+        if len(test) < args.test_size:
+            if question in held_out:
+                continue
+            held_out.add(question)
+            split = test
+        elif question in held_out:
+            continue
+        else:
+            split = train
+        source = {"dataset": args.dataset, "seed": args.seed, "size": size, "config": args.config, "index": index}
+        split.append({
+            "question": question, "answer": str(entry["answer"]), "dataset": args.dataset, "index": index,
+            "metadata": json.dumps(entry.get("metadata", {}), default=str),
+            "reasoning_gym": json.dumps(source, sort_keys=True),
+        })
+        if len(train) == args.train_size:
+            return {"test": test, "train": train}
+    raise ValueError(f"generator:reasoning_gym found {len(test)} distinct test questions and {len(train)} train rows in "
+                     f"{size} entries of {args.dataset}, {args.test_size} + {args.train_size} needed: allow more (a harder "
+                     "config) or ask for fewer")
+
+
+def reasoning_gym(args: ReasoningGymArgs, split: str) -> list[dict[str, Any]]:
+    """Rows {"question", "answer", "dataset", "index", "metadata", "reasoning_gym"} of the reasoning-gym taskset's
+    `split` (reward reasoning_gym_reward scores an answer with the dataset's own verifier)."""
+    return _reasoning_gym_splits(args.model_dump_json())[split]
+
+
+@lru_cache(maxsize=8)
+def sciworld_variations(tasks: tuple[str, ...]) -> dict[str, tuple[list[int], list[int]]]:
+    """{task: (its train variations, its test variations)}, ScienceWorld's own split (starts its simulator, Java)."""
+    from scienceworld import ScienceWorldEnv
+
+    env = ScienceWorldEnv("")
+    try:
+        out = {}
+        for task in tasks:
+            env.load(task, 0, "")
+            out[task] = (list(env.get_variations_train()), list(env.get_variations_test()))
+        return out
+    finally:
+        env.close()
+
+
+@lru_cache(maxsize=8)
+def _sciworld_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
+    args = SciWorldArgs.model_validate_json(args_json)
+    splits: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
+    for task, (train, test) in sciworld_variations(tuple(args.tasks)).items():
+        for split, variations, n in (("train", train, args.train_per_task), ("test", test, args.test_per_task)):
+            chosen = sorted(variations)
+            random.Random(f"{args.seed}/{task}/{split}").shuffle(chosen)
+            splits[split] += [{"task_name": task, "variation": v, "simplification": args.simplification}
+                              for v in chosen[:n]]
+    for split, rows in splits.items():  # any prefix (test[:4]) mixes the tasks
+        random.Random(f"{args.seed}/{split}").shuffle(rows)
+    return splits
+
+
+def sciworld(args: SciWorldArgs, split: str) -> list[dict[str, Any]]:
+    """Rows {"task_name", "variation", "simplification"} of the sciworld taskset's `split`: variations of ScienceWorld's
+    own train or test set (workflow sciworld)."""
+    return _sciworld_splits(args.model_dump_json())[split]
+
+
+def textworld(args: TextWorldArgs, split: str) -> list[dict[str, Any]]:
+    """Rows {"game_seed", "nb_rooms", "nb_objects", "quest_length"} of the textworld taskset's `split` (workflow
+    textworld makes each game from them)."""
+    first, size = (0, args.test_size) if split == "test" else (args.test_size, args.train_size)
+    return [{"game_seed": args.seed * 100_000 + first + i, "nb_rooms": args.nb_rooms, "nb_objects": args.nb_objects,
+             "quest_length": args.quest_length} for i in range(size)]
+
+
 GENERATORS: dict[str, Callable[[Any, str], list[dict[str, Any]]]] = {
-    "arith": arith, "frozenlake": frozenlake, "sudoku": sudoku,
+    "arith": arith, "frozenlake": frozenlake, "sudoku": sudoku, "reasoning_gym": reasoning_gym,
+    "sciworld": sciworld, "textworld": textworld,
 }
 
 

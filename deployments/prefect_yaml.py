@@ -65,6 +65,10 @@ DEPLOYMENTS = (
     Deployment("q20", CPU_POOL, "Twenty questions: multi-turn GRPO against a rule-based answerer, on CPU."),
     Deployment("frozenlake", CPU_POOL, "FrozenLake (gymnasium) on generated maps: multi-turn GRPO, one move a turn, on CPU."),
     Deployment("sudoku", CPU_POOL, "4x4 Sudoku on generated puzzles: multi-turn GRPO, a few cells a turn, on CPU."),
+    Deployment("sciworld", CPU_POOL, "ScienceWorld (Java simulator) tasks and variations: multi-turn GRPO, one "
+               "command a turn, on CPU."),
+    Deployment("textworld", CPU_POOL, "TextWorld games generated locally: multi-turn GRPO, one command a turn, on CPU."),
+    Deployment("rg-countdown", CPU_POOL, "reasoning-gym's countdown, generated, scored by its own verifier: GRPO on CPU."),
     Deployment("gsm8k-tools", CPU_POOL, "A GSM8K agent with a calculator tool, trained through the OpenAI endpoint."),
     Deployment("smoke", CPU_POOL, "A/B: smoke on the torch trainer and on veRL, same seeds and data; one MLflow "
                "comparison and a verdict artifact (docs/nightly.md).", name="smoke-trainers",

@@ -98,7 +98,7 @@ BUILT: dict[str, Registry] = {
 # Advantage functions that compare the responses of one task with each other (need repeat_times ≥ 2
 # and batches made of whole groups).
 GROUP_ADVANTAGE_FNS = frozenset({"grpo", "grpo_verl", "rloo", "opmd", "opmd_verl", "asymre", "asymre_verl", "rec",
-                                 "step_wise_grpo"})
+                                 "step_wise_grpo", "gigpo"})
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,12 @@ ALGORITHM_PRESETS: dict[str, AlgorithmPreset] = {
     ),
     "rec": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="rec", policy_loss_fn="rec")),
     "multi_step_grpo": AlgorithmPreset(_preset(repeat_times=8, advantage_fn="step_wise_grpo")),
+    # GiGPO (Trinity's GiGPOAlgorithm): episode- plus anchor-state step-level advantages of multi-turn episodes
+    # (algorithms/advantage/gigpo.py); a workflow that records each step's state (schemas/rules.py).
+    "gigpo": AlgorithmPreset(
+        _preset(repeat_times=8, advantage_fn="gigpo"),
+        args={"policy_loss_fn_args": {"clip_range_low": 0.2, "clip_range_high": 0.2, "loss_agg_mode": "token-mean"}},
+    ),
     # The mix family: expert SFT rows added to each RL batch (algorithms/policy_loss/mix.py, docs/mix.md).
     "mix": AlgorithmPreset(_preset(repeat_times=8, advantage_fn="grpo", policy_loss_fn="mix", sample_strategy="mix",
                                    entropy_loss_fn="mix")),

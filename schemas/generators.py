@@ -1,4 +1,5 @@
-"""Generated tasksets (arith, frozenlake, sudoku): `path: "generator:NAME"` with the generator's arguments in `generator_args`.
+"""Generated tasksets (arith, frozenlake, sudoku, reasoning_gym, sciworld, textworld): `path: "generator:NAME"` with the generator's
+arguments in `generator_args`.
 
 A generator makes its rows in memory from its arguments (no file to ship or download); the arguments
 are checked and completed with their defaults like an algorithm function's `*_args` (schemas/rules.py),
@@ -187,8 +188,131 @@ class SudokuArgs(Section):
         return self
 
 
+# Settings of a reasoning-gym dataset that generator_args sets itself (not in `config`).
+REASONING_GYM_OWN = ("seed", "size")
+
+
+def reasoning_gym_config(dataset: str) -> type:
+    """The config dataclass of reasoning-gym dataset `dataset` (ValueError naming the known ones)."""
+    from reasoning_gym.factory import DATASETS  # ~1 s to import: only when a reasoning_gym taskset is checked
+
+    if dataset not in DATASETS or dataset == "composite":
+        known = sorted(n for n in DATASETS if n != "composite")
+        raise ValueError(f"reasoning-gym has no dataset {dataset!r}; its datasets: {', '.join(known)}")
+    return DATASETS[dataset][1]
+
+
+class ReasoningGymArgs(Section):
+    """`generator:reasoning_gym`: the procedural tasks of reasoning-gym (countdown, basic_arithmetic, leg_counting,
+    ... one dataset a taskset), one a row: `question`, `answer` (one right answer), `dataset`, `index`, `metadata` (JSON,
+    to read) and `reasoning_gym` (JSON: dataset, seed, size, config, index: what the reward regenerates the entry from
+    to score an answer with the dataset's own verifier, reward `reasoning_gym_reward`).
+
+    `config` holds the dataset's own settings (its difficulty: countdown's min_numbers, max_target, ...), passed to
+    its config class and checked by it: a key the class does not have is an error naming it. Entry i of a seed is
+    reasoning-gym's item i; the `test` split is the first `test_size` distinct questions, `train` the next
+    `train_size` items whose question is not in `test` (a question may repeat in `train` when the dataset has few).
+    """
+
+    TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset({"train_size"})
+
+    dataset: str = Field(..., description="The reasoning-gym dataset, e.g. countdown, basic_arithmetic, leg_counting.")
+    config: dict[str, Any] = Field({}, description="The dataset's own settings (its config class's fields, e.g. "
+                                   "countdown's min_numbers, max_numbers, max_target): the difficulty.")
+    seed: int = Field(0, description="Seed of the entries.")
+    train_size: int = Field(1000, ge=1, description="Rows of the train split.")
+    test_size: int = Field(100, ge=1, description="Rows of the test split (held out).")
+
+    @field_validator("dataset")
+    @classmethod
+    def _known(cls, dataset: str) -> str:
+        reasoning_gym_config(dataset)
+        return dataset
+
+    @field_validator("config")
+    @classmethod
+    def _settings(cls, config: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        import dataclasses
+
+        dataset = info.data.get("dataset")
+        if dataset is None:
+            return config  # the dataset is already wrong
+        config_cls = reasoning_gym_config(dataset)
+        fields = [f.name for f in dataclasses.fields(config_cls) if f.name not in REASONING_GYM_OWN]
+        for key in config:
+            if key in REASONING_GYM_OWN:
+                raise ValueError(f"config.{key}: set generator_args.{'seed' if key == 'seed' else 'train_size/test_size'}"
+                                 " instead")
+            if key not in fields:
+                raise ValueError(f"config.{key}: reasoning-gym's {dataset} has no setting {key!r}; its settings "
+                                 f"({config_cls.__name__}): {', '.join(fields)}")
+        try:
+            made = config_cls(**config)
+            if hasattr(made, "validate"):
+                made.validate()
+        except (AssertionError, TypeError, ValueError) as exc:
+            raise ValueError(f"config: reasoning-gym's {config_cls.__name__} refuses {config}: {exc}") from None
+        return config
+
+
+class SciWorldArgs(Section):
+    """`generator:sciworld`: ScienceWorld tasks (workflow `sciworld`), one a row: `task_name`, `variation` (ScienceWorld's
+    variation number of that task), `simplification`.
+
+    The split is ScienceWorld's own: `train` rows are variations of its train set, `test` rows variations of its test
+    set (never the same variation), the first `train_per_task` / `test_per_task` of each task's list shuffled by
+    `seed`. Listing a task's variations starts ScienceWorld's simulator (Java) once per taskset.
+    """
+
+    TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset({"train_per_task"})
+
+    seed: int = Field(0, description="Seed of which variations are taken (each task's list is shuffled by it).")
+    tasks: list[str] = Field(["find-living-thing", "find-non-living-thing", "find-plant"], min_length=1,
+                             description="ScienceWorld task names (its task list: boil, melt, find-animal, ...).")
+    train_per_task: int = Field(10, ge=1, description="Variations of each task in the train split (at most its train set).")
+    test_per_task: int = Field(3, ge=1, description="Variations of each task in the test split (at most its test set).")
+    simplification: str = Field("easy", description="ScienceWorld's simplifications, e.g. 'easy' (teleport, open doors, "
+                                "self-watering flower pots, no electrical actions) or '' for none, or a comma list.")
+
+    @field_validator("tasks")
+    @classmethod
+    def _known_tasks(cls, tasks: list[str]) -> list[str]:
+        try:
+            from scienceworld.constants import ID2TASK
+        except ImportError:  # checked when the rows are made
+            return tasks
+        known = sorted(ID2TASK.values())
+        unknown = [t for t in tasks if t not in known]
+        if unknown:
+            raise ValueError(f"unknown ScienceWorld task(s) {unknown}; its tasks: {', '.join(known)}")
+        if len(set(tasks)) != len(tasks):
+            raise ValueError(f"a task is listed twice: {tasks}")
+        return tasks
+
+
+class TextWorldArgs(Section):
+    """`generator:textworld`: TextWorld games (workflow `textworld`), one a row: `game_seed` and the difficulty
+    (`nb_rooms`, `nb_objects`, `quest_length`). The workflow makes each game with TextWorld's generator (its
+    `tw-make` through the Python API, the row's seed and difficulty) the first time it is played and keeps it in
+    $RFT_TEXTWORLD_DIR (default ~/.cache/rft/textworld). The `test` split is game seeds seed*100000 + 0 .. test_size-1, `train` the next
+    `train_size`: no seed is in both (TextWorld draws a different world, objects and quest from each seed).
+    """
+
+    TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset({"train_size"})
+
+    seed: int = Field(0, ge=0, le=20_000, description="Seed of the game seeds.")
+    nb_rooms: int = Field(2, ge=1, le=20, description="Rooms of a game (difficulty).")
+    nb_objects: int = Field(4, ge=0, le=40, description="Objects of a game besides the rooms (difficulty).")
+    quest_length: int = Field(2, ge=1, le=10, description="Actions the quest's shortest walkthrough takes (difficulty).")
+    train_size: int = Field(1000, ge=1, le=99_000, description="Games of the train split.")
+    test_size: int = Field(20, ge=1, le=1000, description="Games of the test split (held out).")
+
+
 # Generator name → the model of its arguments.
-GENERATOR_ARGS: dict[str, type[Section]] = {"arith": ArithArgs, "frozenlake": FrozenLakeArgs, "sudoku": SudokuArgs}
+GENERATOR_ARGS: dict[str, type[Section]] = {
+    "arith": ArithArgs, "frozenlake": FrozenLakeArgs, "sudoku": SudokuArgs, "reasoning_gym": ReasoningGymArgs,
+    "sciworld": SciWorldArgs, "textworld": TextWorldArgs,
+}
 
 
 def same_held_out(name: str, train_args: dict[str, Any], eval_args: dict[str, Any]) -> bool:

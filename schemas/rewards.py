@@ -7,7 +7,8 @@ from typing import Any
 
 # Trinity's reward functions math_workflow scores with (a taskset's default_reward_fn_type; the workflow's
 # docstring says how each scores).
-MATH_WORKFLOW_REWARD_FNS = ("math_boxed_reward", "math_reward", "accuracy_reward", "math_dapo_reward", "countdown_reward")
+MATH_WORKFLOW_REWARD_FNS = ("math_boxed_reward", "math_reward", "accuracy_reward", "math_dapo_reward", "countdown_reward",
+                            "reasoning_gym_reward")
 
 
 class RewardArgsError(ValueError):
@@ -34,6 +35,19 @@ def dapo_overlong_args(args: dict[str, Any], max_tokens: int | None) -> tuple[in
     if not 0 < cache < max_length:
         raise RewardArgsError("cache_length", f"{cache} must be > 0 and below max_response_length ({max_length})")
     return max_length, cache, _number(args["penalty_factor"], "penalty_factor", float)
+
+
+# reasoning_gym_reward's reward_fn_args.answer_format: where its answer is (workflows/reasoning_gym.py).
+REASONING_GYM_ANSWER_FORMATS = ("answer_tag", "boxed")
+
+
+def reasoning_gym_answer_format(args: dict[str, Any]) -> str:
+    """reasoning_gym_reward's reward_fn_args.answer_format (default answer_tag: the last <answer>; boxed: the last
+    \\boxed{}), or a RewardArgsError naming it."""
+    value = args.get("answer_format", "answer_tag")
+    if value not in REASONING_GYM_ANSWER_FORMATS:
+        raise RewardArgsError("answer_format", f"{value!r} is not one of {', '.join(REASONING_GYM_ANSWER_FORMATS)}")
+    return value
 
 
 # math_workflow's checks of the worked steps (workflows/worked_steps.py), each a number ≥ 0 and why:

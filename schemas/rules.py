@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from algorithms import POLICY_LOSS_FNS, is_preference_loss, teacher_topk, uses_expert_rows
 from algorithms.advantage.distill import needs_teacher
 from algorithms.advantage.gae import needs_critic
+from algorithms.advantage.gigpo import STEP_STATE_WORKFLOWS, needs_steps
 from algorithms.advantage.remax import needs_greedy_baseline
 from algorithms.registry import is_off
 from schemas import support
@@ -32,11 +33,12 @@ from schemas.buffer import FormatConfig, StorageConfig, TasksetConfig
 from schemas.data_processor import DATA_JUICER, OPERATOR_ARGS
 from schemas.generators import GENERATOR_ARGS, generator_name, same_held_out
 from schemas.resolver import Resolver
-from schemas.rewards import RewardArgsError, dapo_overlong_args, step_arg
+from schemas.rewards import RewardArgsError, dapo_overlong_args, reasoning_gym_answer_format, step_arg
 from schemas.secrets import is_loopback, redact, tinker_url_problem
 from schemas.stage_kind import stage_kind
 from schemas.trinity.algorithms import REFUSED_TYPES as TRINITY_REFUSED_TYPES
 from schemas.trinity.operators import NOT_BUILT as TRINITY_OPERATORS_NOT_BUILT
+from schemas.trinity.workflows import NOT_BUILT as TRINITY_WORKFLOWS_NOT_BUILT
 
 if TYPE_CHECKING:
     from schemas.experiment import ExperimentConfig
@@ -412,6 +414,14 @@ def _taskset(r: Resolver, ts: TasksetConfig, path: str, *, is_eval: bool, index:
             r.error(f"{path}.default_workflow_type",
                     "no workflow: set it, or buffer.explorer_input.default_workflow_type"
                     + (" / default_eval_workflow_type" if is_eval else ""))
+    if (not is_eval and needs_steps(c.algorithm) and stage_kind(c).explores and ts.default_workflow_type is not None
+            and ts.default_workflow_type not in STEP_STATE_WORKFLOWS
+            and ts.default_workflow_type not in TRINITY_WORKFLOWS_NOT_BUILT):  # those are refused with their reason
+        r.error(f"{path}.default_workflow_type",
+                f"advantage_fn 'gigpo' groups the steps of multi-turn episodes by the environment state each acted in "
+                f"(experience info 'step_states', with 'turn_spans'); {ts.default_workflow_type!r} records no step "
+                f"states: use a workflow that does ({', '.join(sorted(STEP_STATE_WORKFLOWS))}), or multi_step_grpo / "
+                "grpo")
     if ts.default_workflow_type in AUXILIARY_ARGS:  # a workflow that talks to an auxiliary model, by name
         arg, required = AUXILIARY_ARGS[ts.default_workflow_type]
         names = [m.auxiliary_name() for m in c.explorer.auxiliary_models]
@@ -439,6 +449,8 @@ def _taskset(r: Resolver, ts: TasksetConfig, path: str, *, is_eval: bool, index:
                                   "advantage from the critic's values (GAE), which leave process rewards out")
         if ts.default_reward_fn_type == "math_dapo_reward":
             dapo_overlong_args(ts.reward_fn_args or {}, ra.max_tokens)
+        if ts.default_reward_fn_type == "reasoning_gym_reward":
+            reasoning_gym_answer_format(ts.reward_fn_args or {})
     except RewardArgsError as exc:
         r.error(f"{path}.reward_fn_args.{exc.key}", exc.message)
     if (ts.default_reward_fn_type != "math_dapo_reward" and c.model.max_response_tokens is not None

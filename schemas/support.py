@@ -335,9 +335,9 @@ for _tag, _engine in ENGINE_VARIANTS.items():
 # Presets that train: tests/test_presets.py runs a step of each.
 for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "dapo_full", "sft", "raft"):
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
-# Trinity's, added for issue 26 (m2po: issue 73)
+# Trinity's, added for issue 26 (m2po, gigpo: issue 73)
 for _preset in ("asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo", "on_policy_distill", "jsd",
-                "mix", "mix_chord", "m2po"):
+                "mix", "mix_chord", "m2po", "gigpo"):
     SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
 
 # Functions of the algorithm registries. Each function algorithms/ implements is honoured in its own module,

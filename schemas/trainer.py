@@ -27,6 +27,7 @@ from pydantic import Field
 from algorithms import POLICY_LOSS_FNS, has_kl_term, is_preference_loss, uses_expert_rows
 from algorithms.advantage.distill import needs_teacher
 from algorithms.advantage.gae import needs_critic
+from algorithms.advantage.gigpo import needs_steps
 from algorithms.kl import VERL_ESTIMATORS
 from algorithms.registry import is_off
 from schemas.base import ALIAS, Section, Variant, set_unmarked
@@ -417,6 +418,10 @@ class TinkerTrainerConfig(TrainerBase):
             r.error("algorithm.advantage_fn", f"{alg.advantage_fn!r} learns from a teacher's log-probs scored by auxiliary "
                     "vLLM engines beside a local policy; the Tinker policy samples on its service, and its trainer "
                     "takes one advantage per sequence (backends/tinker/losses.py); use trainer_type 'torch'")
+        elif needs_steps(alg):
+            r.error("algorithm.advantage_fn", "'gigpo' gives each model turn of an episode its own advantage, and the "
+                    "Tinker trainer takes one advantage per sequence (backends/tinker/losses.py); use trainer_type "
+                    "'torch'")
         elif is_preference_loss(alg.policy_loss_fn):
             r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} needs the reference model's logprobs of each "
                     f"response: {NO_TINKER_REFERENCE}; use trainer_type 'torch'")

@@ -23,6 +23,16 @@ quiet_pip() {  # pip's local-index warnings drown real errors; keep everything e
 }
 
 echo "==> setting up $VENV (a few minutes the first time)"
+# ScienceWorld's simulator (workflows/sciworld.py) is a Java program: a headless JRE where none is installed.
+if ! command -v java >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+    $SUDO apt-get update -q && $SUDO apt-get install -y -q default-jre-headless \
+      || echo "warning: could not install a Java runtime; the sciworld workflow needs one" >&2
+  else
+    echo "warning: no java and no apt-get: install a Java runtime (8+) for the sciworld workflow" >&2
+  fi
+fi
 [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
 
 if [[ $STACK == gpu ]]; then

@@ -7,6 +7,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 import algorithms
+from algorithms.advantage.gigpo import gigpo_advantages, needs_steps
 from buffer.dynamic_sampling import FilledStep, fill_step, split_by_variance
 from buffer.experience import Experience
 from buffer.experience_store import ExperienceStore
@@ -85,12 +86,18 @@ def sample(config: ExperimentConfig, step: int, batches_before: int) -> tuple[Ru
     return merged(rounds), filled
 
 
-def fill_advantages(config: ExperimentConfig, experiences: list[Experience]) -> None:
+def fill_advantages(config: ExperimentConfig, experiences: list[Experience]) -> dict[str, float]:
     """Outcome advantages per group, computed where whole groups are at hand (as Trinity does). GAE
     (advantage_fn 'ppo') needs the critic's values: the trainer computes those, and these stay None.
-    A teacher's advantages (on_policy_distill, jsd) are per token, from `teacher_logprobs`."""
+    A teacher's advantages (on_policy_distill, jsd) are per token, from `teacher_logprobs`; GiGPO's (gigpo)
+    per model turn, from each episode's steps (algorithms/advantage/gigpo.py). Returns the advantage's metrics
+    (gigpo's step groups; {} for the others)."""
     if not experiences or algorithms.needs_critic(config.algorithm):
-        return
+        return {}
+    if needs_steps(config.algorithm):  # per model turn, from the states and rewards of each episode's steps
+        alg = config.algorithm
+        return gigpo_advantages(experiences, algorithms.ADVANTAGE_FNS.resolve_args(alg.advantage_fn,
+                                                                                   alg.advantage_fn_args))
     if algorithms.needs_teacher(config.algorithm):  # per token, from the teacher's log-probs
         alg = config.algorithm
         args = algorithms.ADVANTAGE_FNS.resolve_args(alg.advantage_fn, alg.advantage_fn_args)
@@ -98,7 +105,7 @@ def fill_advantages(config: ExperimentConfig, experiences: list[Experience]) -> 
             exp.token_advantages = algorithms.teacher_advantages(alg.advantage_fn, exp.logprobs, exp.teacher_logprobs or [],
                                                                  args)
             exp.advantage = sum(exp.token_advantages) / max(len(exp.token_advantages), 1)
-        return
+        return {}
     rewards = torch.tensor([e.reward for e in experiences], dtype=torch.float32)
     mask = torch.ones((len(experiences), 1), dtype=torch.float32)
     baselines = None
@@ -108,6 +115,7 @@ def fill_advantages(config: ExperimentConfig, experiences: list[Experience]) -> 
                                                baselines)
     for exp, adv in zip(experiences, advantages[:, 0].tolist(), strict=True):
         exp.advantage = float(adv)
+    return {}
 
 
 def experience_pipeline(
@@ -156,15 +164,16 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         for skipped in result.too_long:
             logger.warning("%s", skipped.error)
         pipeline_metrics: dict[str, float] = {}
+        advantage_metrics: dict[str, float] = {}
         # what the pipeline's filters leave out is stored as dropped by this step: recorded, never trained, and
         # a step they empty still counts as explored (a resumed run does not sample it again)
         if filled is None:
             result.experiences, left_out, pipeline_metrics = experience_pipeline(config, step, result.experiences)
-            fill_advantages(config, result.experiences)
+            advantage_metrics = fill_advantages(config, result.experiences)
             store.put(result.experiences, dropped=left_out)
         else:  # kept and dropped at once, with the batches read: a retry neither trains one twice nor loses one
             filled.kept, left_out, pipeline_metrics = experience_pipeline(config, step, filled.kept)
-            fill_advantages(config, filled.kept)
+            advantage_metrics = fill_advantages(config, filled.kept)
             fill_advantages(config, filled.dropped)
             store.put(filled.kept, dropped=[*filled.dropped, *left_out], batches=(step, filled.rounds))
             logger.info("explore step %d: %d groups kept, %d dropped as all-equal, %d round(s)", step,
@@ -179,6 +188,7 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         if result.experiences and all(key in e.reward_breakdown for e in result.experiences)
     }
     return measures | greedy_metrics(result.experiences) | {f"explore/{k}": v for k, v in pipeline_metrics.items()} | {
+        f"explore/{k}": v for k, v in advantage_metrics.items()} | {
         "explore/reward_mean": stats["reward_mean"],
         "explore/reward_std": float(torch.tensor([e.reward for e in result.experiences]).std()) if len(result.experiences) > 1 else 0.0,
         "explore/accuracy": sum(accuracy) / len(accuracy) if accuracy else 0.0,

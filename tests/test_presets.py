@@ -32,7 +32,7 @@ from tasks.explore import fill_advantages
 # Trinity-RFT's presets added for issue 26 (docs/trinity-parity.md) are the second line of TRAINED (m2po: issue 73).
 TRAINED = ["grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "dapo_full", "sft", "raft",
            "asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo", "on_policy_distill", "jsd",
-           "mix", "mix_chord", "m2po"]
+           "mix", "mix_chord", "m2po", "gigpo"]
 REFUSED: list[str] = []
 MIX = ("mix", "mix_chord")  # expert rows of an SFT dataset join the batch (tasks/expert.py)
 
@@ -49,6 +49,8 @@ def preset_config(preset: str, tmp: Path | None = None) -> ExperimentConfig:
     if preset in ("sft", "dpo"):
         overrides |= {"mode": "train", "buffer.train_batch_size": 4, "buffer.trainer_input.experience_buffer": {
             "path": str((tmp or Path(".")) / f"{preset}.jsonl"), "format": {"prompt_type": "plaintext"}}}
+    if preset == "gigpo":  # a workflow that records each step's state (algorithms/advantage/gigpo.py)
+        overrides["buffer.explorer_input.taskset.default_workflow_type"] = "frozenlake"
     return load_recipe("smoke").with_overrides(overrides)
 
 
@@ -81,6 +83,10 @@ def scored_batch(config: ExperimentConfig) -> list[Experience]:
                 # what the teacher scored (distillation presets): surer of some tokens, less of others
                 teacher_logprobs=[-0.5 - 0.3 * ((i + j) % 3) for j in range(len(response))]
                 if algorithms.needs_teacher(config.algorithm) else None,
+                # gigpo: one model turn per token, the first two in the same state in every episode of the group
+                info={"step_states": ["start", "start", *[f"s{i}{j}" for j in range(len(response) - 2)]],
+                      "turn_spans": [[j, j + 1] for j in range(len(response))],
+                      "turn_rewards": [0.0] * len(response)} if config.algorithm.advantage_fn == "gigpo" else {},
             ))
     return out
 

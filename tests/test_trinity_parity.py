@@ -26,7 +26,6 @@ TRINITY_ALGORITHM_TYPES = [
     "grpo_verl",
 ]
 REFUSED_TYPES: dict[str, str] = {  # Trinity's, refused: what the reason says
-    "gigpo": "environment state each step of an episode reached",
     "cpt": "no dataset format here reads raw text",
 }
 # The mix family's expert rows: an SFT dataset among the trainer's auxiliary buffers.
@@ -37,7 +36,9 @@ _TEACHER = {"explorer.auxiliary_models": [{"model_path": "HuggingFaceTB/SmolLM2-
 # Presets that learn from a dataset only, in mode train (the smoke recipe is mode both): their dataset.
 DATASET_ONLY = {"dpo": {"mode": "train", "buffer.train_batch_size": 2,
                         "buffer.trainer_input.experience_buffer": {"path": "pairs.jsonl", "format": {"prompt_type": "plaintext"}}},
-                "on_policy_distill": _TEACHER, "jsd": _TEACHER, "mix": _EXPERT, "mix_chord": _EXPERT}
+                "on_policy_distill": _TEACHER, "jsd": _TEACHER, "mix": _EXPERT, "mix_chord": _EXPERT,
+                # step-level groups need a workflow that records each step's state (algorithms/advantage/gigpo.py)
+                "gigpo": {"buffer.explorer_input.taskset.default_workflow_type": "frozenlake"}}
 # The function registries: Trinity's names (main's registries, and those issue 26 lists from later releases).
 TRINITY_FUNCTIONS = {
     "advantage_fn": ["ppo", "grpo", "grpo_verl", "step_wise_grpo", "reinforceplusplus", "reinforce", "remax", "rloo",
@@ -399,8 +400,7 @@ MAIN_IMPORTS = {  # example: (trainer, algorithm_type) as imported
 }
 MAIN_REFUSED = {  # example: {field: what the reason says}
     "clipb": {"algorithm.advantage_fn": "entropy under the policy"},
-    "gigpo_alfworld": {"algorithm.algorithm_type": "environment state",
-                       "buffer.explorer_input.taskset.default_workflow_type": "environment"},
+    "gigpo_alfworld": {"buffer.explorer_input.taskset.default_workflow_type": "environment"},
     "intercode_sql": {"buffer.explorer_input.taskset.default_workflow_type": "InterCode-SQL"},
 }
 

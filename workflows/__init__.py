@@ -12,7 +12,9 @@ from workflows import hello_workflow as _hello_workflow  # noqa: F401  (register
 from workflows import judge as _judge  # noqa: F401  (registers llm_judge_workflow)
 from workflows import math_workflow as _math_workflow  # noqa: F401  (registers math_workflow)
 from workflows import q20 as _q20  # noqa: F401  (registers q20)
+from workflows import sciworld as _sciworld  # noqa: F401  (registers sciworld)
 from workflows import sudoku as _sudoku  # noqa: F401  (registers sudoku)
+from workflows import textworld as _textworld  # noqa: F401  (registers textworld)
 from workflows import tool_agent as _tool_agent  # noqa: F401  (registers gsm8k_tool_agent)
 from workflows.base import WORKFLOWS, Workflow, register_workflow
 

@@ -46,6 +46,10 @@ The taskset's default_reward_fn_type picks among Trinity's reward functions this
                                −penalty_factor beyond L (`overlong_penalty`).
   countdown_reward             Trinity's countdown score: the response's last <answer> equation must use the
                                gold column's numbers once each and equal its target (workflows/countdown.py)
+  reasoning_gym_reward         reasoning-gym's own verifier of the row's dataset (rows of generator:reasoning_gym):
+                               the last <answer> (or, with reward_fn_args.answer_format boxed, the last \\boxed{})
+                               scored by dataset.score_answer; the default system prompt asks for that form
+                               (workflows/reasoning_gym.py)
 """
 
 from __future__ import annotations
@@ -59,8 +63,12 @@ from math_verify import parse, verify
 
 from buffer.experience import Experience
 from schemas.rewards import MATH_WORKFLOW_REWARD_FNS, dapo_overlong_args, step_arg
+from schemas.rewards import reasoning_gym_answer_format as answer_format
+from workflows.answers import last_boxed
 from workflows.base import Workflow, register_workflow
 from workflows.countdown import COUNTDOWN_FORMAT_SCORE, countdown_truth, score_countdown
+from workflows.reasoning_gym import SYSTEM_PROMPTS as REASONING_GYM_PROMPTS
+from workflows.reasoning_gym import score_reasoning_gym
 from workflows.render import Messages
 from workflows.worked_steps import step_token_rewards, wrong_share
 
@@ -81,24 +89,6 @@ def gold_answer(solution: str) -> str:
     """The final answer of a GSM8K solution ("... #### 1,234" → "1234")."""
     answer = solution.rsplit("####", 1)[-1] if "####" in solution else solution
     return _THOUSANDS_COMMA.sub("", answer.strip())
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last \\boxed{...} (or \\fbox{...}) in `text`, braces balanced; None if none."""
-    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
-    if start < 0:
-        return None
-    i = text.index("{", start) + 1
-    depth, begin = 1, i
-    while i < len(text):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[begin:i].strip()
-        i += 1
-    return None  # unclosed: the response was cut off
 
 
 def _timeout_s() -> int | None:
@@ -175,12 +165,17 @@ class MathWorkflow(Workflow):
         return [*super().required_keys(fmt), fmt.response_key]
 
     def system_prompt(self) -> str:
-        """The row's system_prompt_key column, else format.system_prompt, else the default."""
+        """The row's system_prompt_key column, else format.system_prompt, else the default (reasoning_gym_reward's:
+        reasoning-gym's, asking for the answer in the form its answer_format reads)."""
         fmt = self.task.format
         key = getattr(fmt, "system_prompt_key", None)
         if key and self.task.raw.get(key) is not None:
             return str(self.task.raw[key])
-        return fmt.system_prompt if fmt.system_prompt is not None else DEFAULT_SYSTEM_PROMPT
+        if fmt.system_prompt is not None:
+            return fmt.system_prompt
+        if self.task.reward_fn_type == "reasoning_gym_reward":
+            return REASONING_GYM_PROMPTS[answer_format(self.task.reward_fn_args or {})]
+        return DEFAULT_SYSTEM_PROMPT
 
     def messages(self) -> Messages:
         """System prompt + the prompt_key column (a string, or already a list of chat messages)."""
@@ -220,6 +215,8 @@ class MathWorkflow(Workflow):
         kind = self.task.reward_fn_type
         if kind == "countdown_reward":
             return self._countdown(args)
+        if kind == "reasoning_gym_reward":
+            return self._reasoning_gym(args)
         gold = gold_answer(str(self.task.raw[fmt.response_key]))
         format_score = 0.0 if kind in ("accuracy_reward", "math_dapo_reward") else float(
             args.get("format_score", DEFAULT_FORMAT_SCORE))
@@ -249,6 +246,21 @@ class MathWorkflow(Workflow):
                 exp.token_rewards = step_token_rewards(exp.response_token_ids, self.renderer.decode, token_reward)
             experiences.append(exp)
         return experiences
+
+    def _reasoning_gym(self, args: dict[str, Any]) -> list[Experience]:
+        """reasoning-gym's verifier of the row's dataset; the row's `reasoning_gym` column names the entry."""
+        if self.task.raw.get("reasoning_gym") is None:
+            raise KeyError(f"task {self.task.task_id}: reasoning_gym_reward reads the 'reasoning_gym' column (rows of "
+                           f"generator:reasoning_gym); row keys: {sorted(self.task.raw)}")
+        source, fmt = str(self.task.raw["reasoning_gym"]), answer_format(args)
+        question = self.task.raw.get("question")
+        prompt = self.prompt()
+        return [
+            self.make_experience(sample, index, reward=math_reward(breakdown), breakdown=breakdown,
+                                 prompt_text=prompt_text(prompt), info={"gold": str(self.task.raw.get("answer"))})
+            for index, sample in enumerate(self.sample(prompt))
+            for breakdown in [score_reasoning_gym(sample.text, source, question, fmt)]
+        ]
 
     def _countdown(self, args: dict[str, Any]) -> list[Experience]:
         """Trinity's countdown_reward: the gold column is {"target", "numbers"} (workflows/countdown.py)."""

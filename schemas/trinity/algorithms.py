@@ -21,11 +21,7 @@ from pydantic import Field
 
 from algorithms.registry import Args
 
-_STATES = ("it needs the environment state each step of an episode reached, recorded per step, and no workflow here "
-           "records one (the text-game environments of issue 73 would)")
 REFUSED_TYPES: dict[str, str] = {
-    "gigpo": f"GiGPO (Trinity's GiGPOAlgorithm) groups the steps of multi-turn episodes by the state they reached: "
-             f"{_STATES}; use multi_step_grpo (or grpo) instead",
     "cpt": "Trinity's continual pre-training preset (CPTAlgorithm) learns from raw text rows; its definition was not "
            "among the Trinity-RFT sources read, and no dataset format here reads raw text (SFT rows are prompt/response "
            "or messages): use algorithm_type sft with such rows",
@@ -38,8 +34,6 @@ _CLIP = ("GRPO's group advantage plus a mask that drops negative-advantage token
          "here hands a batch mask the entropies: use grpo")
 NOT_BUILT_FUNCTIONS: dict[str, dict[str, str]] = {
     "advantage_fn": {
-        "gigpo": f"GiGPO's step-level groups are the environment states the steps reached: {_STATES}; use "
-                 "step_wise_grpo or grpo",
         "clipb": _CLIP.format(what="S = p·(H + log p)"),
         "clipv": _CLIP.format(what="S = p·(H + log p) against the trainer's per-token 'necs'"),
         "cod": "Trinity's Connect-the-Dots research advantage: it reads per-episode fields (exp_type, task_rewards, hint "
@@ -51,17 +45,6 @@ NOT_BUILT_FUNCTIONS: dict[str, dict[str, str]] = {
 
 
 # ----------------------------------------------------------------------------- their arguments (Trinity's names and defaults)
-class GiGPOArgs(Args):
-    """Trinity's GiGPOAdvantageFn (refused: its reason above)."""
-
-    omega: float = Field(1.0, description="Weight of the step-level (anchor state) advantage.")
-    gamma: float = Field(1.0, description="Discount of the steps' returns.")
-    fnorm: Literal["std", "none"] = Field("none", description="Normalise the advantages by the group's std, or not.")
-    epsilon: float = Field(1e-6, description="Added to the denominator.")
-    step_reward_key: str = Field("step_reward", description="The experience info key of a step's reward.")
-    env_state_hash_key: str = Field("env_state_hash", description="The experience info key of the state a step reached.")
-
-
 class ClipBArgs(Args):
     """Trinity's ClipBAdvantageFn (refused: its reason above)."""
 
@@ -98,7 +81,7 @@ class CoDArgs(Args):
 
 
 NOT_BUILT_ARGS: dict[str, dict[str, type[Args]]] = {
-    "advantage_fn": {"gigpo": GiGPOArgs, "clipb": ClipBArgs, "clipv": ClipVArgs, "cod": CoDArgs},
+    "advantage_fn": {"clipb": ClipBArgs, "clipv": ClipVArgs, "cod": CoDArgs},
     "policy_loss_fn": {},
     "entropy_loss_fn": {},
 }

@@ -52,15 +52,19 @@ MATH_BOXED_THINK_PROMPT = (
     "\\boxed{} as closed-form results."
 )
 MATH_BOXED_REWARD_ARGS = {"require_boxed": True, "format_score": 0.0}
-_ENV = ("it plays an environment (ALFWorld, ScienceWorld, WebShop or InterCode-SQL's docker database), which is not "
-        "installed and no workflow here drives; the environments here are frozenlake and sudoku (Trinity's "
-        "frozen_lake_workflow and sudoku_workflow), and the multi-turn workflows q20 and gsm8k_tool_agent")
+_ENV = ("it plays an environment (WebShop or InterCode-SQL's docker database), which is not installed and no "
+        "workflow here drives; the environments here are frozenlake, sudoku and sciworld (Trinity's "
+        "frozen_lake_workflow, sudoku_workflow and sciworld_workflow), textworld, and the multi-turn workflows q20 and "
+        "gsm8k_tool_agent")
 _AGENTSCOPE = ("an AgentScope agent: AgentScope is not installed; gsm8k_tool_agent is this project's tool-calling agent, "
                "and algorithm multi_step_grpo trains multi-turn episodes")
 _JUDGE = ("a judge model (explorer.auxiliary_models) scores each group's responses together (RULER's ranking), which is "
           "not built; llm_judge_workflow here has an auxiliary model grade each response on its own (docs/judge.md)")
 _TOOLS = ("it scores function calls against a tools column (format.tools_key), which no workflow here reads; "
           "gsm8k_tool_agent's calculator is in its code")
+_ALFWORLD = ("it plays the ALFWorld environment, whose game files (ALFRED's data) are a download that cannot be made here; ALFWorld "
+             "runs on TextWorld, and the workflow textworld plays TextWorld games generated locally (the stand-in: "
+             "docs/recipes/textworld.md)")
 R3L = "R3L's RAFT baseline workflow (its own prompts and reward for its task, Trinity's example code); not built"
 SIMPLE = "simple_workflow"
 # Trinity-RFT main's WORKFLOWS registry (trinity/common/workflows/__init__.py, default_mapping): each name runs here
@@ -83,6 +87,7 @@ MAPPED = (MATH_BOXED, SIMPLE)
 RENAMED: dict[str, tuple[str, dict[str, str]]] = {
     "frozen_lake_workflow": ("frozenlake", {"max_steps": "max_turns"}),
     "sudoku_workflow": ("sudoku", {}),
+    "sciworld_workflow": ("sciworld", {}),
 }
 # Trinity's asynchronous twins: {name: the workflow it runs}.
 ASYNC_TWINS = {f"async_{name}": name for name in ("simple_workflow", "math_workflow", "math_boxed_workflow",
@@ -93,8 +98,8 @@ ASYNC_TWINS = {f"async_{name}": name for name in ("simple_workflow", "math_workf
 # {name: why}.
 NOT_BUILT: dict[str, str] = {
     **dict.fromkeys(("alfworld_workflow", "alfworld_workflow_v2", "RAFT_alfworld_workflow",
-                     "RAFT_reflect_alfworld_workflow", "step_wise_alfworld_workflow", "sciworld_workflow",
-                     "webshop_workflow", "intercode_sql_workflow"), _ENV),
+                     "RAFT_reflect_alfworld_workflow", "step_wise_alfworld_workflow"), _ALFWORLD),
+    **dict.fromkeys(("webshop_workflow", "intercode_sql_workflow"), _ENV),
     **dict.fromkeys(("as_react_workflow", "agentscope_reactv2_math_workflow", "agentscope_reactv2_gsm8k_workflow",
                      "agentscope_v1_react_search_workflow", "agentscope_workflow_adapter", "agentscope_workflow_adapter_v1",
                      "agentscope_react_workflow", "agentscope_react_math_workflow", "agentscopev0_react_math_workflow"),
@@ -193,7 +198,7 @@ def map_workflows(data: dict[str, Any], notes: dict[str, str]) -> None:
 
 
 def _rename_environments(holder: dict[str, Any], path: str, notes: dict[str, str]) -> None:
-    """Trinity's FrozenLake and Sudoku workflows are ours under our names."""
+    """Trinity's FrozenLake, Sudoku and ScienceWorld workflows are ours under our names."""
     for key in ("default_workflow_type", "default_eval_workflow_type"):
         name = holder.get(key)
         if isinstance(name, str) and name in RENAMED:

@@ -1,0 +1,32 @@
+"""What the text-game workflows (`sciworld`, `textworld`) share: reading the model's command out of its answer.
+
+A command is the last <action>...</action> of the answer (Trinity-RFT's sciworld format), else the last ```...```
+block, else the answer's first non-empty line (an "Action:" in front of it dropped). None when there is no text.
+"""
+
+from __future__ import annotations
+
+import re
+
+ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
+FENCED = re.compile(r"```\s*([^`]*?)\s*```", re.DOTALL)
+PREFIX = re.compile(r"^(?:action|command)\s*:\s*", re.IGNORECASE)
+MAX_COMMAND_CHARS = 200
+
+
+def parse_command(text: str) -> str | None:
+    """The command of an answer, or None (see the module docstring)."""
+    found = ACTION_TAG.findall(text) or FENCED.findall(text)
+    if found:
+        candidate = found[-1]
+    else:
+        lines = [line for line in text.strip().splitlines() if line.strip()]
+        candidate = lines[0] if lines else ""
+    command = " ".join(PREFIX.sub("", candidate.strip()).split()).strip().rstrip(".!").strip()
+    return command[:MAX_COMMAND_CHARS] or None
+
+
+def command_rules(example: str) -> str:
+    """The answer format as the system prompts state it."""
+    return ("Each turn, answer with exactly one command inside <action> </action>, for example "
+            f"<action>{example}</action>. You may think first, briefly.")
