@@ -164,6 +164,7 @@ class AlgorithmConfig(Section):
     @classmethod
     def _trinity_names(cls, data: Any) -> Any:
         """Trinity's other names of a preset (schemas/trinity/names.py): grpo_verl is grpo."""
-        if isinstance(data, dict) and data.get("algorithm_type") in ALGORITHM_TYPE_ALIASES:
+        name = data.get("algorithm_type") if isinstance(data, dict) else None
+        if isinstance(name, str) and name in ALGORITHM_TYPE_ALIASES:  # any other type: the field's own error
             data = {**data, "algorithm_type": ALGORITHM_TYPE_ALIASES[data["algorithm_type"]]}
         return data
