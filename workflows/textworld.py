@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,12 @@ from workflows.text_games import command_rules, parse_command
 SYSTEM_PROMPT = ("You play a text adventure. Useful commands: look, inventory, go north/south/east/west, examine X, "
                  "take X, take X from Y, put X on Y, insert X into Y, open X, close X, unlock X with Y, lock X with Y, "
                  "eat X, drop X. ")
+
+
+# TextWorld is not safe to use from two threads at once (each episode runs in a thread of its own: workflows/multi_turn.py):
+# its game generator's logic parser and its gym registry and interpreter share state. Measured: every episode of a run
+# failed (IndexError "pop from empty list", TatSu's FailedToken on its own logic files) until each use took this lock.
+_TEXTWORLD = threading.Lock()
 
 
 def games_dir() -> Path:
@@ -63,7 +70,8 @@ def game_file(game_seed: int, nb_rooms: int, nb_objects: int, quest_length: int,
             options.nb_rooms, options.nb_objects, options.quest_length = nb_rooms, nb_objects, quest_length
             options.path = str(folder / f".tmp-{os.getpid()}-{path.name}")
             options.force_recompile = True
-            made = Path(compile_game(make_game(options), options))
+            with _TEXTWORLD:
+                made = Path(compile_game(make_game(options), options))
             for extra in (made.with_suffix(".json"), made.with_suffix(".ni")):
                 if extra.exists():
                     extra.replace(path.with_suffix(extra.suffix))
@@ -101,9 +109,10 @@ class TextWorldEnv(Env):
         self.invalid_reward = invalid_reward
         infos = textworld.EnvInfos(objective=True, description=True, inventory=True, score=True, max_score=True,
                                    won=True, lost=True, policy_commands=True)
-        env_id = textworld.gym.register_game(str(path), infos, max_episode_steps=10_000)
-        self.game = textworld.gym.make(env_id)
-        _, info = self.game.reset()
+        with _TEXTWORLD:
+            env_id = textworld.gym.register_game(str(path), infos, max_episode_steps=10_000)
+            self.game = textworld.gym.make(env_id)
+            _, info = self.game.reset()
         self.objective = str(info["objective"])
         self.description = _clean(str(info["description"]))
         self.inventory = _clean(str(info["inventory"]))
@@ -131,7 +140,8 @@ class TextWorldEnv(Env):
             return EnvStep([{"role": "user", "content": "That is not a command. Answer with one command in "
                                                         "<action> </action>, e.g. <action>look</action>."}],
                            reward=self.invalid_reward, metrics=self.metrics())
-        observation, raw, done, info = self.game.step(command)
+        with _TEXTWORLD:
+            observation, raw, done, info = self.game.step(command)
         self.steps += 1
         self.description = _clean(str(info["description"]))
         self.inventory = _clean(str(info["inventory"]))
@@ -156,7 +166,8 @@ class TextWorldEnv(Env):
 
     def close(self) -> None:
         try:
-            self.game.close()
+            with _TEXTWORLD:
+                self.game.close()
         except Exception:  # noqa: BLE001 - the game process may be gone already
             pass
 
