@@ -29,7 +29,7 @@ from typing import Any
 from workflows.base import register_workflow
 from workflows.multi_turn import DEFAULT_MAX_TURNS, Env, EnvStep, MultiTurnWorkflow
 from workflows.render import Messages
-from workflows.text_games import command_rules, parse_command
+from workflows.text_games import ScoredGame, command_rules, parse_command
 
 UNKNOWN = "No known action matches that input."
 MAX_SCORE = 100.0
@@ -87,7 +87,7 @@ def task_spec(raw: dict[str, Any]) -> tuple[str, int, str | None]:
     return str(raw["task_name"]), int(raw.get("variation", 0)), raw.get("simplification")
 
 
-class SciWorldEnv(Env):
+class SciWorldEnv(ScoredGame, Env):
     """One episode of a ScienceWorld task variation, on a pooled simulator."""
 
     def __init__(self, task_name: str, variation: int, simplification: str, *, max_turns: int,
@@ -141,7 +141,7 @@ class SciWorldEnv(Env):
             self.invalid += 1
         raw = float(info.get("score", 0))
         score = min(max(raw, 0.0), MAX_SCORE) / MAX_SCORE
-        reward, self.score = score - self.score, score
+        reward = self.advance(score)
         self.success = raw >= MAX_SCORE
         self.observation = observation
         self.done = bool(done) or self.success
@@ -149,13 +149,6 @@ class SciWorldEnv(Env):
             return EnvStep([], reward=reward, done=True, metrics=self.metrics())
         return EnvStep([{"role": "user", "content": f"Observation:\n{observation}\nYour command?"}], reward=reward,
                        metrics=self.metrics())
-
-    def metrics(self) -> dict[str, float]:
-        return {"success": float(self.success), "env_steps": float(self.steps), "invalid_actions": float(self.invalid),
-                "score": self.score}
-
-    def final_reward(self) -> tuple[float, dict[str, float]]:
-        return 0.0, {"accuracy": 1.0 if self.success else 0.0, "score": self.score}  # the score came turn by turn
 
     def info(self) -> dict[str, Any]:
         return {"step_actions": self.actions, "task_name": self.task_name, "variation": self.variation,

@@ -30,3 +30,25 @@ def command_rules(example: str) -> str:
     """The answer format as the system prompts state it."""
     return ("Each turn, answer with exactly one command inside <action> </action>, for example "
             f"<action>{example}</action>. You may think first, briefly.")
+
+
+class ScoredGame:
+    """What the text games that keep a score share (ScienceWorld, TextWorld): the score as a fraction of the game's
+    best, paid turn by turn as it grows, and the episode's metrics. The env sets `success`, `steps`, `invalid`."""
+
+    success: bool = False
+    steps: int = 0
+    invalid: int = 0
+    score: float = 0.0  # normalised, 0-1
+
+    def advance(self, score: float) -> float:
+        """The turn's reward: how much the score (0-1) grew since the last turn."""
+        reward, self.score = score - self.score, score
+        return reward
+
+    def metrics(self) -> dict[str, float]:
+        return {"success": float(self.success), "env_steps": float(self.steps), "invalid_actions": float(self.invalid),
+                "score": self.score}
+
+    def final_reward(self) -> tuple[float, dict[str, float]]:
+        return 0.0, {"accuracy": 1.0 if self.success else 0.0, "score": self.score}  # the score came turn by turn

@@ -37,7 +37,7 @@ from typing import Any
 from workflows.base import register_workflow
 from workflows.multi_turn import DEFAULT_MAX_TURNS, Env, EnvStep, MultiTurnWorkflow
 from workflows.render import Messages
-from workflows.text_games import command_rules, parse_command
+from workflows.text_games import ScoredGame, command_rules, parse_command
 
 SYSTEM_PROMPT = ("You play a text adventure. Useful commands: look, inventory, go north/south/east/west, examine X, "
                  "take X, take X from Y, put X on Y, insert X into Y, open X, close X, unlock X with Y, lock X with Y, "
@@ -118,7 +118,7 @@ def _clean(text: str) -> str:
     return "\n".join(lines).strip()
 
 
-class TextWorldEnv(Env):
+class TextWorldEnv(ScoredGame, Env):
     """One episode of a TextWorld game, through textworld.gym."""
 
     def __init__(self, path: Path, *, max_turns: int, invalid_reward: float = 0.0) -> None:
@@ -173,19 +173,12 @@ class TextWorldEnv(Env):
         self.description = _clean(str(info["description"]))
         self.inventory = _clean(str(info["inventory"]))
         score = min(max(float(raw), 0.0) / self.max_score, 1.0)
-        reward, self.score = score - self.score, score
+        reward = self.advance(score)
         self.success = bool(info.get("won"))
         if done or self.success or info.get("lost"):
             return EnvStep([], reward=reward, done=True, metrics=self.metrics())
         return EnvStep([{"role": "user", "content": f"{_clean(observation)}\nYour command?"}], reward=reward,
                        metrics=self.metrics())
-
-    def metrics(self) -> dict[str, float]:
-        return {"success": float(self.success), "env_steps": float(self.steps), "invalid_actions": float(self.invalid),
-                "score": self.score}
-
-    def final_reward(self) -> tuple[float, dict[str, float]]:
-        return 0.0, {"accuracy": 1.0 if self.success else 0.0, "score": self.score}  # the score came turn by turn
 
     def info(self) -> dict[str, Any]:
         return {"step_actions": self.actions, "game": self.path.name, "walkthrough_length": len(self.walkthrough),
