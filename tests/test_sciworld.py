@@ -31,6 +31,8 @@ TASK, VARIATION = "find-living-thing", 240
     ("<action>a</action> then <action>focus on egg</action>", "focus on egg"),  # the last tag counts
     ("```teleport to kitchen```", "teleport to kitchen"), ("Action: look around.", "look around"),
     ("go east\nbecause the door is there", "go east"), ("", None), ("   \n ", None), ("<action> </action>", None),
+    ("<action>take\x12 key\x00</action>", "take key"), ("<action>\x10\x11</action>", None),  # no control characters
+    ("<action>" + "é" * 150 + "</action>", "é" * 95),  # cut to 190 bytes, never inside a character
 ])
 def test_the_command_is_the_last_action_tag_or_fence_or_the_first_line(text: str, command: str | None) -> None:
     assert parse_command(text) == command

@@ -2,6 +2,9 @@
 
 A command is the last <action>...</action> of the answer (Trinity-RFT's sciworld format), else the last ```...```
 block, else the answer's first non-empty line (an "Action:" in front of it dropped). None when there is no text.
+Control characters become spaces and the command is cut to MAX_COMMAND_BYTES of UTF-8: a NUL or a byte 0x10-0x14 in a
+command crashes TextWorld's interpreter (jericho's frotz: a segmentation fault, measured), and jericho cuts its input
+at 198 bytes, which could split a character.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import re
 ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
 FENCED = re.compile(r"```\s*([^`]*?)\s*```", re.DOTALL)
 PREFIX = re.compile(r"^(?:action|command)\s*:\s*", re.IGNORECASE)
-MAX_COMMAND_CHARS = 200
+MAX_COMMAND_BYTES = 190
 
 
 def parse_command(text: str) -> str | None:
@@ -22,8 +25,9 @@ def parse_command(text: str) -> str | None:
     else:
         lines = [line for line in text.strip().splitlines() if line.strip()]
         candidate = lines[0] if lines else ""
-    command = " ".join(PREFIX.sub("", candidate.strip()).split()).strip().rstrip(".!").strip()
-    return command[:MAX_COMMAND_CHARS] or None
+    printable = "".join(ch if ch.isprintable() else " " for ch in candidate)
+    command = " ".join(PREFIX.sub("", printable.strip()).split()).strip().rstrip(".!").strip()
+    return command.encode()[:MAX_COMMAND_BYTES].decode(errors="ignore").strip() or None
 
 
 def command_rules(example: str) -> str:
