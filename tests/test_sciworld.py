@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from buffer.generators import generate
 from buffer.taskset import Task
+from tests.env_recipe import run_env_recipe
 from tests.test_frozenlake import RENDERER, Player, scripted
 from workflows import get_workflow
 from workflows.multi_turn import episode_stats
@@ -125,28 +125,5 @@ def test_the_taskset_splits_by_scienceworld_s_own_variations() -> None:
 def test_the_recipe_runs_and_stores_each_episode_with_its_steps(tmp_path: Path, tiny_model_path: str) -> None:
     """`sciworld` on the tiny model, 1 step: every episode lands in the experience store with its success, steps and
     the observation of each turn; explore reports the success rate and steps per episode."""
-    from mlflow.tracking import MlflowClient
-
-    from checkpointing.layout import BUFFER_DB
-    from deployments import load_recipe
-    from flows.rft import rft
-    from tracking import tracking_uri
-
-    config = load_recipe("sciworld").with_overrides({
-        "checkpoint_root_dir": str(tmp_path), "model.model_path": tiny_model_path, "buffer.total_steps": 1,
-        "explorer.eval_interval": 1, "trainer.save_interval": 1,
-        "buffer.explorer_input.eval_tasksets.0.split": "test[:2]",
-    })
-    outcome = rft(config=config)[config.name]
-    assert outcome["steps"] == 1
-    with sqlite3.connect(config.experiment_dir / BUFFER_DB) as db:
-        rows = [(step, json.loads(data)) for step, data in db.execute("SELECT train_step, data FROM experiences")]
-    assert len(rows) == 2 * 4 and {step for step, _ in rows} == {1}
-    for _, exp in rows:
-        info = exp["info"]
-        assert 1 <= info["turns"] <= 4 and len(info["step_states"]) == len(info["turn_spans"]) == info["turns"]
-        assert isinstance(info["success"], bool) and info["env_steps"] <= info["turns"]
-        assert 0.0 <= exp["reward"] <= 1.0 and info["task_name"].startswith("find-")
-    client = MlflowClient(tracking_uri=tracking_uri(config))
-    for key in ("explore/success_rate", "explore/steps_per_episode", "eval/sciworld-eval/success_rate"):
-        assert client.get_metric_history(outcome["mlflow_run_id"], key), key
+    for exp in run_env_recipe("sciworld", tmp_path, tiny_model_path, max_turns=4):
+        assert 0.0 <= exp["reward"] <= 1.0 and exp["info"]["task_name"].startswith("find-")

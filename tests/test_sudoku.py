@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from buffer.games import conflict, is_solved, is_valid, parse_board, sudoku_puzz
 from buffer.generators import generate
 from buffer.taskset import Task, load_taskset
 from schemas import TasksetConfig
+from tests.env_recipe import run_env_recipe
 from tests.test_frozenlake import RENDERER, Player
 from workflows import get_workflow
 from workflows.multi_turn import episode_stats
@@ -158,30 +158,7 @@ def test_the_generator_is_the_same_per_seed_and_holds_out_its_test_puzzles() -> 
 def test_the_recipe_runs_and_stores_each_episode_with_its_steps(tmp_path: Path, tiny_model_path: str) -> None:
     """`sudoku` on the tiny model, 1 step: every episode lands in the experience store as one experience with its
     success, steps and the board of each turn; explore and eval report the success rate and steps per episode."""
-    from mlflow.tracking import MlflowClient
-
-    from checkpointing.layout import BUFFER_DB
-    from deployments import load_recipe
-    from flows.rft import rft
-    from tracking import tracking_uri
-
-    config = load_recipe("sudoku").with_overrides({
-        "checkpoint_root_dir": str(tmp_path), "model.model_path": tiny_model_path, "buffer.total_steps": 1,
-        "explorer.eval_interval": 1, "trainer.save_interval": 1,
-        "buffer.explorer_input.eval_tasksets.0.split": "test[:2]",
-    })
-    outcome = rft(config=config)[config.name]
-    assert outcome["steps"] == 1
-    with sqlite3.connect(config.experiment_dir / BUFFER_DB) as db:
-        rows = [(step, json.loads(data)) for step, data in db.execute("SELECT train_step, data FROM experiences")]
-    assert len(rows) == 2 * 4 and {step for step, _ in rows} == {1}
-    for _, exp in rows:
-        info = exp["info"]
-        assert 1 <= info["turns"] <= 4 and len(info["step_states"]) == len(info["turn_spans"]) == info["turns"]
-        assert isinstance(info["success"], bool) and info["env_steps"] <= info["turns"]
-        assert info["step_states"][0].startswith("Row 1: ") and len(info["step_moves"]) <= info["turns"]
-        assert len(exp["response_mask"]) == len(exp["response_token_ids"])
-    client = MlflowClient(tracking_uri=tracking_uri(config))
-    for key in ("explore/success_rate", "explore/steps_per_episode", "explore/turns_mean",
-                "eval/sudoku-eval/success_rate", "eval/sudoku-eval/steps_per_episode"):
-        assert client.get_metric_history(outcome["mlflow_run_id"], key), key
+    for exp in run_env_recipe("sudoku", tmp_path, tiny_model_path, max_turns=4,
+                              metrics=("explore/turns_mean", "eval/sudoku-eval/steps_per_episode")):
+        assert exp["info"]["step_states"][0].startswith("Row 1: ")
+        assert len(exp["info"]["step_moves"]) <= exp["info"]["turns"]
