@@ -30,7 +30,7 @@ def test_transport_selection() -> None:
     assert not make_transport("memory", use_gpu=False).pushes_tensors
     with pytest.raises(ValueError, match=r"synchronizer\.sync_method='rsync'"):
         make_transport("rsync", use_gpu=False)
-    assert make_transport("offline", use_gpu=False).sync_method == "checkpoint"
+    assert make_transport("checkpoint", use_gpu=False).sync_method == "checkpoint"
     assert make_transport("memory", use_gpu=False).sync_method == "memory"
 
 

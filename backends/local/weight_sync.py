@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from backends.rollout import RolloutEngine
 from backends.weights import WeightsHandle
 from checkpointing import layout
-from schemas.trinity.names import SYNC_METHOD_ALIASES
 
 if TYPE_CHECKING:
     import torch
@@ -456,15 +455,11 @@ class NcclTransport(MemoryTransport):
 def make_transport(
     sync_method: str, use_gpu: bool, tensor_parallel_size: int = 1, timeout_s: float | None = None
 ) -> WeightTransport:
-    """The transport for `synchronizer.sync_method` ("online"/"offline" are Trinity aliases)."""
-    method = SYNC_METHOD_ALIASES.get(sync_method, sync_method)
-    if method == "checkpoint":
+    """The transport for `synchronizer.sync_method` (validation has turned Trinity's names into ours)."""
+    if sync_method == "checkpoint":
         return CheckpointTransport(use_gpu, timeout_s)
-    if method == "memory":
+    if sync_method == "memory":
         return MemoryTransport(use_gpu, timeout_s)
-    if method == "nccl":
+    if sync_method == "nccl":
         return NcclTransport(use_gpu, tensor_parallel_size, timeout_s)
-    raise ValueError(
-        f"synchronizer.sync_method={sync_method!r} is not one of 'nccl', 'memory', 'checkpoint' "
-        "(or the aliases 'online', 'offline')"
-    )
+    raise ValueError(f"synchronizer.sync_method={sync_method!r} is not one of 'nccl', 'memory', 'checkpoint'")
