@@ -12,15 +12,22 @@ The bottom layer of the project: it imports nothing of it, and neither torch nor
 """
 
 from algorithms.advantage import ADVANTAGE_FNS, compute_advantages, register_advantage_fn
-from algorithms.advantage.distill import needs_teacher, teacher_advantages
-from algorithms.advantage.gae import gae, needs_critic
-from algorithms.advantage.remax import needs_greedy_baseline
+from algorithms.advantage.distill import teacher_advantages
+from algorithms.advantage.gae import gae
 from algorithms.aggregation import LOSS_AGG_MODES
 from algorithms.entropy import ENTROPY_LOSS_FNS, register_entropy_loss_fn
 from algorithms.inputs import LossInputs
 from algorithms.kl import KL_LOSS_FNS, register_kl_loss_fn
 from algorithms.kl_penalty import KLController, apply_kl_penalty, kl_controller, token_penalty
-from algorithms.loss import compute_loss, has_kl_term, needs_entropy, needs_reference_model
+from algorithms.loss import compute_loss, has_kl_term, needs_entropy
+from algorithms.needs import (
+    needs_critic,
+    needs_greedy_baseline,
+    needs_groups,
+    needs_reference_model,
+    needs_steps,
+    needs_teacher,
+)
 from algorithms.policy_loss import POLICY_LOSS_FNS, register_policy_loss_fn
 from algorithms.policy_loss.base import (
     BATCH_MASKS,
@@ -29,7 +36,7 @@ from algorithms.policy_loss.base import (
     uses_expert_rows,
     zero_at_zero_advantage,
 )
-from algorithms.registry import Registry, is_off
+from algorithms.registry import NEEDS, Need, Registry, is_off
 from algorithms.value_loss import explained_variance, value_loss
 
 __all__ = [
@@ -41,6 +48,8 @@ __all__ = [
     "LOSS_AGG_MODES",
     "POLICY_LOSS_FNS",
     "LossInputs",
+    "NEEDS",
+    "Need",
     "Registry",
     "apply_kl_penalty",
     "token_penalty",
@@ -56,6 +65,8 @@ __all__ = [
     "needs_critic",
     "needs_entropy",
     "needs_greedy_baseline",
+    "needs_groups",
+    "needs_steps",
     "needs_reference_model",
     "has_kl_term",
     "needs_teacher",

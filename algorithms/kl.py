@@ -50,10 +50,10 @@ def _verl_estimator(name: str):
 
 
 for _name in VERL_ESTIMATORS:
-    register_kl_loss_fn(_name, KLArgs)(_verl_estimator(_name))
+    register_kl_loss_fn(_name, KLArgs, needs={"reference"})(_verl_estimator(_name))
 
 
-@register_kl_loss_fn("corrected_k3", KLArgs)
+@register_kl_loss_fn("corrected_k3", KLArgs, needs={"reference"})
 def corrected_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, old_logprobs: torch.Tensor) -> torch.Tensor:
     """Trinity-RFT's importance-corrected k3: clamp(p / p_old, 0, 2) × k3 (samples came from p_old)."""
     ratio = (logprobs - old_logprobs).exp().clamp(0.0, 2.0)

@@ -9,20 +9,32 @@ from algorithms.entropy import ENTROPY_LOSS_FNS
 from algorithms.inputs import LossInputs
 from algorithms.kl import KL_LOSS_FNS
 from algorithms.policy_loss import POLICY_LOSS_FNS
-from algorithms.policy_loss.base import is_preference_loss
 from algorithms.registry import is_off
 
 if TYPE_CHECKING:
     import torch
 
 
-def _kl_term(algorithm) -> tuple[str, float] | None:
+# The metrics of a step that compute_loss gives once per micro-batch, and how a trainer makes the step's value of them.
+STEP_METRICS = frozenset({"mu"})  # one value per step (a loss's scheduled coefficient): taken as it is
+
+
+def summed_over_micro_batches(name: str) -> bool:
+    """True for a metric compute_loss normalises by the whole batch's counts, as it does the loss (every loss term,
+    and the entropy): the step's value is the sum over its micro-batches. The others are each micro-batch's mean,
+    weighted by its share of the batch."""
+    return name.endswith("loss") or name == "entropy"
+
+
+def kl_term(algorithm, strict: bool = True) -> tuple[str, float] | None:
+    """(estimator, kl_coef) of the loss's KL term toward the reference; None when it is off (no estimator, or
+    kl_coef 0). `strict`: an adaptive coefficient is an error."""
     name = getattr(algorithm, "kl_loss_fn", None)
     if is_off(name):
         return None
     KL_LOSS_FNS.lookup(name)
     args = KL_LOSS_FNS.resolve_args(name, getattr(algorithm, "kl_loss_fn_args", None))
-    if args.get("adaptive"):
+    if strict and args.get("adaptive"):
         # An adaptive coefficient is state carried across steps; compute_loss is stateless.
         raise ValueError("algorithm.kl_loss_fn_args.adaptive: an adaptive KL coefficient is not supported yet")
     coef = float(args["kl_coef"])
@@ -39,17 +51,9 @@ def _entropy_term(algorithm) -> tuple[str, float] | None:
 
 
 def has_kl_term(algorithm) -> bool:
-    """True when the loss has a KL term toward the reference (kl_loss_fn with a non-zero kl_coef)."""
-    return _kl_term(algorithm) is not None
-
-
-def needs_reference_model(algorithm) -> bool:
-    """True when a KL term (kl_loss_fn) or a KL reward penalty (kl_penalty_fn) with a non-zero kl_coef is
-    on (a zero coefficient would waste a forward pass), or the policy loss compares with the reference (dpo)."""
-    from algorithms.kl_penalty import kl_controller
-
-    return (_kl_term(algorithm) is not None or kl_controller(algorithm) is not None
-            or is_preference_loss(getattr(algorithm, "policy_loss_fn", None)))
+    """True when the loss has a KL term toward the reference (kl_loss_fn with a non-zero kl_coef): the one test of
+    it, which the trainer backends and their settings read."""
+    return kl_term(algorithm, strict=False) is not None
 
 
 def needs_entropy(algorithm) -> bool:
@@ -69,7 +73,7 @@ def compute_loss(algorithm, inputs: LossInputs) -> tuple[torch.Tensor, dict[str,
 
     loss, metrics = fn(inputs, args)
 
-    kl = _kl_term(algorithm)
+    kl = kl_term(algorithm)
     if kl is not None:
         kl_name, kl_coef = kl
         if inputs.ref_logprobs is None:

@@ -12,6 +12,12 @@ The arguments model is the one place of the function's argument names, types and
 checks `algorithm.<kind>_args` against it and fills in the defaults (`schemas.algorithm_registry`
 derives its registries from these), and `resolve_args` gives the function the same defaults.
 
+A piece that needs more than a batch of sampled rows with their log-probs and advantages says so where it is
+registered: `register(name, Args, needs={"reference"})` (the `Need`s below). Each trainer backend declares what
+it provides (`TrainerBase.CANNOT` in schemas/trainer.py), a backend runs a piece when the piece's needs are a
+subset, and its refusal is generated from the need it lacks; the predicates the runtime asks (`needs_critic`,
+`is_preference_loss`, ...: algorithms/needs.py) read the same declarations.
+
 This package is the bottom layer: `import schemas` imports it, so its modules import neither torch nor
 veRL at the top (tests/test_architecture.py holds that): a function imports them inside its body, or
 uses the methods of the tensors it is given.
@@ -20,9 +26,9 @@ uses the methods of the tensors it is given.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -31,6 +37,24 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Names that switch an optional term (KL, entropy, reward-side KL) off.
 OFF_NAMES = frozenset({"", "none", "null"})
 ROOT = Path(__file__).resolve().parents[1]
+
+# What a piece can need beyond an ordinary batch (sampled rows, their log-probs, one advantage per token), and
+# what each is, as a refusal names it ("'dpo' needs <text>, which trainer_type ... cannot train with: <why>").
+Need = Literal["pairs", "reference", "critic", "teacher", "groups", "greedy_baseline", "expert_rows", "steps",
+               "batch_mask", "teacher_topk"]
+NEEDS: tuple[Need, ...] = get_args(Need)
+NEED_TEXT: dict[Need, str] = {
+    "pairs": "(chosen, rejected) pairs of a preference dataset, each kept whole in one micro-batch",
+    "reference": "the reference model's logprobs of each response token",
+    "critic": "a critic (GAE over its values)",
+    "teacher": "a teacher's log-probs of each sampled token (an auxiliary model scores them on the explorer)",
+    "groups": "several responses to each task, whole groups in a batch",
+    "greedy_baseline": "each task's greedy answer, sampled on the explorer beside its group",
+    "expert_rows": "expert (SFT) rows beside the sampled ones in each batch",
+    "steps": "its own advantage for each model turn of an episode",
+    "batch_mask": "a token mask chosen over the whole batch's log-probs before the loss",
+    "teacher_topk": "the student's log-probs of the teacher's top-k tokens at each position (the whole distribution)",
+}
 
 
 def is_off(name: str | None) -> bool:
@@ -58,16 +82,32 @@ class Registry(dict[str, Callable[..., Any]]):
         super().__init__()
         self.field = field
         self.args: dict[str, type[Args]] = {}
+        self.needs: dict[str, frozenset[Need]] = {}
 
-    def register(self, name: str, args: type[Args] = NoArgs) -> Callable[[F], F]:
+    def register(self, name: str, args: type[Args] = NoArgs, needs: Collection[Need] = ()) -> Callable[[F], F]:
+        unknown = set(needs) - set(NEEDS)
+        if unknown:
+            raise ValueError(f"{self.field}: {name!r} needs {sorted(unknown)}, which are not Needs: {NEEDS}")
+
         def decorator(fn: F) -> F:
             if name in self and self[name] is not fn:
                 raise ValueError(f"{self.field}: {name!r} is already registered to {self[name].__qualname__}")
             self[name] = fn
             self.args[name] = args
+            self.needs[name] = frozenset(needs)
             return fn
 
         return decorator
+
+    def unregister(self, name: str) -> None:
+        """Forget `name` (a test's own piece, registered for the test)."""
+        self.pop(name, None)
+        self.args.pop(name, None)
+        self.needs.pop(name, None)
+
+    def needs_of(self, name: str | None) -> frozenset[Need]:
+        """What piece `name` needs (nothing for a name not registered: an error of its own elsewhere)."""
+        return self.needs.get(name or "", frozenset())
 
     def lookup(self, name: str | None) -> Callable[..., Any]:
         if name is None:

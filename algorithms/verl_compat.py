@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from algorithms.policy_loss.base import POLICY_LOSS_FNS
+
 if TYPE_CHECKING:
     import torch
 
@@ -32,7 +34,7 @@ def actor_config(args: dict[str, Any], batch_info: dict[str, Any] | None = None,
     from verl.workers.config import ActorConfig
 
     low, high = clip_ranges(args)
-    clip_ratio_c = float(args.get("clip_ratio_c", 3.0))
+    clip_ratio_c = float(args.get("clip_ratio_c", POLICY_LOSS_FNS.defaults("ppo")["clip_ratio_c"]))  # ppo's default
     if clip_ratio_c <= 1.0:
         raise ValueError(f"algorithm.policy_loss_fn_args.clip_ratio_c must be > 1.0 (dual clip), got {clip_ratio_c}")
     return ActorConfig(

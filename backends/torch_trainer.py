@@ -21,6 +21,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, get_scheduler, set_seed
 
 import algorithms
+from algorithms.loss import STEP_METRICS, summed_over_micro_batches
 from backends.batch import TrainBatch, collate, micro_batches, stack_padded
 from backends.critic import Critic, critic_dir
 from backends.reward_kl import STATE_KEY, RewardKL, penalise_before_step
@@ -34,10 +35,6 @@ if TYPE_CHECKING:
     from schemas import ExperimentConfig
 
 CHECKPOINT_FORMAT = "rft-torch-v1"
-# Metrics compute_loss normalises by whole-batch counts (aggregated like the loss): summed over micro-batches.
-WHOLE_BATCH_METRICS = frozenset({"entropy"})
-# Metrics that are one value per step (a loss's scheduled coefficient): taken as they are.
-STEP_METRICS = frozenset({"mu"})
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _SCHEDULERS = {"constant": "constant_with_warmup", "cosine": "cosine_with_min_lr"}
 # Both names mean AdamW (decoupled weight decay), as in veRL, whose "adam" is torch's AdamW too.
@@ -163,7 +160,7 @@ class TorchTrainer(TrainerBackend):
                     continue
                 # Loss terms and the entropy are already whole-batch normalised (they add up); the rest
                 # are per-micro-batch averages.
-                share = 1.0 if key.endswith("loss") or key in WHOLE_BATCH_METRICS else len(chunk) / len(batch)
+                share = 1.0 if summed_over_micro_batches(key) else len(chunk) / len(batch)
                 sums[key] = sums.get(key, 0.0) + value * share
             tokens += self._tokens_run(micro)
         params = [p for p in self.model.parameters() if p.requires_grad]

@@ -11,13 +11,14 @@ left out is filled in with its default (listed in `ExperimentConfig.derived`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import Field
 
 from algorithms import ADVANTAGE_FNS, ENTROPY_LOSS_FNS, KL_LOSS_FNS, POLICY_LOSS_FNS
-from algorithms.registry import Args, Registry
+from algorithms.registry import Args, Need, Registry
 from schemas.trinity.algorithms import NOT_BUILT_ARGS as TRINITY_NOT_BUILT_ARGS
 
 # ----------------------------------------------------------------------------- functions Trinity names, not built
@@ -76,16 +77,39 @@ SAMPLE_STRATEGIES: dict[str, type[Args]] = {
     "priority": PrioritySampleArgs,
     "mix": MixSampleArgs,
 }
-KL_FNS: dict[str, type[Args]] = {"none": NoKLArgs, **KL_LOSS_FNS.args}
+# What a strategy needs of the trainer (algorithms/registry.py `Need`): mix hands it expert rows beside the sampled ones.
+SAMPLE_STRATEGY_NEEDS: dict[str, frozenset[Need]] = {"mix": frozenset({"expert_rows"})}
+
+
+class Joined(Mapping[str, type[Args]]):
+    """{**a, **b, ...} read live: a function registered after this module is imported (a test's own) is in it."""
+
+    def __init__(self, *maps: Mapping[str, type[Args]]) -> None:
+        self.maps = maps
+
+    def __getitem__(self, name: str) -> type[Args]:
+        for one in reversed(self.maps):
+            if name in one:
+                return one[name]
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(name for one in self.maps for name in one))
+
+    def __len__(self) -> int:
+        return len(dict.fromkeys(name for one in self.maps for name in one))
+
+
+KL_FNS: Mapping[str, type[Args]] = Joined({"none": NoKLArgs}, KL_LOSS_FNS.args)
 
 # Which registry checks each `<name>` / `<name>_args` pair of AlgorithmConfig: {name: arguments model}.
-FUNCTION_REGISTRIES: dict[str, dict[str, type[Args]]] = {
+FUNCTION_REGISTRIES: dict[str, Mapping[str, type[Args]]] = {
     "sample_strategy": SAMPLE_STRATEGIES,
-    "policy_loss_fn": {**POLICY_LOSS_FNS.args, **NOT_BUILT["policy_loss_fn"]},
-    "advantage_fn": {**ADVANTAGE_FNS.args, **NOT_BUILT["advantage_fn"]},
+    "policy_loss_fn": Joined(POLICY_LOSS_FNS.args, NOT_BUILT["policy_loss_fn"]),
+    "advantage_fn": Joined(ADVANTAGE_FNS.args, NOT_BUILT["advantage_fn"]),
     "kl_loss_fn": KL_FNS,
     "kl_penalty_fn": KL_FNS,
-    "entropy_loss_fn": {"none": NoEntropyArgs, **ENTROPY_LOSS_FNS.args, **NOT_BUILT["entropy_loss_fn"]},
+    "entropy_loss_fn": Joined({"none": NoEntropyArgs}, ENTROPY_LOSS_FNS.args, NOT_BUILT["entropy_loss_fn"]),
 }
 # The functions of each kind that algorithms/ implements (the others are Trinity's names, refused).
 BUILT: dict[str, Registry] = {
@@ -95,19 +119,12 @@ BUILT: dict[str, Registry] = {
     "entropy_loss_fn": ENTROPY_LOSS_FNS,
 }
 
-# Advantage functions that compare the responses of one task with each other (need repeat_times ≥ 2
-# and batches made of whole groups).
-GROUP_ADVANTAGE_FNS = frozenset({"grpo", "grpo_verl", "rloo", "opmd", "opmd_verl", "asymre", "asymre_verl", "rec",
-                                 "step_wise_grpo", "gigpo"})
-
 
 @dataclass(frozen=True)
 class AlgorithmPreset:
     """What `algorithm_type` implies. Values fill only the fields the user left unset."""
 
     defaults: dict[str, object]
-    compute_advantage_in_trainer: bool = False  # advantages need trainer-side tensors (critic, ref, batch)
-    use_critic: bool = False
     needs_rollout: bool = True  # False: learns from a dataset only (sft, dpo)
     filter_groups: bool = False  # dynamic sampling on (algorithm.filter_groups.enable left unset)
     # Arguments of the preset's functions, filled in under those the user gave ({"policy_loss_fn_args": {...}});
@@ -140,14 +157,12 @@ ALGORITHM_PRESETS: dict[str, AlgorithmPreset] = {
         _preset(sample_strategy="default", policy_loss_fn="sft", advantage_fn="none", kl_loss_fn="none",
                 entropy_loss_fn="none", repeat_times=1),
     ),
-    # GAE over a critic's values (algorithms/advantage/gae.py): trainers that hold a critic (TrainerBase.NO_CRITIC)
-    "ppo": AlgorithmPreset(_preset(repeat_times=1), compute_advantage_in_trainer=True, use_critic=True),
+    # GAE over a critic's values (algorithms/advantage/gae.py): trainers that hold a critic (TrainerBase.CANNOT)
+    "ppo": AlgorithmPreset(_preset(repeat_times=1)),
     "grpo": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="grpo")),
     "gspo": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="grpo", policy_loss_fn="gspo", kl_loss_fn="none")),
-    "rloo": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="rloo"), compute_advantage_in_trainer=True),
-    "reinforceplusplus": AlgorithmPreset(
-        _preset(repeat_times=2, advantage_fn="reinforceplusplus"), compute_advantage_in_trainer=True
-    ),
+    "rloo": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="rloo")),
+    "reinforceplusplus": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="reinforceplusplus")),
     "opmd": AlgorithmPreset(_preset(repeat_times=2, advantage_fn="opmd", policy_loss_fn="opmd")),
     "asymre": AlgorithmPreset(
         _preset(repeat_times=2, advantage_fn="asymre", policy_loss_fn="opmd", kl_loss_fn="none",
@@ -193,10 +208,8 @@ ALGORITHM_PRESETS: dict[str, AlgorithmPreset] = {
     "on_policy_distill": AlgorithmPreset(
         _preset(repeat_times=1, advantage_fn="on_policy_distill", policy_loss_fn="importance_sampling",
                 kl_loss_fn="none", entropy_loss_fn="none", sample_strategy="default"),
-        compute_advantage_in_trainer=True,
     ),
     "jsd": AlgorithmPreset(
         _preset(repeat_times=8, advantage_fn="jsd", kl_loss_fn="none", entropy_loss_fn="none", sample_strategy="default"),
-        compute_advantage_in_trainer=True,
     ),
 }

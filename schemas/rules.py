@@ -21,13 +21,11 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from algorithms import POLICY_LOSS_FNS, is_preference_loss, teacher_topk, uses_expert_rows
-from algorithms.advantage.distill import needs_teacher
-from algorithms.advantage.gae import needs_critic
-from algorithms.advantage.gigpo import STEP_STATE_WORKFLOWS, needs_steps
-from algorithms.advantage.remax import needs_greedy_baseline
+from algorithms.advantage.gigpo import STEP_STATE_WORKFLOWS
+from algorithms.needs import needs_critic, needs_greedy_baseline, needs_groups, needs_steps, needs_teacher
 from algorithms.registry import is_off
 from schemas import support
-from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES, GROUP_ADVANTAGE_FNS
+from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES
 from schemas.base import ADJUSTED, set_unmarked
 from schemas.buffer import FormatConfig, StorageConfig, TasksetConfig
 from schemas.data_processor import DATA_JUICER, OPERATOR_ARGS
@@ -52,7 +50,7 @@ def apply_rules(config: ExperimentConfig) -> None:
     if not r.errors:  # later rules need the resolved algorithm
         _model(r)
         r.config.trainer.check(r)  # the chosen trainer backend's own rules (schemas/trainer.py)
-        _critic(r)
+        r.config.trainer.check_needs(r)  # what the algorithm's pieces need, against what the backend provides
         _synchronizer(r)
         _buffer(r)
         _explorer(r)
@@ -77,21 +75,6 @@ def _addresses(r: Resolver) -> None:
     url = fields["trainer.base_url"]
     if url and (problem := tinker_url_problem(url)):
         r.error("trainer.base_url", problem)
-
-
-def _critic(r: Resolver) -> None:
-    """advantage_fn 'ppo' (GAE) needs a critic on the trainer: a backend that cannot hold one says why
-    (`NO_CRITIC` of its settings class)."""
-    c = r.config
-    reason = type(c.trainer).NO_CRITIC
-    if reason is None or not stage_kind(c).trains or not needs_critic(c.algorithm):
-        return
-    alg = c.algorithm
-    preset = ALGORITHM_PRESETS[alg.algorithm_type]
-    field = "algorithm.algorithm_type" if preset.use_critic and "algorithm.advantage_fn" in c.derived else "algorithm.advantage_fn"
-    name = alg.algorithm_type if field == "algorithm.algorithm_type" else alg.advantage_fn
-    r.error(field, f"'{name}' needs a critic (GAE over its values), which trainer_type {c.trainer.trainer_type!r} "
-                   f"cannot train: {reason}")
 
 
 # ----------------------------------------------------------------------------- mode
@@ -196,7 +179,7 @@ def _algorithm(r: Resolver) -> None:
         if args.get("adaptive") and (args.get("target_kl") is None or args.get("horizon") is None):
             r.error(f"algorithm.{fn_field}_args.adaptive", "adaptive KL needs target_kl and horizon")
     strategy_args = alg.sample_strategy_args or {}
-    if (not is_off(alg.kl_penalty_fn) and alg.advantage_fn in GROUP_ADVANTAGE_FNS and alg.sample_strategy == "priority"
+    if (not is_off(alg.kl_penalty_fn) and needs_groups(alg) and alg.sample_strategy == "priority"
             and strategy_args.get("priority_fn") == "largest_advantage"):
         # The trainer re-makes the group advantages from the penalised rewards: it needs whole groups.
         r.error("algorithm.kl_penalty_fn", f"with advantage_fn {alg.advantage_fn!r} the KL penalty re-computes group "
@@ -223,7 +206,7 @@ def _algorithm(r: Resolver) -> None:
     if alg.filter_groups.enable and alg.repeat_times < 2 and kind.explores:
         r.error("algorithm.filter_groups.enable", "dynamic sampling keeps groups whose rewards differ; with "
                 f"repeat_times {alg.repeat_times} every group has one response and would be dropped (set ≥ 2)")
-    if alg.advantage_fn in GROUP_ADVANTAGE_FNS and alg.repeat_times < 2 and kind.explores:
+    if needs_groups(alg) and alg.repeat_times < 2 and kind.explores:
         r.error("algorithm.repeat_times",
                 f"advantage_fn {alg.advantage_fn!r} compares responses within a group; repeat_times must be ≥ 2 "
                 f"(got {alg.repeat_times})")
@@ -361,7 +344,7 @@ def _buffer(r: Resolver) -> None:
         else:
             r.derive(b, "train_batch_size", b.batch_size * alg.repeat_times, "buffer.train_batch_size",
                      f"buffer.batch_size ({b.batch_size}) × algorithm.repeat_times ({alg.repeat_times})")
-    elif stage_kind(c).explores and alg.advantage_fn in GROUP_ADVANTAGE_FNS and b.train_batch_size % alg.repeat_times:
+    elif stage_kind(c).explores and needs_groups(alg) and b.train_batch_size % alg.repeat_times:
         r.error("buffer.train_batch_size",
                 f"{b.train_batch_size} is not a multiple of algorithm.repeat_times ({alg.repeat_times}): train "
                 f"batches must hold whole groups for advantage_fn {alg.advantage_fn!r}")

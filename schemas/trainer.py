@@ -7,7 +7,9 @@ it, never silently ignored. Trinity's `model.tinker.enable` maps onto `trainer_t
 
 Each variant is also the one place of its backend's facts (prime-rl's way: the rules live with the
 settings they are about):
-- class-level declarations: the policy losses, KL terms and entropy terms it runs, the sync methods
+- class-level declarations: what it cannot provide of what an algorithm's pieces need (`CANNOT`, each with
+  why: a piece runs on it when its declared needs, algorithms/registry.py, are a subset of the rest, and its
+  refusal is generated from the need it lacks), the KL terms and entropy terms it runs, the sync methods
   its weights can travel by, where its weights live, the modules that implement it;
 - `SETTINGS`: how the backend treats each of its settings, and `ALGORITHM_SETTINGS`: where it departs
   from "read in its MODULES" for the algorithm settings every trainer implements (schemas/support.py
@@ -24,12 +26,11 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field
 
-from algorithms import POLICY_LOSS_FNS, has_kl_term, is_preference_loss, uses_expert_rows
-from algorithms.advantage.distill import needs_teacher
-from algorithms.advantage.gae import needs_critic
-from algorithms.advantage.gigpo import needs_steps
+from algorithms import POLICY_LOSS_FNS, has_kl_term, is_preference_loss, needs_critic
 from algorithms.kl import VERL_ESTIMATORS
-from algorithms.registry import is_off
+from algorithms.needs import pieces
+from algorithms.registry import NEED_TEXT, NEEDS, Need, is_off
+from schemas.algorithm_registry import SAMPLE_STRATEGY_NEEDS
 from schemas.base import ALIAS, Section, Variant, set_unmarked
 from schemas.resolver import Resolver
 from schemas.rewards import RewardArgsError, step_arg
@@ -37,11 +38,10 @@ from schemas.stage_kind import stage_kind
 from schemas.wiring import Entry, honoured, refused, warned
 
 TRAINER_TYPES = ("torch", "verl", "tinker")
-# Why Tinker runs no preference loss: its reference (a sampling client of the stage's starting weights) scores
-# batches for the KL terms, but the pairs' loss is not wired to it.
-NO_TINKER_REFERENCE = ("the Tinker trainer scores the reference for the KL terms only (a sampling client of the "
-                       "stage's starting weights); a preference loss on pairs is not wired to it")
 DEFAULT_TRAINER_TYPE = "verl"  # Trinity-RFT's default
+# The needs a stage that explores but does not train still has of its trainer backend's (the explorer's side of
+# it: the advantages are made there); a stage that trains has them all.
+EXPLORER_NEEDS: frozenset[Need] = frozenset({"teacher", "greedy_baseline", "groups", "steps"})
 
 
 class TrainerBase(Variant):
@@ -49,8 +49,9 @@ class TrainerBase(Variant):
     on this cluster that runs every loss and term algorithms/ implements)."""
 
     TAG: ClassVar[str] = "trainer_type"
-    # Policy losses it runs (policy_loss_fn names); None: every one algorithms/ implements.
-    POLICY_LOSSES: ClassVar[Collection[str] | None] = None
+    # What it cannot provide of what a piece may need (algorithms/registry.py `Need`), with why: it provides every
+    # other need, and runs each policy loss, advantage, KL term and sample strategy whose needs it provides.
+    CANNOT: ClassVar[Mapping[Need, str]] = {}
     # KL-to-reference estimators (kl_loss_fn) and entropy terms (entropy_loss_fn); None: every one built.
     KL_LOSSES: ClassVar[Collection[str] | None] = None
     ENTROPY_LOSSES: ClassVar[Collection[str] | None] = None
@@ -66,9 +67,6 @@ class TrainerBase(Variant):
     MODULES: ClassVar[tuple[str, ...]] = ()
     SETTINGS: ClassVar[dict[str, Entry]] = {}
     ALGORITHM_SETTINGS: ClassVar[dict[str, Entry]] = {}
-    # Why it cannot train a critic (advantage_fn 'ppo', GAE; schemas/rules.py refuses it naming the field);
-    # None: it trains one (its settings: the variant's `critic` section).
-    NO_CRITIC: ClassVar[str | None] = None
     # True: the trainer actor only drives worker processes of its own that hold the devices (the resource
     # plan gives the actor none and the workers the trainer's share).
     DEVICES_IN_WORKERS: ClassVar[bool] = False
@@ -87,8 +85,34 @@ class TrainerBase(Variant):
     )
 
     @classmethod
-    def policy_losses(cls) -> Collection[str]:
-        return POLICY_LOSS_FNS.keys() if cls.POLICY_LOSSES is None else cls.POLICY_LOSSES
+    def provides(cls) -> frozenset[Need]:
+        return frozenset(NEEDS) - frozenset(cls.CANNOT)
+
+    @classmethod
+    def policy_losses(cls) -> list[str]:
+        """The policy losses it runs: those whose needs it provides."""
+        return [name for name in POLICY_LOSS_FNS if POLICY_LOSS_FNS.needs_of(name) <= cls.provides()]
+
+    def check_needs(self, r: Resolver) -> None:
+        """Refuse each piece of the algorithm (its policy loss, advantage, KL terms, sample strategy) that needs what
+        this backend cannot provide, naming the piece, the need, why, and the trainers that run it; each need once,
+        at the first piece that has it. A stage that only explores has only the explorer's needs of it."""
+        c = r.config
+        kind = stage_kind(c)
+        alg = c.algorithm
+        named: set[Need] = set()
+        strategy = ("sample_strategy", alg.sample_strategy, SAMPLE_STRATEGY_NEEDS.get(alg.sample_strategy, frozenset()))
+        for field, name, needs in [*pieces(alg, strict=False), strategy]:
+            for need in [n for n in NEEDS if n in needs and n in self.CANNOT and n not in named]:
+                if not kind.trains and not (kind.explores and need in EXPLORER_NEEDS):
+                    continue
+                named.add(need)
+                if str(c.derived.get(f"algorithm.{field}", "")).startswith("preset of"):
+                    field, name = "algorithm_type", alg.algorithm_type  # what the user wrote
+                others = " or ".join(repr(t) for t, variant in TRAINER_VARIANTS.items() if needs <= variant.provides())
+                r.error(f"algorithm.{field}", f"{name!r} needs {NEED_TEXT[need]}, which trainer_type "
+                        f"{self.trainer_type!r} cannot train with: {self.CANNOT[need]}"
+                        + (f"; trainer_type {others} runs it" if others else ""))
 
     def check(self, r: Resolver) -> None:
         """This backend's own rules, run by schemas/rules.py once the algorithm and model are resolved."""
@@ -187,13 +211,16 @@ class TorchTrainerConfig(TrainerBase):
 class VerlTrainerConfig(TrainerBase):
     """veRL's FSDP training engine (its engine workers on Ray), CPU for tests or GPUs."""
 
-    # Our policy_loss_fn -> the loss veRL computes it with: a policy_loss.loss_mode of its ppo_loss, or
-    # "sft" (its sft loss, read the way ppo_loss reads the batch: backends/verl/losses.py).
-    POLICY_LOSSES: ClassVar[Mapping[str, str]] = {"ppo": "vanilla", "gspo": "gspo", "cispo": "cispo", "sft": "sft"}
-    # This project's losses that veRL's ppo_loss runs as its loss mode (backends/verl/losses.py): each needs only
-    # what veRL hands a policy loss (log-probs, advantages, the response mask), not pairs, expert rows or a step.
-    ADAPTED_LOSSES: ClassVar[tuple[str, ...]] = ("opmd", "topr", "sapo", "sppo", "rec", "importance_sampling",
-                                                 "sft_is", "sft_phi")
+    # The losses veRL has of its own: our policy_loss_fn -> a policy_loss.loss_mode of its ppo_loss, or "sft" (its
+    # sft loss, read the way ppo_loss reads the batch: backends/verl/losses.py). Every other loss it runs is ours:
+    # as the rft_<name> loss mode of its ppo_loss when it needs nothing more than ppo_loss hands a policy loss
+    # (log-probs, advantages, the response mask), else whole as the engine's loss (`runs_whole`).
+    LOSS_MODES: ClassVar[Mapping[str, str]] = {"ppo": "vanilla", "gspo": "gspo", "cispo": "cispo", "sft": "sft"}
+    CANNOT: ClassVar[Mapping[Need, str]] = {
+        "batch_mask": "veRL's engine computes the loss one micro-batch at a time, with no pass over the whole batch's "
+                      "log-probs before it",
+        "teacher_topk": "veRL's engine hands a loss the sampled tokens' log-probs only, not the whole distribution",
+    }
     KL_LOSSES: ClassVar[Collection[str]] = VERL_ESTIMATORS  # veRL's own kl_penalty computes the term
     DEVICES_IN_WORKERS: ClassVar[bool] = True  # veRL's engine workers
     MODULES: ClassVar[tuple[str, ...]] = ("backends/verl/", "algorithms/verl_compat.py", "algorithms/policy_loss/")
@@ -278,17 +305,17 @@ class VerlTrainerConfig(TrainerBase):
     )
     critic: CriticConfig = critic_field()  # veRL's critic section (its value-model engine), before trainer_config
 
-    @classmethod
-    def policy_losses(cls) -> Collection[str]:
-        """veRL's own, ours as its ppo_loss's mode, and ours run whole inside its engine."""
-        return (*cls.POLICY_LOSSES, *cls.ADAPTED_LOSSES, *(name for name in POLICY_LOSS_FNS if cls.runs_whole(name)))
-
     @staticmethod
     def runs_whole(name: str | None) -> bool:
         """Losses veRL's ppo_loss cannot carry, run whole (with their KL and entropy terms) as the engine's loss
-        (backends/verl/losses.py): a preference loss (pairs of rows, the reference's log-probs) or a mix loss (expert
-        rows beside the sampled ones)."""
-        return is_preference_loss(name) or uses_expert_rows(name)
+        (backends/verl/losses.py): those that need more than ppo_loss hands a policy loss — the reference's log-probs
+        (dpo), pairs of rows kept together (dpo), expert rows beside the sampled ones (the mix family)."""
+        return bool(POLICY_LOSS_FNS.needs_of(name))
+
+    @classmethod
+    def adapted(cls, name: str | None) -> bool:
+        """Ours, run as the rft_<name> loss mode of veRL's ppo_loss (backends/verl/losses.py)."""
+        return name in cls.policy_losses() and name not in cls.LOSS_MODES and not cls.runs_whole(name)
 
     def check(self, r: Resolver) -> None:
         """What veRL can train: its own loss functions, FSDP2 on CPU, sequence parallel over packed sequences."""
@@ -296,9 +323,6 @@ class VerlTrainerConfig(TrainerBase):
         if not stage_kind(c).trains:
             return
         alg = c.algorithm
-        if alg.policy_loss_fn not in self.policy_losses():
-            r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} has no veRL policy loss; with trainer_type "
-                    f"'verl' use one of {', '.join(self.policy_losses())} (or trainer_type 'torch')")
         if is_preference_loss(alg.policy_loss_fn):  # (chosen, rejected) rows must reach the loss side by side
             splits = (f"veRL packs micro-batches by token count, which splits the (chosen, rejected) pairs of "
                       f"{alg.policy_loss_fn!r}")
@@ -313,8 +337,7 @@ class VerlTrainerConfig(TrainerBase):
             elif self.micro_batch_size % 2:
                 r.derive(self, "micro_batch_size", 2, "trainer.micro_batch_size",
                          f"{alg.policy_loss_fn!r} trains whole (chosen, rejected) pairs: one pair a micro-batch")
-        kl_args = alg.kl_loss_fn_args or {}
-        if not is_off(alg.kl_loss_fn) and float(kl_args.get("kl_coef", 0.0)) != 0.0 and alg.kl_loss_fn not in self.KL_LOSSES:
+        if has_kl_term(alg) and alg.kl_loss_fn not in self.KL_LOSSES:
             r.error("algorithm.kl_loss_fn", f"{alg.kl_loss_fn!r} has no veRL estimator; with trainer_type 'verl' use "
                     f"one of {', '.join(self.KL_LOSSES)}")
         if c.model.ref_model_path is not None and c.model.lora_configs:
@@ -338,14 +361,25 @@ class TinkerTrainerConfig(TrainerBase):
         "importance_sampling": "importance_sampling", "ppo": "ppo", "cispo": "cispo",
         "sft": "cross_entropy", "opmd": "cross_entropy",
     }
+    # Its trainer takes one advantage per sequence (backends/tinker/losses.py) and the sampled tokens' logprobs only.
+    CANNOT: ClassVar[Mapping[Need, str]] = {
+        "critic": "Tinker trains one LoRA policy and returns only the sampled tokens' logprobs: no value model; use "
+                  "grpo, dr-grpo (grpo with norm_adv_by_std_in_grpo false), rloo, reinforceplusplus, opmd, cispo, gspo "
+                  "or sft",
+        "teacher": "the teacher is scored by auxiliary vLLM engines beside a local policy; the Tinker policy samples "
+                   "on its service, and its trainer takes one advantage per sequence (backends/tinker/losses.py)",
+        "steps": "the Tinker trainer takes one advantage per sequence (backends/tinker/losses.py)",
+        "pairs": "the Tinker trainer takes sampled experiences, one advantage each: a preference dataset's pairs are "
+                 "not wired to it",
+        "expert_rows": "the Tinker trainer takes one advantage per sequence and no expert rows "
+                       "(backends/tinker/losses.py)",
+        "teacher_topk": "Tinker returns only the sampled tokens' logprobs (also to forward_backward_custom)",
+    }
     KL_LOSSES: ClassVar[Collection[str] | None] = None  # our estimators, in the custom loss (a reference sampler scores)
     ENTROPY_LOSSES: ClassVar[Collection[str]] = ()  # Tinker returns the sampled tokens' logprobs only
     WEIGHTS: ClassVar[str] = "tinker"
     WEIGHTS_NOTE: ClassVar[str] = "stay on the Tinker server and move as tinker:// paths"
     SYNC_METHODS: ClassVar[tuple[str, ...]] = ("checkpoint",)
-    NO_CRITIC: ClassVar[str | None] = ("Tinker trains one LoRA policy and returns only the sampled tokens' logprobs: "
-                                       "no value model; use grpo, dr-grpo (grpo with norm_adv_by_std_in_grpo false), "
-                                       "rloo, reinforceplusplus, opmd, cispo, gspo or sft")
     MODULES: ClassVar[tuple[str, ...]] = ("backends/tinker/", "algorithms/")
     SETTINGS: ClassVar[dict[str, Entry]] = {
         "base_model": honoured("backends/tinker/trainer.py", "backends/tinker/policy.py"),
@@ -367,12 +401,6 @@ class TinkerTrainerConfig(TrainerBase):
             "Tinker's built-in ppo has no dual clip: clip_ratio_c is not applied (trainer.loss_fn 'custom' runs ours, "
             "which has it)"),
     }
-
-    @classmethod
-    def policy_losses(cls) -> Collection[str]:
-        """Every policy loss but the preference losses (dpo), which score against the reference model, and the mix
-        family, whose expert rows its trainer does not take (backends/tinker/losses.py: one advantage a sequence)."""
-        return [name for name in POLICY_LOSS_FNS if not is_preference_loss(name) and not uses_expert_rows(name)]
 
     trainer_type: Literal["tinker"] = Field("tinker", description="The Tinker service.")
     base_model: str | None = Field(None, description="The service's name of the base model; None: model.model_path.")
@@ -403,7 +431,8 @@ class TinkerTrainerConfig(TrainerBase):
     def check(self, r: Resolver) -> None:
         """Tinker trains and samples on one service: its trainer and its sampler come together. Advantages
         are computed outside the trainer (tasks/explore.py), so every outcome-advantage algorithm runs here;
-        what needs tensors Tinker does not give (a critic, a reference model, the full distribution) is refused."""
+        what needs what Tinker does not give (`CANNOT`: a critic, per-token advantages, the full distribution) is
+        refused by `check_needs`; here, the rest of what it cannot run."""
         c = r.config
         rollout = c.explorer.rollout_model
         kind = stage_kind(c)
@@ -412,23 +441,6 @@ class TinkerTrainerConfig(TrainerBase):
                     f"{rollout.engine_type!r} cannot sample what trainer_type 'tinker' trains; use 'tinker' "
                     "(or set model.tinker.enable: true)")
         alg = c.algorithm
-        if needs_critic(alg):
-            pass  # refused by schemas/rules.py with NO_CRITIC
-        elif needs_teacher(alg):
-            r.error("algorithm.advantage_fn", f"{alg.advantage_fn!r} learns from a teacher's log-probs scored by auxiliary "
-                    "vLLM engines beside a local policy; the Tinker policy samples on its service, and its trainer "
-                    "takes one advantage per sequence (backends/tinker/losses.py); use trainer_type 'torch'")
-        elif needs_steps(alg):
-            r.error("algorithm.advantage_fn", "'gigpo' gives each model turn of an episode its own advantage, and the "
-                    "Tinker trainer takes one advantage per sequence (backends/tinker/losses.py); use trainer_type "
-                    "'torch'")
-        elif is_preference_loss(alg.policy_loss_fn):
-            r.error("algorithm.policy_loss_fn", f"{alg.policy_loss_fn!r} needs the reference model's logprobs of each "
-                    f"response: {NO_TINKER_REFERENCE}; use trainer_type 'torch'")
-        elif alg.policy_loss_fn not in self.policy_losses():
-            r.error("algorithm.policy_loss_fn",
-                    f"{alg.policy_loss_fn!r} has no implementation the Tinker trainer can run (built-in or "
-                    f"forward_backward_custom); supported: {', '.join(self.policy_losses())}")
         self._kl(r)
         if self._takes_process_rewards(c.buffer.explorer_input.taskset):
             r.error("buffer.explorer_input.taskset.reward_fn_args.step_token_reward",
@@ -471,10 +483,9 @@ class TinkerTrainerConfig(TrainerBase):
         if r.config.model.ref_model_path is not None:
             r.error("model.ref_model_path", "trainer_type 'tinker' takes the stage's starting weights as the reference "
                                             "(a sampling client of them); another reference model is not served")
-        coef = (alg.kl_loss_fn_args or {}).get("kl_coef", 0.0)
         derived = r.config.derived
         preset_default = "algorithm.kl_loss_fn" in derived and "algorithm.kl_loss_fn_args.kl_coef" in derived
-        if is_off(alg.kl_loss_fn) or not coef or not preset_default:
+        if not has_kl_term(alg) or not preset_default:
             return
         for key in [k for k in derived if k.startswith("algorithm.kl_loss_fn_args.")]:
             derived.pop(key)

@@ -165,8 +165,9 @@ def test_bad_dpo_arguments_are_named(args: dict, field: str) -> None:
 def test_tinker_refuses_dpo_by_name() -> None:
     with pytest.raises(ValidationError) as exc:
         dpo_config(**{"trainer.trainer_type": "tinker"})
-    why = problems(exc)["algorithm.policy_loss_fn"]
-    assert "'dpo'" in why and "reference model's logprobs" in why and "trainer_type 'torch'" in why, why
+    why = problems(exc)["algorithm.algorithm_type"]  # the preset's loss: named as the user wrote it
+    assert "'dpo' needs (chosen, rejected) pairs" in why and "trainer_type 'tinker'" in why and "not wired" in why \
+        and "trainer_type 'torch'" in why, why
 
 
 def test_dpo_on_verl_trains_fixed_micro_batches_of_whole_pairs() -> None:

@@ -134,7 +134,7 @@ def test_the_mix_strategy_and_the_mix_losses_need_each_other(tmp_path: Path) -> 
     with pytest.raises(ValidationError) as exc:  # Tinker's trainer takes no expert rows
         _config(tmp_path, trainer={"trainer_type": "tinker"}, **{"explorer.rollout_model.engine_type": "tinker",
                                                                  "synchronizer.sync_method": "checkpoint"})
-    assert any(line.startswith("algorithm.policy_loss_fn: 'mix' has no implementation the Tinker trainer can run")
+    assert any(line.startswith("algorithm.algorithm_type: 'mix' needs expert (SFT) rows") and "'tinker'" in line
                for line in describe_errors(exc.value)), describe_errors(exc.value)
     with pytest.raises(ValidationError) as exc:  # an expert dataset is read like an SFT dataset: its settings too
         _config(tmp_path, **{"buffer.trainer_input.auxiliary_buffers.sft_dataset.format.prompt_type": "chatpair"})

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from algorithms.advantage.base import ADVANTAGE_FNS, register_advantage_fn
-from algorithms.advantage.remax import needs_greedy_baseline
 from algorithms.registry import import_submodules
 
 if TYPE_CHECKING:
@@ -22,7 +21,7 @@ def compute_advantages(
     """Per-token advantages [B, T] from one scalar reward per sequence, grouped by ``group_ids``. A KL
     penalty in the reward (algorithm.kl_penalty_fn) is applied before this, where the reference model's
     log-probs are (algorithms/kl_penalty.py, on the trainer). ``baselines`` [B]: the reward of the greedy
-    answer to each sequence's task, for the estimators that need it (remax; needs_greedy_baseline)."""
+    answer to each sequence's task, for the estimators that need it (registered with needs {"greedy_baseline"}: remax)."""
     import torch
 
     rewards = torch.as_tensor(rewards, dtype=torch.float32)
@@ -34,7 +33,7 @@ def compute_advantages(
     name = algorithm.advantage_fn
     fn = ADVANTAGE_FNS.lookup(name)
     args = ADVANTAGE_FNS.resolve_args(name, getattr(algorithm, "advantage_fn_args", None))
-    if needs_greedy_baseline(algorithm):
+    if "greedy_baseline" in ADVANTAGE_FNS.needs_of(name):
         return fn(rewards.to(response_mask.device), list(group_ids), response_mask, args, baselines=baselines)
     return fn(rewards.to(response_mask.device), list(group_ids), response_mask, args)
 

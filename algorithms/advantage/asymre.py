@@ -21,7 +21,7 @@ class AsymREArgs(Args):
     baseline_shift: float = Field(-0.1, description="Added to the group mean to make the baseline.")
 
 
-@register_advantage_fn("asymre", AsymREArgs)
+@register_advantage_fn("asymre", AsymREArgs, needs={"groups"})
 def asymre(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor, args: dict[str, Any]) -> torch.Tensor:
     shift = float(args["baseline_shift"])
     scores = rewards.detach().float().clone()
@@ -31,7 +31,7 @@ def asymre(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Ten
     return scores.unsqueeze(-1) * response_mask.float()
 
 
-register_advantage_fn("asymre_verl", AsymREArgs)(asymre)
+register_advantage_fn("asymre_verl", AsymREArgs, needs={"groups"})(asymre)
 
 
 def groups(group_ids: list[str]) -> dict[str, list[int]]:

@@ -21,9 +21,6 @@ from algorithms.registry import Args
 if TYPE_CHECKING:
     import torch
 
-TEACHER_ADVANTAGES = ("on_policy_distill", "jsd")
-
-
 class OnPolicyDistillArgs(Args):
     """Reverse-KL-to-teacher advantage for on-policy distillation."""
 
@@ -36,11 +33,6 @@ class JSDArgs(OnPolicyDistillArgs):
     lambda_coef: float = Field(0.5, ge=0, le=1, description="Mixture weight λ of the student and the teacher.")
 
 
-def needs_teacher(algorithm: Any) -> bool:
-    """True when the advantages come from a teacher's log-probs (scored on the explorer, not from rewards)."""
-    return getattr(algorithm, "advantage_fn", None) in TEACHER_ADVANTAGES
-
-
 def _no_rewards(name: str) -> Any:
     def fn(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor, args: dict[str, Any]) -> Any:
         raise ValueError(f"algorithm.advantage_fn {name!r} needs a teacher's log-probs of each sampled token: "
@@ -48,8 +40,8 @@ def _no_rewards(name: str) -> Any:
     return fn
 
 
-register_advantage_fn("on_policy_distill", OnPolicyDistillArgs)(_no_rewards("on_policy_distill"))
-register_advantage_fn("jsd", JSDArgs)(_no_rewards("jsd"))
+register_advantage_fn("on_policy_distill", OnPolicyDistillArgs, needs={"teacher"})(_no_rewards("on_policy_distill"))
+register_advantage_fn("jsd", JSDArgs, needs={"teacher"})(_no_rewards("jsd"))
 
 
 def teacher_advantages(name: str, student: list[float], teacher: list[float], args: dict[str, Any]) -> list[float]:

@@ -6,7 +6,7 @@ The reward of a sequence sits on its last response token (with a KL penalty in t
     δ_t = r_t + γ·V_{t+1} − V_t,   A_t = δ_t + γ·λ·A_{t+1},   returns R_t = A_t + V_t
 (tokens outside the response mask are skipped), and the advantages are whitened over the batch's
 response tokens. The values exist only where the critic is, on the trainer: the explorer leaves these
-advantages out (`needs_critic`) and the trainer calls `gae` (backends/critic.py).
+advantages out (it needs a critic: `algorithms.needs_critic`) and the trainer calls `gae` (backends/critic.py).
 """
 
 from __future__ import annotations
@@ -31,12 +31,7 @@ class GAEArgs(Args):
     lam: float = Field(1.0, ge=0, le=1, description="GAE λ (1: Monte-Carlo returns minus the value baseline).")
 
 
-def needs_critic(algorithm: Any) -> bool:
-    """True when the advantages are GAE over a critic's values (computed on the trainer, not the explorer)."""
-    return getattr(algorithm, "advantage_fn", None) == NAME
-
-
-@register_advantage_fn(NAME, GAEArgs)
+@register_advantage_fn(NAME, GAEArgs, needs={"critic"})
 def ppo(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor, args: dict[str, Any]) -> torch.Tensor:
     raise ValueError("algorithm.advantage_fn 'ppo' (GAE) needs the critic's values: the trainer computes these "
                      "advantages (algorithms.gae), not the explorer")

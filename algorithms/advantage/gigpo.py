@@ -75,12 +75,7 @@ class GiGPOArgs(Args):
         return TRINITY_KEYS.get(value, value)
 
 
-def needs_steps(algorithm: Any) -> bool:
-    """True when the advantages are made per model turn from each episode's steps (gigpo)."""
-    return getattr(algorithm, "advantage_fn", None) == "gigpo"
-
-
-@register_advantage_fn("gigpo", GiGPOArgs)
+@register_advantage_fn("gigpo", GiGPOArgs, needs={"groups", "steps"})
 def gigpo(rewards: Any, group_ids: list[str], response_mask: Any, args: dict[str, Any]) -> Any:
     raise ValueError("algorithm.advantage_fn 'gigpo' needs each episode's steps (info step_states, turn_rewards, "
                      "turn_spans): algorithms.advantage.gigpo.gigpo_advantages computes it, not the reward path")

@@ -24,7 +24,7 @@ class GRPOArgs(Args):
     norm_adv_by_std_in_grpo: bool = Field(True, description="Divide by the group std (False: Dr. GRPO).")
 
 
-@register_advantage_fn("grpo", GRPOArgs)
+@register_advantage_fn("grpo", GRPOArgs, needs={"groups"})
 def grpo(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor, args: dict[str, Any]) -> torch.Tensor:
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
@@ -46,4 +46,4 @@ def grpo(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tenso
 
 
 # Trinity-RFT's name of its veRL-batch implementation of the same estimator.
-register_advantage_fn("grpo_verl", GRPOArgs)(grpo)
+register_advantage_fn("grpo_verl", GRPOArgs, needs={"groups"})(grpo)

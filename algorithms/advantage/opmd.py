@@ -24,7 +24,7 @@ class OPMDAdvantageArgs(Args):
     tau: float = Field(1.0, gt=0, description="Temperature of the logavgexp baseline.")
 
 
-@register_advantage_fn("opmd", OPMDAdvantageArgs)
+@register_advantage_fn("opmd", OPMDAdvantageArgs, needs={"groups"})
 def opmd(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor, args: dict[str, Any]) -> torch.Tensor:
     kind, tau = args["opmd_baseline"], float(args["tau"])
     if kind not in BASELINES:
@@ -46,4 +46,4 @@ def opmd(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tenso
 
 
 # Trinity-RFT's name of its veRL-batch implementation of the same estimator.
-register_advantage_fn("opmd_verl", OPMDAdvantageArgs)(opmd)
+register_advantage_fn("opmd_verl", OPMDAdvantageArgs, needs={"groups"})(opmd)

@@ -26,7 +26,7 @@ class RECAdvantageArgs(Args):
         None, description="balance: drop (zero) random below-mean samples until they are no more than the others.")
 
 
-@register_advantage_fn("rec", RECAdvantageArgs)
+@register_advantage_fn("rec", RECAdvantageArgs, needs={"groups"})
 def rec(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor, args: dict[str, Any]) -> torch.Tensor:
     import torch
 

@@ -15,20 +15,11 @@ from algorithms.registry import Args
 if TYPE_CHECKING:
     import torch
 
-# Estimators whose baseline is the reward of a greedy rollout of each task (not of the group's samples).
-GREEDY_BASELINE_FNS = frozenset({"remax"})
-
-
 class ReMaxArgs(Args):
     """Reward minus the greedy answer's reward (no arguments)."""
 
 
-def needs_greedy_baseline(algorithm: Any) -> bool:
-    """True when the explorer must sample each task once greedily for the advantages' baseline."""
-    return getattr(algorithm, "advantage_fn", None) in GREEDY_BASELINE_FNS
-
-
-@register_advantage_fn("remax", ReMaxArgs)
+@register_advantage_fn("remax", ReMaxArgs, needs={"greedy_baseline"})
 def remax(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor, args: dict[str, Any],
           baselines: torch.Tensor | None = None) -> torch.Tensor:
     from verl.trainer.ppo.core_algos import compute_remax_outcome_advantage

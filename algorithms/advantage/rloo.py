@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import torch
 
 
-@register_advantage_fn("rloo")
+@register_advantage_fn("rloo", needs={"groups"})
 def rloo(rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor, args: dict[str, Any]) -> torch.Tensor:
     from verl.trainer.ppo.core_algos import compute_rloo_outcome_advantage
 

@@ -29,7 +29,7 @@ class StepWiseGRPOArgs(Args):
         None, ge=0, description="Groups whose reward std is at or below this are zeroed; None keeps all.")
 
 
-@register_advantage_fn("step_wise_grpo", StepWiseGRPOArgs)
+@register_advantage_fn("step_wise_grpo", StepWiseGRPOArgs, needs={"groups"})
 def step_wise_grpo(
     rewards: torch.Tensor, group_ids: list[str], response_mask: torch.Tensor, args: dict[str, Any]
 ) -> torch.Tensor:

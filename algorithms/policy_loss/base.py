@@ -54,46 +54,34 @@ class AdvantageScaledArgs(Args):
         return True
 
 
-class PreferenceArgs(Args):
-    """A loss over preference pairs: each pair is two rows of the batch, the chosen response then the rejected
-    one to the same prompt, scored against the reference model. What the runtime does differently for such a
-    loss follows from this class (`is_preference_loss`): the stage reads pairs from its dataset (tasks/dpo.py),
-    the trainer keeps each pair in one micro-batch and loads the reference, a trainer without a reference
-    refuses it."""
-
-
-class ExpertRowsArgs(Args):
-    """A loss over the policy's own samples and expert (SFT) rows that the `mix` sample strategy adds to the batch
-    (`LossInputs.expert_mask`): the mix family. The rules (schemas/rules.py) pair such a loss with that strategy,
-    and a trainer hands the loss the rows' expert mask and their whole-batch counts (`uses_expert_rows`)."""
-
-
 class TeacherTopkArgs(AggregatedArgs):
-    """A loss over the teacher's top-k log-probs at each position of the student's samples (`topk` of them): the
-    explorer has the teacher score them (tasks/rollouts.py `score_with_teacher`), and a trainer hands the loss the
-    student's current log-probs of the same tokens (`LossInputs.student_topk_logprobs`)."""
+    """The arguments of a loss over the teacher's top-k log-probs at each position of the student's samples (`topk`
+    of them; registered with needs {"teacher_topk"}): the explorer has the teacher score them (tasks/rollouts.py
+    `score_with_teacher`), and a trainer hands the loss the student's current log-probs of the same tokens
+    (`LossInputs.student_topk_logprobs`)."""
 
     topk: int
 
 
 def teacher_topk(name: str | None, args: dict[str, Any] | None) -> int:
     """The teacher log-probs per position policy loss `name` learns from (its `topk`); 0 for every other loss."""
-    model = POLICY_LOSS_FNS.args.get(name or "")
-    if model is None or not issubclass(model, TeacherTopkArgs):
+    if "teacher_topk" not in POLICY_LOSS_FNS.needs_of(name):
         return 0
-    return int(POLICY_LOSS_FNS.resolve_args(name, args)["topk"])
+    return int(POLICY_LOSS_FNS.resolve_args(name or "", args)["topk"])
 
 
 def uses_expert_rows(name: str | None) -> bool:
-    """True when policy loss `name` trains on expert rows beside sampled ones (its arguments are ExpertRowsArgs)."""
-    args = POLICY_LOSS_FNS.args.get(name or "")
-    return args is not None and issubclass(args, ExpertRowsArgs)
+    """True when policy loss `name` trains on expert rows beside sampled ones (needs {"expert_rows"}: the mix
+    family). The rules (schemas/rules.py) pair such a loss with the `mix` sample strategy, which adds the rows, and
+    a trainer hands the loss the rows' expert mask and their whole-batch counts."""
+    return "expert_rows" in POLICY_LOSS_FNS.needs_of(name)
 
 
 def is_preference_loss(name: str | None) -> bool:
-    """True when policy loss `name` learns from (chosen, rejected) pairs (its arguments are PreferenceArgs)."""
-    args = POLICY_LOSS_FNS.args.get(name or "")
-    return args is not None and issubclass(args, PreferenceArgs)
+    """True when policy loss `name` learns from (chosen, rejected) pairs (needs {"pairs"}: each pair is two rows of
+    the batch, the chosen response then the rejected one to the same prompt). The stage reads pairs from its dataset
+    (tasks/dpo.py), and the trainer keeps each pair in one micro-batch."""
+    return "pairs" in POLICY_LOSS_FNS.needs_of(name)
 
 
 def zero_at_zero_advantage(name: str | None, args: Mapping[str, Any] | None) -> bool:

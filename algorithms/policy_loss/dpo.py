@@ -3,7 +3,7 @@
     z = β · [(log π(y_c|x) − log π_ref(y_c|x)) − (log π(y_r|x) − log π_ref(y_r|x))]
     loss = −(1 − ε) · log σ(z) − ε · log σ(−z)
 
-over pairs of rows (chosen at even rows, rejected at odd ones; `PreferenceArgs`), each sequence's log-probability
+over pairs of rows (chosen at even rows, rejected at odd ones: it needs pairs and the reference), each sequence's log-probability
 the sum over its response tokens. β · (log π − log π_ref) of a response is its implicit reward.
 """
 
@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from algorithms.policy_loss.base import PreferenceArgs, register_policy_loss_fn
+from algorithms.policy_loss.base import register_policy_loss_fn
+from algorithms.registry import Args
 
 if TYPE_CHECKING:
     import torch
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from algorithms.inputs import LossInputs
 
 
-class DPOArgs(PreferenceArgs):
+class DPOArgs(Args):
     """Direct preference optimisation (sigmoid loss) on (chosen, rejected) pairs."""
 
     beta: float = Field(0.1, gt=0, description="Inverse temperature β of the implicit reward (Trinity's default 0.1).")
@@ -30,7 +31,7 @@ class DPOArgs(PreferenceArgs):
     )
 
 
-@register_policy_loss_fn("dpo", DPOArgs)
+@register_policy_loss_fn("dpo", DPOArgs, needs={"pairs", "reference"})
 def dpo(inputs: LossInputs, args: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
     import torch.nn.functional as F
 

@@ -65,7 +65,7 @@ def batch_mask(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: t
                   "masked_fraction": float((valid & ~keep).sum()) / tokens, "trust_region_fraction": float(trust.sum()) / tokens}
 
 
-@register_policy_loss_fn("m2po", M2POArgs)
+@register_policy_loss_fn("m2po", M2POArgs, needs={"batch_mask"})
 def m2po(inputs: LossInputs, args: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
     import torch
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from algorithms.policy_loss.base import ExpertRowsArgs, register_policy_loss_fn
+from algorithms.policy_loss.base import register_policy_loss_fn
 from algorithms.policy_loss.ppo import PPOArgs, ppo
 from algorithms.policy_loss.sft import sft
 from algorithms.policy_loss.sft_phi import sft_phi
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from algorithms.inputs import LossInputs
 
 
-class MixArgs(PPOArgs, ExpertRowsArgs):
+class MixArgs(PPOArgs):
     """PPO-clip on the sampled rows, NLL on the expert rows, weighted (1 − μ) and μ."""
 
     mu: float = Field(0.1, ge=0, le=1, description="Weight of the expert rows' SFT loss (the sampled rows' PPO "
@@ -39,7 +39,7 @@ class MixArgs(PPOArgs, ExpertRowsArgs):
         "first (seq-mean-token-mean), Trinity's default for mix.")
 
 
-class ChordArgs(PPOArgs, ExpertRowsArgs):
+class ChordArgs(PPOArgs):
     """CHORD: mix with a scheduled μ and (by default) φ-weighted expert tokens."""
 
     mu_warmup_steps: int = Field(0, ge=0, description="Steps over which μ rises linearly from 0 to mu_peak.")
@@ -93,11 +93,11 @@ def mixed(
     return loss, {**metrics, "pg_loss": loss.item(), "mu": mu}
 
 
-@register_policy_loss_fn("mix", MixArgs)
+@register_policy_loss_fn("mix", MixArgs, needs={"expert_rows"})
 def mix(inputs: LossInputs, args: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
     return mixed(inputs, args, float(args["mu"]), sft)
 
 
-@register_policy_loss_fn("mix_chord", ChordArgs)
+@register_policy_loss_fn("mix_chord", ChordArgs, needs={"expert_rows"})
 def mix_chord(inputs: LossInputs, args: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
     return mixed(inputs, args, chord_mu(inputs.step, args), sft_phi if args["enable_phi_function"] else sft)

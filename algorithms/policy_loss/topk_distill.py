@@ -33,7 +33,7 @@ class TopkDistillArgs(TeacherTopkArgs):
     topk: int = Field(20, ge=1, le=20, description="Teacher log-probs per position (vLLM returns at most 20).")
 
 
-@register_policy_loss_fn("topk_distill", TopkDistillArgs)
+@register_policy_loss_fn("topk_distill", TopkDistillArgs, needs={"teacher_topk"})
 def topk_distill(inputs: LossInputs, args: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
     import torch
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from algorithms.verl_compat import clip_ranges
 from buffer.experience import Experience
 from schemas.trainer import TinkerTrainerConfig
 
@@ -60,10 +61,7 @@ def plan(algorithm: Any, loss_fn: str = "auto") -> LossPlan:
         return LossPlan(name, None)
     config = None
     if name in ("ppo", "cispo"):
-        low = args.get("clip_range_low")
-        high = args.get("clip_range_high")
-        low = args.get("clip_range", 0.2) if low is None else low
-        high = args.get("clip_range", 0.2) if high is None else high
+        low, high = clip_ranges(args)  # args with the loss's defaults filled in
         config = {"clip_low_threshold": 1.0 - float(low), "clip_high_threshold": 1.0 + float(high)}
     return LossPlan(name, builtin, config)
 

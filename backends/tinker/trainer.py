@@ -16,7 +16,8 @@ KL toward the reference, the stage's starting model, scored by a sampling client
 model, or a chained stage's previous sampler weights) with `compute_logprobs`, once per step: in the reward
 (algorithm.kl_penalty_fn) the batch's advantages are re-made from the penalised rewards before the step, as
 the torch trainer does (backends/reward_kl.py), the adaptive coefficient kept in the checkpoint; in the loss
-(algorithm.kl_loss_fn) the reference goes to our loss through forward_backward_custom.
+(algorithm.kl_loss_fn) the reference goes to our loss through forward_backward_custom, as it does to a policy loss
+that compares with the reference (registered with needs {"reference"}).
 """
 
 from __future__ import annotations
@@ -149,9 +150,9 @@ class TinkerTrainer(TrainerBackend):
         batch = [e for e in batch if e.response_token_ids]
         if not batch:
             raise ValueError("a train step needs experiences with at least one response token")
-        kl_term = algorithms.has_kl_term(self.algorithm)
-        # the reference scores the batch once, for the reward's KL and the loss's KL term alike
-        reference = self.reference_logprobs(batch) if self.reward_kl is not None or kl_term else None
+        # the reference scores the batch once, for all that needs it: the reward's KL, the loss's KL term, a policy
+        # loss that compares with the reference (algorithms.needs_reference_model)
+        reference = self.reference_logprobs(batch) if algorithms.needs_reference_model(self.algorithm) else None
         kl_metrics: dict[str, float] = {}
         if self.reward_kl is not None:  # before the step: advantages re-made from the penalised rewards
             batch, kl_metrics = self.reward_kl.apply(batch, lambda _: reference)
@@ -159,9 +160,9 @@ class TinkerTrainer(TrainerBackend):
                                                                   strict=True)], self.pad_datums)
         captured: dict[str, float] = {}
         client = self.client
-        if self.plan.custom:  # a KL term always runs here (TinkerTrainerConfig.builtin_loss)
+        if self.plan.custom:  # a KL term or a loss that reads the reference always runs here (builtin_loss)
             backward = client.forward_backward_custom(
-                data, losses.custom_loss(self.algorithm, batch, captured, reference if kl_term else None))
+                data, losses.custom_loss(self.algorithm, batch, captured, reference))
         else:
             backward = client.forward_backward(data, self.plan.tinker_loss, self.plan.config)
         lr = scheduled_lr(self.config, self._step + 1, self.total_steps)

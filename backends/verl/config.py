@@ -19,8 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from algorithms import POLICY_LOSS_FNS
-from algorithms.advantage.gae import needs_critic
+from algorithms import POLICY_LOSS_FNS, has_kl_term, needs_critic
 from algorithms.registry import is_off
 from algorithms.verl_compat import clip_ranges
 from backends.trainer import scoring_temperature
@@ -194,34 +193,34 @@ def _critic_section(config: ExperimentConfig, model_dir: Path | str, model: dict
     }
 
 
-SFT_LOSS = "sft"  # VerlTrainerConfig.POLICY_LOSSES's name of veRL's sft loss (the others are ppo_loss modes)
+SFT_LOSS = "sft"  # VerlTrainerConfig.LOSS_MODES's name of veRL's sft loss (the others are ppo_loss modes)
+# ppo's clip settings (its arguments' defaults), which veRL's actor config must hold even when the loss has none
+PPO_DEFAULTS = POLICY_LOSS_FNS.defaults("ppo")
 
 
 def is_sft(config: ExperimentConfig) -> bool:
     """SFT trains with veRL's sft loss (token-mean NLL of the response, backends/verl/losses.py), not ppo_loss."""
-    return VerlTrainerConfig.POLICY_LOSSES.get(config.algorithm.policy_loss_fn) == SFT_LOSS
+    return VerlTrainerConfig.LOSS_MODES.get(config.algorithm.policy_loss_fn) == SFT_LOSS
 
 
 def actor_overrides(algorithm: Any) -> dict[str, Any]:
     """veRL ``actor_rollout_ref.actor`` loss settings equivalent to ``algorithm`` (its ppo_loss reads them)."""
     name = algorithm.policy_loss_fn
-    loss_mode = VerlTrainerConfig.POLICY_LOSSES.get(name) or (adapted_mode(name) if name in VerlTrainerConfig.ADAPTED_LOSSES else None)
+    loss_mode = VerlTrainerConfig.LOSS_MODES.get(name) or (adapted_mode(name) if VerlTrainerConfig.adapted(name) else None)
     if loss_mode is None or loss_mode == SFT_LOSS:
         raise ValueError(f"algorithm.policy_loss_fn: {name!r} has no veRL policy loss for ppo_loss; "
                          f"supported: {sorted(VerlTrainerConfig.policy_losses())}")
-    args = POLICY_LOSS_FNS.resolve_args(name, algorithm.policy_loss_fn_args)
-    # a loss without clip ranges (topr, opmd, ...: ours, as the loss mode) leaves veRL's defaults, which it never reads
-    clips = any(key in args for key in ("clip_range", "clip_range_low", "clip_range_high"))
-    low, high = clip_ranges(args) if clips else (0.2, 0.2)
+    # a loss without clip ranges (topr, opmd, ...: ours, as the loss mode) leaves ppo's defaults, which veRL never reads
+    args = {**PPO_DEFAULTS, **POLICY_LOSS_FNS.resolve_args(name, algorithm.policy_loss_fn_args)}
+    low, high = clip_ranges(args)
     kl_args = dict(getattr(algorithm, "kl_loss_fn_args", None) or {})
     ent_args = dict(getattr(algorithm, "entropy_loss_fn_args", None) or {})
-    # A zero kl_coef turns the term off (no reference model), as in algorithms.needs_reference_model.
-    kl_on = not is_off(getattr(algorithm, "kl_loss_fn", None)) and float(kl_args.get("kl_coef", 0.0)) != 0.0
+    kl_on = has_kl_term(algorithm)  # a zero kl_coef turns the term off (no reference model)
     return {
         "policy_loss": {"loss_mode": loss_mode},
         "clip_ratio_low": low,
         "clip_ratio_high": high,
-        "clip_ratio_c": float(args.get("clip_ratio_c", 3.0)),
+        "clip_ratio_c": float(args["clip_ratio_c"]),
         "loss_agg_mode": args.get("loss_agg_mode", "token-mean"),
         "use_kl_loss": kl_on,
         "kl_loss_type": algorithm.kl_loss_fn if kl_on else "low_var_kl",
@@ -235,9 +234,9 @@ def _sft_overrides(algorithm: Any) -> dict[str, Any]:
     losses read none of these; a preference loss's own KL and entropy terms are algorithms.compute_loss's)."""
     return {
         "policy_loss": {"loss_mode": "vanilla"},
-        "clip_ratio_low": 0.2,
-        "clip_ratio_high": 0.2,
-        "clip_ratio_c": 3.0,
+        "clip_ratio_low": PPO_DEFAULTS["clip_range"],
+        "clip_ratio_high": PPO_DEFAULTS["clip_range"],
+        "clip_ratio_c": PPO_DEFAULTS["clip_ratio_c"],
         "loss_agg_mode": (algorithm.policy_loss_fn_args or {}).get("loss_agg_mode", "token-mean"),
         "use_kl_loss": False,
         "kl_loss_type": "low_var_kl",
@@ -371,7 +370,7 @@ def _loss_fn(actor: Any, sft: bool, algorithm: Any) -> Any:
     name = getattr(algorithm, "policy_loss_fn", None)
     if VerlTrainerConfig.runs_whole(name):
         return partial(whole_loss, config=actor, algorithm=algorithm)
-    if name in VerlTrainerConfig.ADAPTED_LOSSES:
+    if VerlTrainerConfig.adapted(name):
         args = POLICY_LOSS_FNS.resolve_args(name, algorithm.policy_loss_fn_args)
         return partial(algorithm_loss, config=actor, name=name, args=args)
     return partial(ppo_loss, config=actor)

@@ -185,7 +185,7 @@ def _critic(trainer: dict[str, Any], notes: dict[str, str]) -> None:
     verl_critic = tree.get("critic") if isinstance(tree, dict) else None
     kind = trainer.get("trainer_type")
     variant = TRAINER_VARIANTS.get(kind) if isinstance(kind, str) else None  # a wrong value is the schema's to name
-    if variant is None or variant.NO_CRITIC is not None or not isinstance(verl_critic, dict):
+    if variant is None or "critic" not in variant.provides() or not isinstance(verl_critic, dict):
         return
     ours = trainer.setdefault("critic", {})
     problems = []
