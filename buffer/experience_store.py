@@ -376,6 +376,14 @@ class ExperienceStore:
         )
         return {"explore/tokens_sampled": float(sampled), "explore/tokens_prompt": float(prompt)}
 
+    def task_outcomes(self, first_step: int, last_step: int) -> list[tuple[int, str, float, float | None]]:
+        """(explore step, task id, reward, accuracy or None) of every experience explore steps first_step to
+        last_step stored, dropped ones too, in order: what an adaptive task selector learns from (buffer/selector_state.py)."""
+        rows = self._query(
+            "SELECT explore_step, task_id, reward, json_extract(data, '$.reward_breakdown.accuracy') FROM experiences "
+            "WHERE explore_step BETWEEN ? AND ? ORDER BY seq", (first_step, last_step))
+        return [(int(s), str(t), float(r), None if a is None else float(a)) for s, t, r, a in rows]
+
     def max_explore_step(self) -> int:
         """The latest explore step with stored experiences (-1 when empty)."""
         (step,), = self._query("SELECT MAX(explore_step) FROM experiences")

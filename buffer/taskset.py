@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import json
 import math
-import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from buffer.selectors import SELECTORS, build_selector
 from schemas.generators import generator_name
 
 if TYPE_CHECKING:
-    from schemas import TasksetConfig
+    from schemas import TaskSelectorConfig, TasksetConfig
 
 # File types a local taskset may be, and the `datasets` builder that reads each.
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
@@ -311,20 +311,14 @@ def compute_total_steps(
     return math.ceil(num_tasks * total_epochs / batch_size)
 
 
-SELECTORS = ("sequential", "shuffle", "random")
-
-
 class TasksetReader:
     """Hands out batches of tasks, epoch after epoch, from a position that can be saved and restored.
 
-    The position is (epoch, offset): how many tasks of the current epoch were handed out. Every later
-    batch is a function of it and the seed, so a restored reader continues exactly. Selectors (the
-    taskset's `task_selector.selector_type`):
-      sequential  file order, every epoch
-      shuffle     a permutation per epoch fixed by (seed, epoch): each task once per epoch
-      random      each batch drawn uniformly, fixed by (seed, tasks handed out so far)
-    A batch that reaches the end of an epoch continues into the next one, keeping batches full.
-    `total_epochs=None` reads without end (a run bounded by total_steps instead).
+    The position is (epoch, offset): how many tasks of the current epoch were handed out. Which tasks a batch
+    holds is the selector's (the taskset's `task_selector`, buffer/selectors.py): a function of the position
+    and the seed, and for difficulty_based of what it learnt (its state, buffer/selector_state.py), so a restored
+    reader continues exactly. A batch that reaches the end of an epoch continues into the next one, keeping
+    batches full. `total_epochs=None` reads without end (a run bounded by total_steps instead).
     """
 
     def __init__(
@@ -333,44 +327,37 @@ class TasksetReader:
         batch_size: int,
         total_epochs: int | None = 1,
         *,
-        selector: str = "sequential",
+        selector: str | TaskSelectorConfig = "sequential",
         seed: int = 42,
     ) -> None:
+        from schemas import TaskSelectorConfig
+
         if not tasks:
             raise ValueError("TasksetReader needs at least one task")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if total_epochs is not None and total_epochs < 1:
             raise ValueError(f"total_epochs must be >= 1 or None, got {total_epochs}")
-        if selector not in SELECTORS:
-            raise ValueError(f"unknown task selector '{selector}' (known: {', '.join(SELECTORS)})")
+        if isinstance(selector, str):
+            if selector not in SELECTORS:
+                raise ValueError(f"unknown task selector '{selector}' (known: {', '.join(SELECTORS)})")
+            selector = TaskSelectorConfig.model_validate({"selector_type": selector, "seed": seed})
         self.tasks = list(tasks)
         self.batch_size = batch_size
         self.total_epochs = total_epochs
-        self.selector = selector
-        self.seed = seed
+        self.selector = selector.selector_type
+        self.seed = selector.seed
+        self.picker = build_selector(self.tasks, selector)
+        self.picked: list[int] = []  # the indices this reader handed out (the step's picks, for its metrics)
         self.epoch = 0
         self.offset = 0
-        self._order_epoch = -1
-        self._order: list[int] = []
 
     @classmethod
     def for_taskset(
         cls, tasks: Sequence[Task], config: TasksetConfig, batch_size: int, total_epochs: int | None
     ) -> TasksetReader:
-        """A reader with the taskset's task_selector (selector_type and seed)."""
-        selector = config.task_selector
-        return cls(
-            tasks, batch_size, total_epochs, selector=selector.selector_type, seed=selector.seed
-        )
-
-    def _epoch_order(self, epoch: int) -> list[int]:
-        if epoch != self._order_epoch:
-            order = list(range(len(self.tasks)))
-            if self.selector == "shuffle":
-                random.Random(f"{self.seed}/{epoch}").shuffle(order)
-            self._order, self._order_epoch = order, epoch
-        return self._order
+        """A reader with the taskset's task_selector."""
+        return cls(tasks, batch_size, total_epochs, selector=config.task_selector)
 
     @property
     def finished(self) -> bool:
@@ -385,26 +372,26 @@ class TasksetReader:
     def _advance(self, count: int) -> None:
         self.epoch, self.offset = divmod(self.consumed + count, len(self.tasks))
 
-    def read(self) -> list[Task]:
-        """The next batch (the last one may be short); raises StopIteration when finished."""
+    def _next_size(self) -> int:
         if self.finished:
             raise StopIteration
-        size = self.batch_size
-        if self.total_epochs is not None:
-            size = min(size, self.total_epochs * len(self.tasks) - self.consumed)
-        if self.selector == "random":
-            rng = random.Random(f"{self.seed}/random/{self.consumed}")
-            n = len(self.tasks)
-            picks = rng.sample(range(n), size) if size <= n else rng.choices(range(n), k=size)
-            self._advance(size)
-            return [self.tasks[i] for i in picks]
-        batch: list[Task] = []
-        while len(batch) < size:
-            order = self._epoch_order(self.epoch)
-            take = min(size - len(batch), len(order) - self.offset)
-            batch.extend(self.tasks[i] for i in order[self.offset : self.offset + take])
-            self._advance(take)
-        return batch
+        if self.total_epochs is None:
+            return self.batch_size
+        return min(self.batch_size, self.total_epochs * len(self.tasks) - self.consumed)
+
+    def read(self) -> list[Task]:
+        """The next batch (the last one may be short); raises StopIteration when finished."""
+        size = self._next_size()
+        picks = self.picker.pick(self.consumed, size)
+        self.picked += picks
+        self._advance(size)
+        return [self.tasks[i] for i in picks]
+
+    def skip(self, batches: int) -> None:
+        """Move past `batches` batches without picking them (a selector's picks depend only on the position and
+        its state, so the batches after are those an uninterrupted reader would hand out)."""
+        for _ in range(batches):
+            self._advance(self._next_size())
 
     def __iter__(self) -> Iterator[list[Task]]:
         return self

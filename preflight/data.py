@@ -1,4 +1,5 @@
-"""The data: every taskset, eval set and SFT (DPO) dataset exists and parses with the keys its workflow reads."""
+"""The data: every taskset, eval set and SFT (DPO) dataset exists and parses with the keys its workflow reads (and the
+training taskset's rows hold the feature_keys its task selector reads)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from algorithms import is_preference_loss
 from backends.errors import ConfigError
+from buffer.selectors import SelectorError, build_selector
 from buffer.taskset import TasksetError, load_taskset, resolve_local_path
 from preflight.errors import PreflightError
 from preflight.services import HF_HUB, hub_unreachable
@@ -46,6 +48,11 @@ def check_tasksets(config: ExperimentConfig) -> list[str]:
                 continue
             with _quiet("datasets"):  # its own report of a bad line says less than ours
                 tasks = load_taskset(taskset, required_keys=keys)
+            if field == "buffer.explorer_input.taskset":  # a selector that reads features has them in every row
+                try:
+                    build_selector(tasks, taskset.task_selector)
+                except SelectorError as err:
+                    raise ConfigError(f"{field}.task_selector.feature_keys", str(err)) from None
         except TasksetError as err:
             problems.append(ConfigError(f"{field}.path", str(err)))
             continue

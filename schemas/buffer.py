@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from schemas.base import Section
-from schemas.trinity.names import STORAGE_TYPE_ALIASES
+from schemas.trinity.names import SELECTOR_TYPE_ALIASES, STORAGE_TYPE_ALIASES
 
 StorageType = Literal["file", "queue", "sqlite"]
 
@@ -71,13 +71,80 @@ class GenerationConfig(Section):
     max_tokens: int | None = Field(None, ge=1, description="Longest response; None: model.max_response_tokens.")
 
 
-class TaskSelectorConfig(Section):
-    """Order in which tasks are drawn (Trinity alias: data_selector)."""
+# Selectors that read a difficulty from each row's feature_keys (buffer/selectors.py).
+FEATURE_SELECTORS = ("offline_easy2hard", "difficulty_based")
 
-    selector_type: Literal["sequential", "shuffle", "random"] = Field(
-        "sequential", description="sequential: file order; shuffle: a seeded permutation per epoch; random."
+
+class DifficultyArgs(Section):
+    """The difficulty_based selector's estimator and sampling (Trinity's task_selector.kwargs, its defaults; its
+    BOTS example sets m 16, lamb 0.1, rho 0.1, target_reward 0.5, tau 0, do_sample true)."""
+
+    m: int = Field(16, ge=1, description="Rollouts one observed pass rate counts as (Trinity's m).")
+    lamb: float = Field(0.2, ge=0, le=1, description="Share of the past estimate forgotten at each update.")
+    rho: float = Field(0.2, ge=0, le=1, description="Weight of the prior from the features against what was observed.")
+    target_reward: float = Field(1.0, ge=0, le=1, description="Pass rate the picked tasks should have (0.5: the "
+                                 "edge of what the model can do).")
+    tau: float = Field(1.0, ge=0, description="Temperature of the pick: 0 takes the tasks closest to target_reward, "
+                       "above 0 samples with softmax(-|target - pass rate| / tau).")
+    do_sample: bool = Field(False, description="Score each task with a pass rate drawn from its Beta estimate "
+                            "(explores the uncertain ones) instead of its mean.")
+    adaptive_rho: bool = Field(False, description="Halve rho whenever the prior misses the observed pass rates by "
+                               "0.25 or more on average.")
+    prior: Literal["interpolate", "rank"] = Field(
+        "interpolate", description="Pass rate of a task not yet seen, from its features. interpolate (Trinity's): two "
+        "feature_keys are two reference models' pass rates, the model's lies between them at a capacity fitted to "
+        "what was observed; rank: the features' rank is a difficulty in [0, 1] (harder_when), the pass rate falls "
+        "along a logistic curve around a fitted capacity (one key or more, any numbers: sizes, path lengths).")
+
+
+SelectorType = Literal["sequential", "shuffle", "random", "offline_easy2hard", "difficulty_based"]
+
+
+class TaskSelectorConfig(Section):
+    """Which tasks each batch reads (Trinity alias: data_selector; buffer/selectors.py)."""
+
+    selector_type: SelectorType = Field(
+        "sequential", description="sequential: file order; shuffle: a seeded permutation per epoch; random: each "
+        "batch drawn anew; offline_easy2hard: easiest first by feature_keys; difficulty_based: tasks whose estimated "
+        "pass rate is nearest kwargs.target_reward, learnt from each step's results (docs/generators.md)."
     )
-    seed: int = Field(42, description="Seed of shuffle/random.")
+    seed: int = Field(42, description="Seed of shuffle, random and difficulty_based.")
+    feature_keys: list[str] = Field(
+        default_factory=list, validate_default=True, description="Row columns holding a task's difficulty (numbers; 'a.b' reads key b of "
+        "column a, a mapping or JSON text), e.g. frozenlake's shortest_path; offline_easy2hard and difficulty_based.")
+    harder_when: Literal["lower", "higher"] = Field(
+        "lower", description="A feature marks a harder task when lower (Trinity's: reference pass rates) or higher "
+        "(sizes, blanks, path lengths).")
+    kwargs: DifficultyArgs = Field(default_factory=DifficultyArgs, description="difficulty_based's settings.")
+
+    @field_validator("selector_type", mode="before")
+    @classmethod
+    def _selector_type(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = SELECTOR_TYPE_ALIASES.get(value, value)
+            if value not in get_args(SelectorType):
+                raise ValueError(f"{value!r} is not a task selector here (known: {', '.join(get_args(SelectorType))}); "
+                                 "Trinity loads other selectors from its plugins, which do not run here")
+        return value
+
+    @field_validator("feature_keys")
+    @classmethod
+    def _feature_keys(cls, keys: list[str], info: ValidationInfo) -> list[str]:
+        selector = info.data.get("selector_type")
+        if selector in FEATURE_SELECTORS and not keys:
+            raise ValueError(f"{selector} orders tasks by their difficulty: name the row columns that hold it")
+        if len(set(keys)) != len(keys) or not all(k.strip() for k in keys):
+            raise ValueError(f"feature keys must be distinct and non-empty, got {keys}")
+        return keys
+
+    @model_validator(mode="after")
+    def _prior_needs_two_pass_rates(self) -> TaskSelectorConfig:
+        if self.selector_type == "difficulty_based" and self.kwargs.prior == "interpolate" and len(self.feature_keys) != 2:
+            raise ValueError(
+                f"kwargs.prior: 'interpolate' (Trinity's, the default) reads exactly two feature_keys, two reference "
+                f"models' pass rates; got {len(self.feature_keys)} ({', '.join(self.feature_keys)}). For difficulty "
+                "columns (sizes, path lengths) set kwargs.prior: rank and harder_when")
+        return self
 
 
 class _DatasetFields(Section):

@@ -56,10 +56,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from algorithms import is_preference_loss
-from algorithms.advantage.gae import needs_critic
+from algorithms import is_preference_loss, needs_critic
 from schemas.algorithm_registry import ALGORITHM_PRESETS, BUILT, FUNCTION_REGISTRIES, KL_FNS
 from schemas.base import KEPT_REASONS, SECTIONS
+from schemas.buffer import FEATURE_SELECTORS, DifficultyArgs
 from schemas.explorer import ENGINE_VARIANTS
 from schemas.rewards import MATH_WORKFLOW_REWARD_FNS
 from schemas.stage_kind import stage_kind
@@ -70,6 +70,7 @@ from schemas.trinity.workflows import NOT_BUILT as TRINITY_WORKFLOWS_NOT_BUILT
 from schemas.wiring import Entry, Level, Rule, honoured, per_trainer, refused, resolved, validated, warned
 
 if TYPE_CHECKING:
+    from schemas.buffer import TaskSelectorConfig
     from schemas.experiment import ExperimentConfig
 
 
@@ -107,6 +108,31 @@ def _refuse_trinity_workflows(entry: Entry) -> Entry:
     for name, reason in TRINITY_WORKFLOWS_NOT_BUILT.items():
         entry = entry.refuse_if(lambda v, c, name=name: str(v).lower() == name.lower(), f"Trinity's {name!r}: {reason}")
     return entry.refuse_if(lambda v, c: is_r3l(v), R3L).refuse_if(lambda v, c: is_class_path(v), CLASS_PATH)
+
+
+def _train_selector(config: ExperimentConfig) -> TaskSelectorConfig | None:
+    taskset = config.buffer.explorer_input.taskset
+    return taskset.task_selector if taskset is not None else None
+
+
+def _no_features(value: Any, config: ExperimentConfig) -> bool:
+    selector = _train_selector(config)
+    return selector is None or selector.selector_type not in FEATURE_SELECTORS
+
+
+def _not_difficulty_based(value: Any, config: ExperimentConfig) -> bool:
+    selector = _train_selector(config)
+    return selector is None or selector.selector_type != "difficulty_based"
+
+
+def _harder_when_unread(value: Any, config: ExperimentConfig) -> bool:
+    """harder_when orders offline_easy2hard and ranks difficulty_based's features for its prior rank only."""
+    selector = _train_selector(config)
+    return _no_features(value, config) or (selector is not None and selector.selector_type == "difficulty_based"
+                                           and selector.kwargs.prior != "rank")
+
+
+NO_FEATURES = "read by the offline_easy2hard and difficulty_based selectors only"
 
 
 # math_workflow and its calculator variant (workflows/calculator.py): one prompt, one scoring, no workflow_args.
@@ -448,18 +474,22 @@ for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_taskset
             _unknown_reward_fn, f"math_workflow scores with its own reward; known: {', '.join(MATH_WORKFLOW_REWARD_FNS)}"
         ).warn_if(_trinity_math_reward, "math_workflow scores math-verify accuracy plus a format bonus for a boxed answer "
                                         "(Trinity's math_boxed_reward); math_reward's <think>/<answer> bonus is not given"),
-        f"{_ts}.task_selector.selector_type": honoured("buffer/taskset.py"),
-        f"{_ts}.task_selector.seed": honoured("buffer/taskset.py"),
+        f"{_ts}.task_selector.selector_type": honoured("buffer/taskset.py", "buffer/selectors.py"),
+        f"{_ts}.task_selector.seed": honoured("buffer/selectors.py"),
+        f"{_ts}.task_selector.feature_keys": honoured("buffer/selectors.py", note="every row's, checked before the run "
+                                                      "(preflight/data.py)").warn_if(_no_features, NO_FEATURES),
+        f"{_ts}.task_selector.harder_when": honoured("buffer/selectors.py").warn_if(
+            _harder_when_unread, "read by offline_easy2hard and difficulty_based's prior rank only"),
+        **{f"{_ts}.task_selector.kwargs.{_arg}": honoured("buffer/selectors.py").warn_if(
+            _not_difficulty_based, "only the difficulty_based selector reads kwargs") for _arg in DifficultyArgs.model_fields},
     }
 # The explorer_input default is derived into each taskset (derived values are not checked): the same rules.
 SUPPORT["buffer.explorer_input.default_reward_fn_type"] = replace(
     SUPPORT["buffer.explorer_input.default_reward_fn_type"],
     rules=SUPPORT["buffer.explorer_input.taskset.default_reward_fn_type"].rules)
 # Evaluation reads every task once, in file order.
-SUPPORT["buffer.explorer_input.eval_tasksets[].task_selector.selector_type"] = warned(
-    "evaluation reads every task of the eval taskset once; the order does not matter")
-SUPPORT["buffer.explorer_input.eval_tasksets[].task_selector.seed"] = warned(
-    "evaluation reads every task of the eval taskset once; the order does not matter")
+SUPPORT |= {key: warned("evaluation reads every task of the eval taskset once; the order does not matter")
+            for key in SUPPORT if key.startswith("buffer.explorer_input.eval_tasksets[].task_selector.")}
 
 # What the trainer reads: a dataset (SFT, mode train) or, in RL modes, the experiment's own buffer.
 _EB = "buffer.trainer_input.experience_buffer"

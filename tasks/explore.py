@@ -7,7 +7,8 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 import algorithms
-from algorithms.advantage.gigpo import gigpo_advantages, needs_steps
+from algorithms.advantage.gigpo import gigpo_advantages
+from buffer import selector_state
 from buffer.dynamic_sampling import FilledStep, fill_step, split_by_variance
 from buffer.experience import Experience
 from buffer.experience_store import ExperienceStore
@@ -23,10 +24,13 @@ from workflows.multi_turn import episode_stats
 from workflows.runner import RunnerResult
 
 
-def taskset_reader(config: ExperimentConfig, step: int, batches_before: int | None = None) -> TasksetReader:
+def taskset_reader(config: ExperimentConfig, step: int, batches_before: int | None = None,
+                   store: ExperienceStore | None = None) -> TasksetReader:
     """The training taskset's reader, positioned at the batch of explore step `step`: after `batches_before`
     batches (what the earlier steps read, as the experience store records it; default one a step). A batch is
     buffer.batch_size tasks, or with dynamic sampling a round of algorithm.filter_groups.gen_batch_size.
+    An adaptive selector (difficulty_based) is brought to what it had learnt by then from `store`
+    (buffer/selector_state.py; without a store: nothing learnt).
 
     Batches are deterministic and failed tasks still consume their place, so a resumed or retried step
     reads exactly what an uninterrupted one would. With dynamic sampling a step may read several batches,
@@ -41,8 +45,10 @@ def taskset_reader(config: ExperimentConfig, step: int, batches_before: int | No
     if filter_groups.enable and filter_groups.gen_batch_size:
         size = filter_groups.gen_batch_size
     reader = TasksetReader.for_taskset(load_taskset(taskset), taskset, size, epochs)
-    for _ in range(step - 1 if batches_before is None else batches_before):
-        reader.read()
+    reader.skip(step - 1 if batches_before is None else batches_before)
+    if store is not None and reader.picker.adaptive:
+        how = selector_state.restore(reader, experiment_dir(config), store, step)
+        get_run_logger().info("explore step %d: task selector %s: %s", step, reader.selector, how)
     return reader
 
 
@@ -56,11 +62,11 @@ def merged(results: list[RunnerResult]) -> RunnerResult:
     )
 
 
-def sample(config: ExperimentConfig, step: int, batches_before: int) -> tuple[RunnerResult, FilledStep | None]:
-    """Explore step `step`'s rollouts: one batch of tasks, or with algorithm.filter_groups as many as dynamic
-    sampling needs to fill the step (None: it is off). Nothing is written: the caller stores it all at once."""
+def sample(config: ExperimentConfig, step: int, reader: TasksetReader) -> tuple[RunnerResult, FilledStep | None]:
+    """Explore step `step`'s rollouts of the batches `reader` hands out: one batch of tasks, or with
+    algorithm.filter_groups as many as dynamic sampling needs to fill the step (None: it is off). Nothing is
+    written: the caller stores it all at once."""
     logger = get_run_logger()
-    reader = taskset_reader(config, step, batches_before)
     repeat = config.algorithm.repeat_times or 1
     filter_groups = config.algorithm.filter_groups
 
@@ -94,7 +100,7 @@ def fill_advantages(config: ExperimentConfig, experiences: list[Experience]) -> 
     (gigpo's step groups; {} for the others)."""
     if not experiences or algorithms.needs_critic(config.algorithm):
         return {}
-    if needs_steps(config.algorithm):  # per model turn, from the states and rewards of each episode's steps
+    if algorithms.needs_steps(config.algorithm):  # per model turn, from the states and rewards of each episode's steps
         alg = config.algorithm
         return gigpo_advantages(experiences, algorithms.ADVANTAGE_FNS.resolve_args(alg.advantage_fn,
                                                                                    alg.advantage_fn_args))
@@ -151,9 +157,10 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
             stats = store.reward_stats(explore_step=step)
             return {"explore/reward_mean": stats["mean"], "explore/reward_std": stats["std"],
                     "explore/experiences": float(stats["count"]), "explore/resumed": 1.0}
-        batches_before = store.taskset_batches_before(step)
+        reader = taskset_reader(config, step, store.taskset_batches_before(step), store)
         usage = SideUsage(config, "explore")
-        result, filled = sample(config, step, batches_before)
+        result, filled = sample(config, step, reader)
+        selector_metrics = reader.picker.metrics(reader.picked)  # what it expected of the tasks it picked
         if algorithms.needs_teacher(config.algorithm):
             score_with_teacher(config, result.experiences)
         used = usage.metrics("explore")
@@ -178,6 +185,7 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
             store.put(filled.kept, dropped=[*filled.dropped, *left_out], batches=(step, filled.rounds))
             logger.info("explore step %d: %d groups kept, %d dropped as all-equal, %d round(s)", step,
                         len({e.group_id for e in filled.kept}), filled.groups_dropped, filled.rounds)
+        selector_state.record(reader, experiment_dir(config), store, step)  # learns from what was just stored
     finally:
         store.close()
     stats = result.stats
@@ -208,6 +216,7 @@ def explore_step(config: ExperimentConfig, step: int) -> dict[str, float]:
         **{f"explore/{k}": v for k, v in episode_stats(result.experiences).items()},  # multi-turn workflows
         **(filled.metrics() if filled is not None else {}),
         **teacher_metrics(result.experiences),
+        **{f"explore/{k}": v for k, v in selector_metrics.items()},
     }
 
 

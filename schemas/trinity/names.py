@@ -8,6 +8,8 @@ SYNC_STYLE_ALIASES = {"dynamic_by_explorer": "explorer_driven", "dynamic_by_trai
 # Trinity's names of the vLLM engine (its sync and async wrappers): ours is one engine.
 ENGINE_TYPE_ALIASES = {"vllm_async": "vllm"}
 STORAGE_TYPE_ALIASES = {"sql": "sqlite"}
+# Trinity named its difficulty_based task selector diff_based before (its BOTS example and selector tutorial of 0.3).
+SELECTOR_TYPE_ALIASES = {"diff_based": "difficulty_based"}
 # Trinity's `grpo_verl` is its `grpo` preset with the advantage computed in the trainer, on veRL's batch: the same
 # estimator over the same groups (here advantages are computed where whole groups are at hand, tasks/explore.py).
 ALGORITHM_TYPE_ALIASES = {"grpo_verl": "grpo"}

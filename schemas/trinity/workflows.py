@@ -122,8 +122,10 @@ NOT_BUILT: dict[str, str] = {
     "tool_call_workflow": _TOOLS,
     "toolcall_workflow": _TOOLS,  # the name Trinity's examples spelt it by before
     "simple_mm_workflow": "it reads images (format.image_key): the engines and trainers here are text-only",
-    "bots_math_boxed_workflow": "BOTS's workflow (Trinity's example plugin): math_boxed_workflow plus the pass rates its "
-                                "difficulty_based task selector reads, which is not built",
+    "bots_math_boxed_workflow": "BOTS's workflow (Trinity's example plugin): its prompt column is already a message list "
+                                "and its own scorer (compute_score_bots) grades the boxed answer; no workflow here takes a "
+                                "message list as the prompt. Its difficulty_based task selector runs here "
+                                "(task_selector, docs/generators.md)",
     "math_eval_workflow": "Trinity's Qwen2.5-Math evaluation: a fixed prompt (the 'question' column with 'Please reason "
                           "step by step, and put your final answer within \\boxed{}.' appended), fixed sampling "
                           "(temperature 0.6, top_p 0.8, one answer) and only an accuracy metric; no workflow here appends "
