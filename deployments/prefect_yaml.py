@@ -64,6 +64,8 @@ DEPLOYMENTS = (
     Deployment("gsm8k-verl-lora", GPU_POOL, "Llama-3.2-3B GRPO with LoRA rank 32 on the veRL trainer."),
     Deployment("q20", CPU_POOL, "Twenty questions: multi-turn GRPO against a rule-based answerer, on CPU."),
     Deployment("frozenlake", CPU_POOL, "FrozenLake (gymnasium) on generated maps: multi-turn GRPO, one move a turn, on CPU."),
+    Deployment("frozenlake-learn", CPU_POOL, "FrozenLake on easier maps: an SFT warm-up on shortest walks, then GRPO, "
+               "evaluated on 200 held-out maps, on CPU."),
     Deployment("sudoku", CPU_POOL, "4x4 Sudoku on generated puzzles: multi-turn GRPO, a few cells a turn, on CPU."),
     Deployment("sciworld", CPU_POOL, "ScienceWorld (Java simulator) tasks and variations: multi-turn GRPO, one "
                "command a turn, on CPU."),
