@@ -218,6 +218,8 @@ class ExplorerInput(Section):
         if isinstance(data, dict) and "tasksets" in data:
             data = dict(data)
             tasksets = data.pop("tasksets") or []
+            if not isinstance(tasksets, list):
+                raise ValueError(f"buffer.explorer_input.tasksets: a list of task sets, not {type(tasksets).__name__}")
             if "taskset" in data and data["taskset"] is not None and tasksets:
                 raise ValueError("buffer.explorer_input: set taskset or tasksets (Trinity alias), not both")
             if len(tasksets) > 1:

@@ -687,3 +687,14 @@ def test_one_gpu_runs_colocate_the_engine_sleeping_while_the_trainer_steps() -> 
     asked = load_recipe("smoke").with_overrides({**one_gpu, "mode": "colocate",
                                                  "explorer.rollout_model.gpu_memory_utilization": 0.3})
     assert asked.explorer.rollout_model.gpu_memory_utilization == 0.3  # a share asked for stands
+
+
+@pytest.mark.parametrize(("tasksets", "message"), [
+    (1, "a list of task sets, not int"), ([{"name": "a"}, {"name": "b"}], "2 training task sets given"),
+])
+def test_trinity_s_tasksets_alias_is_one_taskset_in_a_list(tasksets: object, message: str) -> None:
+    # found by tests/test_fuzz.py: `tasksets: 1` was a TypeError inside validation
+    data = grpo_only.model_dump(exclude_unset=True)
+    data["buffer"] = {**data.get("buffer", {}), "explorer_input": {"tasksets": tasksets}}
+    with pytest.raises(ValidationError, match=re.escape(f"buffer.explorer_input.tasksets: {message}")):
+        ExperimentConfig.model_validate(data)
