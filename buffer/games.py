@@ -43,6 +43,74 @@ def shortest_path(rows: Sequence[str]) -> int | None:
     return None
 
 
+def shortest_moves(rows: Sequence[str]) -> list[str] | None:
+    """One shortest walk from S to G over frozen cells (no slipping) as moves ("down", ...), the first found in MOVES'
+    order; None when the holes cut G off. Its length is shortest_path(rows)."""
+    start, goal = find_cell(rows, "S"), find_cell(rows, "G")
+    came: dict[tuple[int, int], tuple[tuple[int, int], str] | None] = {start: None}
+    queue = deque([start])
+    while queue:
+        r, c = queue.popleft()
+        if (r, c) == goal:
+            moves: list[str] = []
+            at = goal
+            while (step := came[at]) is not None:
+                at, move = step
+                moves.append(move)
+            return moves[::-1]
+        for move, (dr, dc) in MOVES.items():
+            nr, nc = r + dr, c + dc
+            if 0 <= nr < len(rows) and 0 <= nc < len(rows[nr]) and (nr, nc) not in came and rows[nr][nc] != "H":
+                came[(nr, nc)] = ((r, c), move)
+                queue.append((nr, nc))
+    return None
+
+
+# FrozenLake as the model reads it: the frozenlake workflow's episodes (workflows/frozenlake.py) and the warm-up rows
+# generator:frozenlake makes of shortest walks (`frozenlake_demonstration`) are written by these same functions.
+FROZENLAKE_SYMBOLS = {"S": "_", "F": "_", "H": "O", "G": "G"}
+
+
+def frozenlake_view(rows: Sequence[str], at: tuple[int, int]) -> str:
+    """The map as the model sees it: P on the player's cell, _ ice, O a hole, G the goal."""
+    return "\n".join(" ".join("P" if (r, c) == at else FROZENLAKE_SYMBOLS[cell] for c, cell in enumerate(row))
+                     for r, row in enumerate(rows))
+
+
+def frozenlake_rules(max_turns: int, is_slippery: bool) -> str:
+    """The system prompt of a FrozenLake episode."""
+    slippery = " The ice is slippery: a move may take you sideways instead." if is_slippery else ""
+    return ("You walk on a frozen lake. Reach the goal G without stepping into a hole O. On the map, P is you, "
+            f"_ is ice, O is a hole, G is the goal.{slippery} Each turn, answer with one move in triple backticks: "
+            "```Up```, ```Down```, ```Left``` or ```Right```. "
+            f"You have {max_turns} moves.")
+
+
+def frozenlake_turn(view: str, note: str = "") -> str:
+    """The user turn that shows the map and asks for the next move."""
+    return f"{note}The map:\n{view}\nYour move?"
+
+
+def frozenlake_demonstration(rows: Sequence[str], max_turns: int) -> list[list[dict[str, str]]]:
+    """A shortest walk of a (non-slippery) map as the frozenlake workflow shows it with `max_turns`: one chat per
+    move, the episode so far (rules, maps, moves) ending with that move as the assistant's ```Move```. The rows of
+    an SFT warm-up (generator:frozenlake with `demonstrations`): each teaches one turn, the earlier ones as context.
+    A shortest walk never meets an edge or a hole, so the map after each move is the player's new cell."""
+    moves = shortest_moves(rows)
+    if moves is None or len(moves) > max_turns:
+        raise ValueError(f"no walk of at most {max_turns} moves on {list(rows)}")
+    at = find_cell(rows, "S")
+    chat = [{"role": "system", "content": frozenlake_rules(max_turns, False)},
+            {"role": "user", "content": frozenlake_turn(frozenlake_view(rows, at))}]
+    chats = []
+    for move in moves:
+        chat = [*chat, {"role": "assistant", "content": f"```{move.capitalize()}```"}]
+        chats.append(chat)
+        at = (at[0] + MOVES[move][0], at[1] + MOVES[move][1])
+        chat = [*chat, {"role": "user", "content": frozenlake_turn(frozenlake_view(rows, at))}]
+    return chats
+
+
 def frozenlake_map(rng: random.Random, size: int, frozen_prob: float) -> list[str]:
     """A size x size map: each cell a hole with probability 1 - frozen_prob, then S and G on two different cells
     (anywhere, as in Trinity-RFT's maps); not checked for a path (shortest_path does)."""

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from buffer.games import board_text, frozenlake_map, shortest_path, sudoku_puzzle, sudoku_solution
+from buffer.games import board_text, frozenlake_demonstration, frozenlake_map, shortest_path, sudoku_puzzle, sudoku_solution
 from schemas.generators import (
     GENERATOR_ARGS,
     MAX_TEST_SHARE,
@@ -233,8 +233,23 @@ def _frozenlake_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
     return _distinct_splits("frozenlake", args.test_size, args.train_size, draw, "map")
 
 
+@lru_cache(maxsize=4)
+def _frozenlake_demonstrations(args_json: str, split: str) -> list[dict[str, Any]]:
+    args = FrozenLakeArgs.model_validate_json(args_json)
+    maps = _frozenlake_splits(args.model_copy(update={"demonstrations": 0}).model_dump_json())[split]
+    rows = [{"map": row["map"], "shortest_path": row["shortest_path"], "turn": turn, "messages": chat}
+            for row in maps for turn, chat in enumerate(frozenlake_demonstration(row["map"].split(), args.demonstrations))]
+    random.Random(f"{args.seed}/demonstrations/{split}").shuffle(rows)  # a step's rows from many maps and turns
+    return rows
+
+
 def frozenlake(args: FrozenLakeArgs, split: str) -> list[dict[str, Any]]:
-    """Rows {"map", "size", "is_slippery", "shortest_path"} of the frozenlake taskset's `split` (workflow frozenlake)."""
+    """Rows {"map", "size", "is_slippery", "shortest_path"} of the frozenlake taskset's `split` (workflow frozenlake);
+    with `demonstrations` N, SFT rows {"map", "shortest_path", "turn", "messages"} instead: each move of each map's
+    shortest walk, the episode so far as the workflow with max_turns N shows it (buffer.games.frozenlake_demonstration),
+    in a shuffled order."""
+    if args.demonstrations:
+        return _frozenlake_demonstrations(args.model_dump_json(), split)
     return _frozenlake_splits(args.model_dump_json())[split]
 
 

@@ -11,7 +11,7 @@ from schemas import ExperimentConfig
 
 RECIPES: tuple[str, ...] = (
     "gsm8k", "arith", "arith-dpo", "smoke", "hello", "gsm8k-qwen", "gsm8k-tinker", "gsm8k-verl-lora", "q20", "gsm8k-tools",
-    "serve", "frozenlake", "sudoku", "rg-countdown", "sciworld", "textworld",
+    "serve", "frozenlake", "frozenlake-learn", "sudoku", "rg-countdown", "sciworld", "textworld",
 )
 
 

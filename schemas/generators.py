@@ -138,10 +138,10 @@ class FrozenLakeArgs(Section):
     Map i of a seed is drawn from its own random stream: each cell a hole with probability 1 - frozen_prob, S and G
     on two different cells anywhere; a map is kept when G can be reached in `min_path` to `max_path` moves (the
     difficulty) and it is not already taken. The `test` split is the first `test_size` maps, `train` the next
-    `train_size`: no map is in both.
+    `train_size`: no map is in both. With `demonstrations` the rows are shortest walks of those maps, one a move.
     """
 
-    TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset({"train_size"})
+    TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset({"train_size", "demonstrations"})
 
     seed: int = Field(0, description="Seed of the maps.")
     size: int = Field(4, ge=2, le=12, description="Rows (and columns) of a map.")
@@ -152,6 +152,10 @@ class FrozenLakeArgs(Section):
                               "is_slippery overrides it per taskset).")
     train_size: int = Field(1000, ge=1, description="Maps of the train split.")
     test_size: int = Field(50, ge=1, description="Maps of the test split (held out).")
+    demonstrations: int = Field(0, ge=0, le=100, description="0: one row a map. N: SFT rows instead, one a move of "
+                                "each map's shortest walk: `messages`, the episode so far as the frozenlake workflow "
+                                "with max_turns N shows it, ending with that move (the same maps; an SFT warm-up's "
+                                "data).")
 
     @model_validator(mode="after")
     def _path_range(self) -> FrozenLakeArgs:

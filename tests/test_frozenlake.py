@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from backends.rollout import Sample, SamplingSettings, TokenIds
-from buffer.games import shortest_path
+from buffer.games import frozenlake_demonstration, shortest_moves, shortest_path
 from buffer.generators import generate
 from buffer.taskset import Task, load_taskset
 from schemas import TasksetConfig
@@ -174,6 +174,37 @@ def test_the_generator_is_the_same_per_seed_and_holds_out_its_test_maps() -> Non
         assert 2 <= shortest_path(rows) == row["shortest_path"] <= 5 and row["is_slippery"] is False
     big = generate("frozenlake", {"size": 6, "min_path": 6, "max_path": 10, "test_size": 5, "train_size": 5}, "test")
     assert all(len(r["map"].split("\n")) == 6 and r["shortest_path"] >= 6 for r in big)
+
+
+def test_a_demonstration_is_the_episode_the_workflow_shows_for_its_moves() -> None:
+    """The SFT rows of frozenlake-learn's warm-up: each move of a shortest walk, after exactly the chat the workflow
+    renders for the model at that turn, and the walk reaches the goal."""
+    chats = frozenlake_demonstration(MAP, 6)
+    assert [c[-1]["content"] for c in chats] == [f"```{m.capitalize()}```" for m in shortest_moves(MAP)]
+    assert len(chats) == len(PATH) == shortest_path(MAP)  # one of the map's shortest walks
+    seen: list[str] = []
+
+    def answer(turn: int, text: str) -> str:
+        seen.append(text)
+        return chats[turn][-1]["content"]
+
+    (episode,) = run(Player(answer), repeat=1, max_turns=6)
+    assert episode.info["success"] and episode.reward == 1.0
+    assert seen == [RENDERER.text(chat[:-1], add_generation_prompt=True) for chat in chats]
+
+
+def test_the_demonstrations_are_the_train_maps_shortest_walks() -> None:
+    args = {"seed": 3, "train_size": 50, "test_size": 10, "min_path": 2, "max_path": 5}
+    maps = generate("frozenlake", args, "train")
+    rows = generate("frozenlake", {**args, "demonstrations": 5}, "train")
+    assert len(rows) == sum(r["shortest_path"] for r in maps)  # one row a move
+    assert {r["map"] for r in rows} == {r["map"] for r in maps}
+    for row in rows:
+        chat = row["messages"]
+        assert chat[-1]["role"] == "assistant" and sum(m["role"] == "assistant" for m in chat) == row["turn"] + 1
+        assert "You have 5 moves." in chat[0]["content"]
+    assert generate("frozenlake", {**args, "demonstrations": 5}, "test")[0]["map"] in {
+        r["map"] for r in generate("frozenlake", args, "test")}
 
 
 def test_bad_generator_arguments_are_refused() -> None:

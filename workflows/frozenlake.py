@@ -34,7 +34,7 @@ from typing import Any
 
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
 
-from buffer.games import find_cell, frozenlake_map, shortest_path
+from buffer.games import find_cell, frozenlake_map, frozenlake_rules, frozenlake_turn, frozenlake_view, shortest_path
 from workflows.base import register_workflow
 from workflows.multi_turn import DEFAULT_MAX_TURNS, Env, EnvStep, MultiTurnWorkflow
 from workflows.render import Messages
@@ -43,7 +43,6 @@ from workflows.render import Messages
 GYM_ACTIONS = {"left": 0, "down": 1, "right": 2, "up": 3}
 # Trinity-RFT's numbers for the same moves
 TRINITY_ACTIONS = {"1": "left", "2": "down", "3": "right", "4": "up"}
-SYMBOLS = {"S": "_", "F": "_", "H": "O", "G": "G"}
 FENCED = re.compile(r"```\s*([^`]*?)\s*```", re.DOTALL)
 DEFAULT_INVALID_ACTION_REWARD = 0.0
 
@@ -106,20 +105,11 @@ class FrozenLakeEnv(Env):
 
     def observation(self) -> str:
         """The map as the model sees it: P on the player's cell."""
-        at = self.position
-        return "\n".join(" ".join("P" if (r, c) == at else SYMBOLS[cell] for c, cell in enumerate(row))
-                         for r, row in enumerate(self.rows))
+        return frozenlake_view(self.rows, self.position)
 
     def initial_messages(self) -> Messages:
-        slippery = (" The ice is slippery: a move may take you sideways instead." if self.is_slippery else "")
-        system = (
-            "You walk on a frozen lake. Reach the goal G without stepping into a hole O. On the map, P is you, "
-            f"_ is ice, O is a hole, G is the goal.{slippery} Each turn, answer with one move in triple backticks: "
-            "```Up```, ```Down```, ```Left``` or ```Right```. "
-            f"You have {self.max_turns} moves."
-        )
-        return [{"role": "system", "content": system},
-                {"role": "user", "content": f"The map:\n{self.observation()}\nYour move?"}]
+        return [{"role": "system", "content": frozenlake_rules(self.max_turns, self.is_slippery)},
+                {"role": "user", "content": frozenlake_turn(self.observation())}]
 
     def state(self) -> str:
         return self.observation()
@@ -132,7 +122,7 @@ class FrozenLakeEnv(Env):
             self.invalid += 1
             return EnvStep([{"role": "user", "content": (
                 "That is not a move. Answer with one of ```Up```, ```Down```, ```Left```, ```Right```.\n"
-                f"The map:\n{self.observation()}\nYour move?")}], reward=self.invalid_reward, metrics=self.metrics())
+                + frozenlake_turn(self.observation()))}], reward=self.invalid_reward, metrics=self.metrics())
         before = self.position
         _, reward, terminated, _, _ = self.gym.step(GYM_ACTIONS[action])
         self.moves += 1
@@ -140,7 +130,7 @@ class FrozenLakeEnv(Env):
             self.success = reward > 0
             return EnvStep([], reward=float(reward), done=True, metrics=self.metrics())
         note = "You hit the edge and did not move. " if self.position == before else ""
-        return EnvStep([{"role": "user", "content": f"{note}The map:\n{self.observation()}\nYour move?"}],
+        return EnvStep([{"role": "user", "content": frozenlake_turn(self.observation(), note)}],
                        metrics=self.metrics())
 
     def metrics(self) -> dict[str, float]:

@@ -1,0 +1,96 @@
+"""Write the held-out success of a staged FrozenLake run as one JSON: before training, after the SFT warm-up, after
+RL, each with n and its standard error, and what RL added with the standard error of that difference. Run from the
+repository root after `rft run frozenlake-learn`:
+
+    .venv/bin/python scripts/frozenlake_learning.py checkpoints/rft/frozenlake-learn \\
+        docs/runs-data/2026-12-06_frozenlake-learn.json --command "rft run frozenlake-learn" --wall-s 2400 \\
+        [--base-eval base.json] [--final-eval final.json]
+
+It reads the stages' summary.json files (<run>/sft_warmup, <run>/grpo): the `success_rate` and `tasks` of the eval
+taskset (greedy) in their `eval_at_start` and `eval`. Before training is the warm-up's `eval_at_start`; after the
+warm-up is the RL stage's `eval_at_start` (its engines start on the warm-up's weights), the warm-up's own final
+evaluation recorded beside it; after RL is the RL stage's `eval`. `--base-eval` and `--final-eval` add `rft eval`
+JSONs (a fresh engine) of the untrained and the final model on the same maps. A standard error is
+sqrt(p (1 - p) / n); that of RL's gain is sqrt(se_warmup² + se_rl²), the two evaluations taken as independent (the
+same maps both times, so it is conservative). `rl_signal` is true when the gain is more than twice its standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+EVAL = "frozenlake-eval"
+
+
+def point(metrics: dict[str, Any]) -> dict[str, float]:
+    """A success rate with its n and standard error (and the steps per episode the evaluation counted)."""
+    p, n = float(metrics["success_rate"]), int(metrics["tasks"])
+    return {"success_rate": p, "n": n, "successes": round(p * n), "se": math.sqrt(p * (1 - p) / n),
+            "steps_per_episode": float(metrics.get("steps_per_episode", 0.0))}
+
+
+def stage_minutes(summary: dict[str, Any]) -> float | None:
+    usage = summary.get("usage", {})
+    return round(usage["wall_s"] / 60, 1) if "wall_s" in usage else None
+
+
+def learning(run: Path, eval_name: str = EVAL) -> dict[str, Any]:
+    warmup = json.loads((run / "sft_warmup" / "summary.json").read_text())
+    rl = json.loads((run / "grpo" / "summary.json").read_text())
+    before = point(warmup["eval_at_start"][eval_name]) if eval_name in warmup.get("eval_at_start", {}) else None
+    after_warmup, after_rl = point(rl["eval_at_start"][eval_name]), point(rl["eval"][eval_name])
+    gain = after_rl["success_rate"] - after_warmup["success_rate"]
+    gain_se = math.sqrt(after_warmup["se"] ** 2 + after_rl["se"] ** 2)
+    return {
+        "run": run.name,
+        "eval_taskset": eval_name,
+        "before_training": before,
+        "after_warmup": after_warmup,
+        "after_warmup_in_warmup_stage": point(warmup["eval"][eval_name]),
+        "after_rl": after_rl,
+        "warmup_steps": warmup.get("steps"),
+        "rl_steps": rl.get("steps"),
+        "rl_gain": gain,
+        "rl_gain_se": gain_se,
+        "rl_gain_over_se": gain / gain_se if gain_se else None,
+        "rl_signal": gain > 2 * gain_se,
+        "stage_minutes": {"sft_warmup": stage_minutes(warmup), "grpo": stage_minutes(rl)},
+    }
+
+
+def rft_eval(path: Path, eval_name: str = EVAL) -> dict[str, Any]:
+    """An `rft eval` JSON's model, split, minutes and success on the eval taskset."""
+    found = json.loads(path.read_text())
+    return {"model": found["model"], "split": found["tasksets"][eval_name]["split"], "minutes": found["minutes"],
+            **point(found["eval"][eval_name])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run", type=Path, help="the run's folder: checkpoints/rft/<name>")
+    parser.add_argument("output", type=Path, help="the JSON to write")
+    parser.add_argument("--command", required=True, help="the command that ran it, as written in the JSON")
+    parser.add_argument("--wall-s", type=float, help="the whole run's wall clock in seconds")
+    parser.add_argument("--machine", default="", help="the machine, in words (e.g. its tokens/s)")
+    parser.add_argument("--base-eval", type=Path, help="`rft eval` JSON of the untrained model")
+    parser.add_argument("--final-eval", type=Path, help="`rft eval` JSON of the final model")
+    parser.add_argument("--note", default="", help="what to know when reading the numbers")
+    args = parser.parse_args()
+    result = {"command": args.command, "machine": args.machine, "note": args.note, **learning(args.run)}
+    for key, path in (("rft_eval_untrained", args.base_eval), ("rft_eval_final", args.final_eval)):
+        if path is not None:
+            result[key] = rft_eval(path)
+    if args.wall_s is not None:
+        result["wall_s"] = args.wall_s
+        result["wall_minutes"] = round(args.wall_s / 60, 1)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: result[k] for k in ("before_training", "after_warmup", "after_rl", "rl_gain", "rl_gain_se",
+                                              "rl_signal")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
