@@ -27,25 +27,9 @@ def find_cell(rows: Sequence[str], cell: str) -> tuple[int, int]:
     raise ValueError(f"the map has no {cell!r}: {list(rows)}")
 
 
-def shortest_path(rows: Sequence[str]) -> int | None:
-    """The fewest moves from S to G over frozen cells (no slipping), None when the holes cut G off."""
-    start, goal = find_cell(rows, "S"), find_cell(rows, "G")
-    seen, queue = {start}, deque([(start, 0)])
-    while queue:
-        (r, c), moves = queue.popleft()
-        if (r, c) == goal:
-            return moves
-        for dr, dc in MOVES.values():
-            nr, nc = r + dr, c + dc
-            if 0 <= nr < len(rows) and 0 <= nc < len(rows[nr]) and (nr, nc) not in seen and rows[nr][nc] != "H":
-                seen.add((nr, nc))
-                queue.append(((nr, nc), moves + 1))
-    return None
-
-
 def shortest_moves(rows: Sequence[str]) -> list[str] | None:
     """One shortest walk from S to G over frozen cells (no slipping) as moves ("down", ...), the first found in MOVES'
-    order; None when the holes cut G off. Its length is shortest_path(rows)."""
+    order; None when the holes cut G off."""
     start, goal = find_cell(rows, "S"), find_cell(rows, "G")
     came: dict[tuple[int, int], tuple[tuple[int, int], str] | None] = {start: None}
     queue = deque([start])
@@ -64,6 +48,12 @@ def shortest_moves(rows: Sequence[str]) -> list[str] | None:
                 came[(nr, nc)] = ((r, c), move)
                 queue.append((nr, nc))
     return None
+
+
+def shortest_path(rows: Sequence[str]) -> int | None:
+    """The fewest moves from S to G over frozen cells (no slipping), None when the holes cut G off."""
+    moves = shortest_moves(rows)
+    return None if moves is None else len(moves)
 
 
 # FrozenLake as the model reads it: the frozenlake workflow's episodes (workflows/frozenlake.py) and the warm-up rows
