@@ -57,6 +57,15 @@ def train_step(config: ExperimentConfig, step: int) -> dict[str, float]:
                 + (f" ({skipped} experiences were staler than max_staleness {limit})" if skipped else "")
             )
         experts = expert_rows(config, step, len(batch))  # the mix strategy's SFT rows, beside the sampled ones
+        if not any(any(e.response_mask) for e in batch + experts):
+            # every loss is a mean over the masked tokens: with none it is 0/0 (veRL's agg_loss too), so no trainer runs
+            store.mark_trained([e.eid for e in batch], step)
+            get_run_logger().warning(
+                "train step %d: none of its %d experiences has a response token to train on (every response masked, "
+                "e.g. all cut at model.max_response_tokens under mask_response_truncated): this step trains nothing, "
+                "the weights stay", step, len(batch))
+            return {"train/empty_step": 1.0, "train/skipped_stale": float(skipped),
+                    "time/train_s": time.perf_counter() - started}
         usage = SideUsage(config, "train")
         metrics = policy_for(config).trainer.train_step(batch + experts)
         used = usage.metrics("train")  # the trainer's CPU seconds and GPUs
