@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from schemas import read_trace
+
 # The sections of an experiment (a stage replaces whole ones).
 SECTIONS = ("algorithm", "model", "cluster", "buffer", "explorer", "trainer", "synchronizer", "monitor")
 # Reasons in `derived` starting with these were set by stage chaining, a Trinity alias or a rule that
@@ -38,6 +40,9 @@ class Section(BaseModel):
     def is_set(self, field: str) -> bool:
         """True when the user gave `field` (as opposed to a schema default or a derived value)."""
         return field in self.model_fields_set
+
+
+read_trace.install(Section)  # only with RFT_TRACE_SETTINGS set: the suite's record of what the runtime reads
 
 
 class Variant(Section):

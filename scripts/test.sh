@@ -18,7 +18,7 @@ XDIST=(--dist loadfile --no-loadscope-reorder)
 WORKERS="${RFT_TEST_WORKERS:-2}"
 mode=default
 case "${1:-}" in
-  --full) shift; export RFT_TEST_FULL=1 ;;
+  --full) shift; export RFT_TEST_FULL=1; mode=full ;;
   --ci) shift; mode=ci ;;
 esac
 (( WORKERS > 1 )) && PYTEST+=(-n "$WORKERS" "${XDIST[@]}")
@@ -27,7 +27,19 @@ esac
 HALF_SHARE_PCT=85 END_BY_MINUTE=85
 scripts/setup.sh
 .venv/bin/ruff check --quiet .  # lint (pyproject.toml [tool.ruff]): unused names, import order, line length
-[[ $mode == ci ]] || exec "${PYTEST[@]}" "$@"
+[[ $mode == default ]] && exec "${PYTEST[@]}" "$@"
+# A whole run (--full, --ci) records which settings the runtime reads, in every process (schemas/read_trace.py); at
+# the end, a setting of the schema that no run read, and that is not refused or warned, fails it
+# (tests/settings_reads.py): the evidence that every accepted setting is honoured.
+RFT_TRACE_SETTINGS="$(mktemp -d "${TMPDIR:-/tmp}/rft-settings-reads.XXXXXX")"
+export RFT_TRACE_SETTINGS
+check_reads() { .venv/bin/python -m tests.settings_reads "$RFT_TRACE_SETTINGS"; }
+if [[ $mode == full ]]; then
+  status=0
+  "${PYTEST[@]}" "$@" || status=$?
+  check_reads || status=1
+  exit $status
+fi
 
 default_start=$SECONDS
 "${PYTEST[@]}" "$@"
@@ -49,4 +61,5 @@ for turn in 0 1; do
        "~$((half_s / 60)) min"
   RFT_TEST_FULL_HALF=$half "${PYTEST[@]}" -m full "$@" || status=$?
 done
+(( status == 0 )) && { check_reads || status=1; }  # only when every test ran: a partial run reads less
 exit $status

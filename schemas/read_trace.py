@@ -1,0 +1,62 @@
+"""Which settings the runtime reads: with RFT_TRACE_SETTINGS set to a folder, every read of a settings field by code
+outside schemas/ (validation), tests/ and deployments/ is written there once per process, as a JSON line
+{"model": module.Class, "field": name, "by": repository path of the reading module}.
+
+The test command turns it on for a whole run of the suite (scripts/test.sh), whose real runs (every mode, trainer and
+engine) are then the evidence that each field is honoured: tests/settings_reads.py fails for a field nobody read.
+Off, nothing is installed and reads cost what pydantic's do. Ray actors and subprocesses inherit the variable, so
+their reads count too."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+TRACE_ENV = "RFT_TRACE_SETTINGS"
+ROOT = Path(__file__).resolve().parents[1]
+_NOT_RUNTIME = ("schemas/", "tests/", "deployments/")
+_seen: set[tuple[str, str, str]] = set()
+
+
+def _reader(filename: str) -> str | None:
+    """The repository path of a runtime module, or None for validation, tests, libraries and the standard library."""
+    try:
+        path = Path(filename).resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return None
+    if path.startswith(_NOT_RUNTIME) or path.startswith(".") or not path.endswith(".py"):
+        return None  # .venv/: a library (pydantic copying a model reads no setting of ours)
+    return path
+
+
+def _record(model: type, field: str, by: str) -> None:
+    key = (f"{model.__module__}.{model.__qualname__}", field, by)
+    if key in _seen:
+        return
+    _seen.add(key)
+    folder = Path(os.environ[TRACE_ENV])
+    folder.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({"model": key[0], "field": field, "by": by}) + "\n"
+    with open(folder / f"reads-{os.getpid()}.jsonl", "a", encoding="utf-8") as out:  # one short write: whole lines
+        out.write(line)
+
+
+def install(base: type) -> None:
+    """Trace field reads on `base` (schemas.base.Section) and its subclasses when RFT_TRACE_SETTINGS is set."""
+    if not os.environ.get(TRACE_ENV):
+        return
+    plain = base.__getattribute__
+
+    def traced(self: Any, name: str) -> Any:
+        value = plain(self, name)
+        cls = type(self)
+        if name in cls.__pydantic_fields__:
+            by = _reader(sys._getframe(1).f_code.co_filename)
+            if by is not None:
+                _record(cls, name, by)
+        return value
+
+    base.__getattribute__ = traced  # type: ignore[method-assign]
