@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 if TYPE_CHECKING:
-    from buffer.taskset import Task
+    from buffer.task import Task
     from schemas import TaskSelectorConfig
 
 # The rank prior's slope: a task 0.5 harder (in rank) than the capacity passes with sigmoid(-3) ≈ 5 %.

@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from buffer.selectors import SELECTORS, build_selector
+from buffer.task import Task
 from schemas.generators import generator_name
 
 if TYPE_CHECKING:
@@ -31,22 +31,6 @@ _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 class TasksetError(ValueError):
     """A taskset cannot be read: the message names the taskset, the file and the line/row or key."""
-
-
-@dataclass
-class Task:
-    """One row of a taskset plus everything a workflow needs to run it."""
-
-    task_id: str  # stable: "{taskset name}/{split}/{absolute row index}"
-    raw: dict[str, Any]
-    format: Any = None  # schemas.FormatConfig of the taskset
-    rollout_args: Any = None  # schemas rollout args (temperature, top_p, top_k, logprobs, max_tokens)
-    workflow_args: dict[str, Any] = field(default_factory=dict)
-    reward_fn_args: dict[str, Any] = field(default_factory=dict)
-    repeat_times: int | None = None  # per-taskset override of algorithm.repeat_times
-    workflow_type: str | None = None  # key into the workflow registry
-    reward_fn_type: str | None = None
-    taskset_name: str = ""
 
 
 # --------------------------------------------------------------------------------------------------

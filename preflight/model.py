@@ -9,7 +9,7 @@ from checkpointing import tiny_models
 from checkpointing.models import OFFLINE_GGUF_MODELS, gguf_file, model_cache_dir
 from preflight.services import HF_HUB, hub_unreachable
 from schemas import ExperimentConfig
-from schemas.experiment import STAGE_CHAIN
+from schemas.base import STAGE_CHAIN
 
 
 def check_model_path(config: ExperimentConfig) -> list[str]:

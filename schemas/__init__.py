@@ -13,7 +13,8 @@ from schemas.buffer import (
     TrainerInput,
 )
 from schemas.cluster import ClusterConfig
-from schemas.experiment import ExperimentConfig, StageConfig
+from schemas.experiment import ExperimentConfig
+from schemas.experiment_fields import StageConfig
 from schemas.explorer import ExplorerConfig, InferenceModelConfig, TinkerSamplerConfig, VllmModelConfig
 from schemas.model import LoRAConfig, ModelConfig
 from schemas.monitor import GateConfig, MonitorConfig

@@ -9,7 +9,8 @@ weights it samples (`WEIGHTS`), how it treats each of its settings (`SETTINGS`) 
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Union
 
 from pydantic import Field, model_validator
 
@@ -18,6 +19,9 @@ from schemas.resolver import Resolver
 from schemas.stage_kind import stage_kind
 from schemas.trinity.names import ENGINE_TYPE_ALIASES
 from schemas.wiring import Entry, honoured, refused, warned
+
+if TYPE_CHECKING:
+    from schemas.sections import Sections, TrainedWeights
 
 ENGINE_TYPES = ("vllm", "tinker")
 DEFAULT_ENGINE_TYPE = "vllm"
@@ -43,8 +47,9 @@ class InferenceBase(Variant):
     SETTINGS: ClassVar[dict[str, Entry]] = {}
     AUXILIARY_SETTINGS: ClassVar[dict[str, Entry]] = {}  # an auxiliary model's entries that differ from SETTINGS
 
-    def check(self, r: Resolver) -> None:
-        """This engine's own rules (for the rollout model), run by schemas/rules.py."""
+    def check(self, r: Resolver[Sections], auxiliary: Sequence[InferenceBase], trainer: TrainedWeights) -> None:
+        """This engine's own rules (for the rollout model), run by schemas/rules.py; `auxiliary`: the explorer's
+        auxiliary models, `trainer`: the trainer's settings (what weights it trains)."""
 
     def gpus(self) -> int:
         """GPUs its engines take."""
@@ -159,7 +164,7 @@ class VllmModelConfig(InferenceBase):
     def gpus(self) -> int:
         return self.engine_num * self.tensor_parallel_size
 
-    def check(self, r: Resolver) -> None:
+    def check(self, r: Resolver[Sections], auxiliary: Sequence[InferenceBase], trainer: TrainedWeights) -> None:
         """On CPU, a fixed KV cache unless a memory share is asked for; the engines' GPUs fit the cluster (and leave
         the trainer some in mode both)."""
         c = r.config
@@ -171,7 +176,7 @@ class VllmModelConfig(InferenceBase):
         gpus, nodes = c.cluster.gpu_per_node, c.cluster.node_num
         kind = stage_kind(c)
         if gpus and nodes and kind.explores:
-            rollout = sum(m.gpus() for m in (self, *c.explorer.auxiliary_models))
+            rollout = sum(m.gpus() for m in (self, *auxiliary))
             total = gpus * nodes
             if kind.trains and not kind.shares_devices and rollout >= total:  # both: the trainer needs GPUs of its own
                 r.error("explorer.rollout_model.engine_num",
@@ -201,12 +206,11 @@ class TinkerSamplerConfig(InferenceBase):
 
     engine_type: Literal["tinker"] = Field("tinker", description="Tinker's sampling client.")
 
-    def check(self, r: Resolver) -> None:
+    def check(self, r: Resolver[Sections], auxiliary: Sequence[InferenceBase], trainer: TrainedWeights) -> None:
         """It samples only what the Tinker trainer trains; it has no OpenAI endpoint (mode serve derives one)."""
-        c = r.config
-        if c.trainer.WEIGHTS != self.WEIGHTS and stage_kind(c).trains:
+        if trainer.WEIGHTS != self.WEIGHTS and stage_kind(r.config).trains:
             r.error("explorer.rollout_model.engine_type",
-                    f"'tinker' samples only weights trained by trainer_type 'tinker' (got {c.trainer.trainer_type!r})")
+                    f"'tinker' samples only weights trained by trainer_type 'tinker' (got {trainer.trainer_type!r})")
         if self.enable_openai_api:
             r.error("explorer.rollout_model.enable_openai_api",
                     "the endpoint is built for engine_type 'vllm' only (got 'tinker'); the Tinker sampler's is not "

@@ -3,20 +3,21 @@ rule — schemas/rules.py's and each backend settings class's `check` — writes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 from schemas.base import ConfigRuleError, set_unmarked
+from schemas.sections import Sections
 
-if TYPE_CHECKING:
-    from schemas.experiment import ExperimentConfig
+C = TypeVar("C", bound=Sections, covariant=True)
 
 
-class Resolver:
-    """Collects derived values, warnings and errors while the rules run."""
+class Resolver(Generic[C]):
+    """Collects derived values, warnings and errors while the rules run: the experiment's (Resolver[ExperimentConfig])
+    see every section, a backend's see Resolver[Sections]."""
 
-    def __init__(self, config: ExperimentConfig):
+    def __init__(self, config: C):
         self.config = config
         self.errors: list[tuple[str, str]] = []
 

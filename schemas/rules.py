@@ -39,17 +39,17 @@ from schemas.trinity.operators import NOT_BUILT as TRINITY_OPERATORS_NOT_BUILT
 from schemas.trinity.workflows import NOT_BUILT as TRINITY_WORKFLOWS_NOT_BUILT
 
 if TYPE_CHECKING:
-    from schemas.experiment import ExperimentConfig
+    from schemas.experiment_fields import ExperimentFields
 
 
-def apply_rules(config: ExperimentConfig) -> None:
+def apply_rules(config: ExperimentFields) -> None:
     """Run every rule in dependency order; raise ConfigRuleError listing all problems found."""
     r = Resolver(config)
     _mode(r)
     _algorithm(r)
     if not r.errors:  # later rules need the resolved algorithm
         _model(r)
-        r.config.trainer.check(r)  # the chosen trainer backend's own rules (schemas/trainer.py)
+        r.config.trainer.check(r, r.config.explorer.rollout_model)  # the chosen trainer backend's own rules (schemas/trainer.py)
         r.config.trainer.check_needs(r)  # what the algorithm's pieces need, against what the backend provides
         _synchronizer(r)
         _buffer(r)
@@ -61,7 +61,7 @@ def apply_rules(config: ExperimentConfig) -> None:
     r.raise_if_errors()
 
 
-def _addresses(r: Resolver) -> None:
+def _addresses(r: Resolver[ExperimentFields]) -> None:
     """No credentials in the config's addresses (a config is a Prefect parameter, MLflow params and an
     artifact); a Tinker key goes over plain http only to this machine, or to the host named in $TINKER_PLAIN_HTTP_HOST."""
     c = r.config
@@ -89,7 +89,7 @@ COLOCATE_ON_GPUS = ("on GPUs, colocate shares one GPU between one vLLM engine (t
 COLOCATED_ENGINE_MEMORY = 0.45
 
 
-def _mode(r: Resolver) -> None:
+def _mode(r: Resolver[ExperimentFields]) -> None:
     """Mode colocate: explorer and trainer share the devices, so they take turns (the in-turns plan of mode both)."""
     c = r.config
     kind = stage_kind(c)
@@ -116,7 +116,7 @@ def _mode(r: Resolver) -> None:
 
 
 # ----------------------------------------------------------------------------- algorithm
-def _algorithm(r: Resolver) -> None:
+def _algorithm(r: Resolver[ExperimentFields]) -> None:
     alg = r.config.algorithm
     preset = ALGORITHM_PRESETS.get(alg.algorithm_type)
     if alg.algorithm_type in TRINITY_REFUSED_TYPES:  # Trinity's, not built: refused with why
@@ -220,7 +220,7 @@ def _algorithm(r: Resolver) -> None:
 
 
 # ----------------------------------------------------------------------------- model
-def _model(r: Resolver) -> None:
+def _model(r: Resolver[ExperimentFields]) -> None:
     m = r.config.model
     if not m.model_path:
         r.error("model.model_path", "required: a Hugging Face model id or a local folder")
@@ -259,7 +259,7 @@ def _model(r: Resolver) -> None:
 
 
 # ----------------------------------------------------------------------------- synchronizer
-def _synchronizer(r: Resolver) -> None:
+def _synchronizer(r: Resolver[ExperimentFields]) -> None:
     c = r.config
     s = c.synchronizer
     kind = stage_kind(c)
@@ -328,7 +328,7 @@ def _synchronizer(r: Resolver) -> None:
 
 
 # ----------------------------------------------------------------------------- buffer
-def _buffer(r: Resolver) -> None:
+def _buffer(r: Resolver[ExperimentFields]) -> None:
     c = r.config
     b = c.buffer
     alg = c.algorithm
@@ -354,7 +354,7 @@ def _buffer(r: Resolver) -> None:
     _held_out_kept_apart(r)
 
 
-def _explorer_input(r: Resolver) -> None:
+def _explorer_input(r: Resolver[ExperimentFields]) -> None:
     c = r.config
     ei = c.buffer.explorer_input
     if stage_kind(c).explores:
@@ -368,7 +368,7 @@ def _explorer_input(r: Resolver) -> None:
         _taskset(r, ts, f"buffer.explorer_input.eval_tasksets.{i}", is_eval=True, index=i)
 
 
-def _taskset(r: Resolver, ts: TasksetConfig, path: str, *, is_eval: bool, index: int) -> None:
+def _taskset(r: Resolver[ExperimentFields], ts: TasksetConfig, path: str, *, is_eval: bool, index: int) -> None:
     c = r.config
     ei = c.buffer.explorer_input
     if is_eval and not ts.path:
@@ -442,7 +442,7 @@ def _taskset(r: Resolver, ts: TasksetConfig, path: str, *, is_eval: bool, index:
                 f"{ra.max_tokens} exceeds model.max_response_tokens ({c.model.max_response_tokens})")
 
 
-def _generator_args(r: Resolver, ts: TasksetConfig, path: str) -> None:
+def _generator_args(r: Resolver[ExperimentFields], ts: TasksetConfig, path: str) -> None:
     """A generated taskset's arguments, checked and completed with the generator's defaults."""
     name = generator_name(ts.path)
     if name is None:
@@ -471,7 +471,7 @@ def _generator_args(r: Resolver, ts: TasksetConfig, path: str) -> None:
     set_unmarked(ts, "generator_args", resolved)
 
 
-def _held_out_kept_apart(r: Resolver) -> None:
+def _held_out_kept_apart(r: Resolver[ExperimentFields]) -> None:
     """A generated eval taskset holds out problems of the training data only when both have the same arguments."""
     c = r.config
     ei = c.buffer.explorer_input
@@ -484,7 +484,7 @@ def _held_out_kept_apart(r: Resolver) -> None:
                    "its held-out problems may be trained on (give both the same arguments, train-only ones aside)")
 
 
-def _trainer_input(r: Resolver) -> None:
+def _trainer_input(r: Resolver[ExperimentFields]) -> None:
     c = r.config
     ti = c.buffer.trainer_input
     path = "buffer.trainer_input.experience_buffer"
@@ -532,7 +532,7 @@ AUXILIARY_ARGS = {"llm_judge_workflow": ("judge", True), "q20": ("answerer", Fal
 MIX_LOSSES = tuple(name for name in POLICY_LOSS_FNS if uses_expert_rows(name))
 
 
-def _expert_rows(r: Resolver) -> None:
+def _expert_rows(r: Resolver[ExperimentFields]) -> None:
     """The mix family: the mix sample strategy adds expert rows of an auxiliary buffer, which only a mix loss
     trains on; each needs the other."""
     alg = r.config.algorithm
@@ -563,7 +563,7 @@ def _expert_rows(r: Resolver) -> None:
                 f"that algorithm.sample_strategy 'mix' adds (got {alg.sample_strategy!r})")
 
 
-def _data_processor(r: Resolver) -> None:
+def _data_processor(r: Resolver[ExperimentFields]) -> None:
     """The experience pipeline's operators and their arguments, each named by its place (buffer/operators.py)."""
     pipeline = r.config.data_processor.experience_pipeline
     if pipeline is None:
@@ -591,7 +591,7 @@ def _data_processor(r: Resolver) -> None:
                 f"{where!r}: a path inside the experiment folder (relative, no '..')")
 
 
-def _pair_columns(r: Resolver, fmt: FormatConfig, path: str) -> None:
+def _pair_columns(r: Resolver[ExperimentFields], fmt: FormatConfig, path: str) -> None:
     """A preference pair's columns (Trinity's names): the prompt, the chosen and the rejected response, each its own."""
     prompt_field = "messages_key" if fmt.prompt_type == "messages" else "prompt_key"
     for field in ("chosen_key", "rejected_key"):
@@ -612,10 +612,11 @@ def _pair_columns(r: Resolver, fmt: FormatConfig, path: str) -> None:
 # share would take 90 % of the machine's RAM for each engine).
 ENGINE_SETTINGS_SHARED = ("gpu_memory_utilization", "kv_cache_memory_gb", "dtype", "enforce_eager",
                           "enable_prefix_caching", "enable_chunked_prefill")
-def _explorer(r: Resolver) -> None:
+def _explorer(r: Resolver[ExperimentFields]) -> None:
     c = r.config
     e = c.explorer
-    e.rollout_model.check(r)  # the chosen engine's own rules (schemas/explorer.py), first: what they derive is shared
+    # the chosen engine's own rules (schemas/explorer.py), first: what they derive is shared
+    e.rollout_model.check(r, e.auxiliary_models, c.trainer)
     for i, aux in enumerate(e.auxiliary_models):
         if not aux.model_path:
             r.error(f"explorer.auxiliary_models.{i}.model_path", "required for an auxiliary model")
@@ -639,7 +640,7 @@ def _explorer(r: Resolver) -> None:
     _openai_api(r)
 
 
-def _openai_api(r: Resolver) -> None:
+def _openai_api(r: Resolver[ExperimentFields]) -> None:
     """The endpoint on the rollout engines (enable_openai_api) and what depends on it."""
     c = r.config
     rollout = c.explorer.rollout_model
@@ -664,7 +665,7 @@ def _openai_api(r: Resolver) -> None:
             r.warn(f"{', '.join(f'{path}.{f}' for f in unused)} take effect only with {path}.enable_openai_api: true")
 
 
-def _monitor(r: Resolver) -> None:
+def _monitor(r: Resolver[ExperimentFields]) -> None:
     mon = r.config.monitor
     if mon.experiment_name is None:
         r.derive(mon, "experiment_name", r.config.project, "monitor.experiment_name", "project")
@@ -677,7 +678,7 @@ def _monitor(r: Resolver) -> None:
 
 
 # ----------------------------------------------------------------------------- what the runtime does not honour
-def _support(r: Resolver) -> None:
+def _support(r: Resolver[ExperimentFields]) -> None:
     """Settings the runtime does not honour, listed in schemas/support.py: refused (an error naming the
     field and why) or warned (`warnings`). Inside `support.collecting()` (the Trinity import) refusals are
     recorded there instead of raised, so that every one can be listed."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 from schemas.algorithm_registry import ALGORITHM_PRESETS
 
 if TYPE_CHECKING:
-    from schemas.experiment import ExperimentConfig
+    from schemas.sections import Sections
 
 Side = Literal["explorer", "trainer"]
 BOTH: tuple[Side, ...] = ("explorer", "trainer")
@@ -63,7 +63,7 @@ class StageKind:
         return self.trains
 
 
-def stage_kind(config: ExperimentConfig) -> StageKind:
+def stage_kind(config: Sections) -> StageKind:
     """The kind of stage `config` is. Safe before validation finished: an unknown algorithm_type (an error
     of its own, schemas/rules.py) makes a train stage neither RL nor from a dataset."""
     mode = config.mode

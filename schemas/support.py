@@ -71,16 +71,16 @@ from schemas.wiring import Entry, Level, Rule, honoured, per_trainer, refused, r
 
 if TYPE_CHECKING:
     from schemas.buffer import TaskSelectorConfig
-    from schemas.experiment import ExperimentConfig
+    from schemas.experiment_fields import ExperimentFields
 
 
 # ----------------------------------------------------------------------------- conditions
-def _rl_mode(value: Any, config: ExperimentConfig) -> bool:
+def _rl_mode(value: Any, config: ExperimentFields) -> bool:
     """The trainer reads experiences (mode both or colocate, or train with an RL algorithm), not a dataset."""
     return stage_kind(config).rl
 
 
-def _wandb_missing(value: Any, config: ExperimentConfig) -> bool:
+def _wandb_missing(value: Any, config: ExperimentFields) -> bool:
     return importlib.util.find_spec("wandb") is None
 
 
@@ -94,7 +94,7 @@ TRINITY_REFUSED_REWARD_FNS = {
 }
 
 
-def _unknown_reward_fn(value: Any, config: ExperimentConfig) -> bool:
+def _unknown_reward_fn(value: Any, config: ExperimentFields) -> bool:
     return value is not None and value not in MATH_WORKFLOW_REWARD_FNS and value not in TRINITY_REFUSED_REWARD_FNS
 
 
@@ -110,22 +110,22 @@ def _refuse_trinity_workflows(entry: Entry) -> Entry:
     return entry.refuse_if(lambda v, c: is_r3l(v), R3L).refuse_if(lambda v, c: is_class_path(v), CLASS_PATH)
 
 
-def _train_selector(config: ExperimentConfig) -> TaskSelectorConfig | None:
+def _train_selector(config: ExperimentFields) -> TaskSelectorConfig | None:
     taskset = config.buffer.explorer_input.taskset
     return taskset.task_selector if taskset is not None else None
 
 
-def _no_features(value: Any, config: ExperimentConfig) -> bool:
+def _no_features(value: Any, config: ExperimentFields) -> bool:
     selector = _train_selector(config)
     return selector is None or selector.selector_type not in FEATURE_SELECTORS
 
 
-def _not_difficulty_based(value: Any, config: ExperimentConfig) -> bool:
+def _not_difficulty_based(value: Any, config: ExperimentFields) -> bool:
     selector = _train_selector(config)
     return selector is None or selector.selector_type != "difficulty_based"
 
 
-def _harder_when_unread(value: Any, config: ExperimentConfig) -> bool:
+def _harder_when_unread(value: Any, config: ExperimentFields) -> bool:
     """harder_when orders offline_easy2hard and ranks difficulty_based's features for its prior rank only."""
     selector = _train_selector(config)
     return _no_features(value, config) or (selector is not None and selector.selector_type == "difficulty_based"
@@ -139,14 +139,14 @@ NO_FEATURES = "read by the offline_easy2hard and difficulty_based selectors only
 MATH_WORKFLOWS = ("math_workflow", "math_calculator_workflow")
 
 
-def _args_of_math_workflow(value: Any, config: ExperimentConfig) -> bool:
+def _args_of_math_workflow(value: Any, config: ExperimentFields) -> bool:
     """These workflow_args belong to a taskset rolled out by math_workflow, which takes none."""
     ei = config.buffer.explorer_input
     return any(ts.workflow_args is value and ts.default_workflow_type in MATH_WORKFLOWS and not ts.format.workflow_key
                for ts in (ei.taskset, *ei.eval_tasksets) if ts is not None)
 
 
-def _base_prompt_outside_math_workflow(value: Any, config: ExperimentConfig) -> bool:
+def _base_prompt_outside_math_workflow(value: Any, config: ExperimentFields) -> bool:
     """A task set asks for a plain-text prompt but a workflow other than math_workflow may run it."""
     ei = config.buffer.explorer_input
     return bool(value) and any(ts.format.base_model_prompt and (ts.default_workflow_type not in MATH_WORKFLOWS
@@ -154,7 +154,7 @@ def _base_prompt_outside_math_workflow(value: Any, config: ExperimentConfig) -> 
                                for ts in (ei.taskset, *ei.eval_tasksets) if ts is not None)
 
 
-def _trinity_math_reward(value: Any, config: ExperimentConfig) -> bool:
+def _trinity_math_reward(value: Any, config: ExperimentFields) -> bool:
     return value == "math_reward"
 
 
@@ -185,20 +185,20 @@ NO_GPUS_COUNTED = ("the run holds no GPUs (cluster.gpu_per_node 0, or a service 
                    "budget.max_tokens does")
 
 
-def _keeps_ledger(c: ExperimentConfig) -> bool:
+def _keeps_ledger(c: ExperimentFields) -> bool:
     return stage_kind(c).keeps_ledger  # colocate too: it runs flows/rl.py, which keeps it
 
 
-def _holds_no_gpus(c: ExperimentConfig) -> bool:
+def _holds_no_gpus(c: ExperimentFields) -> bool:
     return c.cluster.gpu_per_node == 0 or not c.explorer.rollout_model.HOLDS_GPUS
 
 
-def _learns_from_dataset(c: ExperimentConfig) -> bool:
+def _learns_from_dataset(c: ExperimentFields) -> bool:
     """A stage that learns from a dataset (sft, dpo), not from rollouts."""
     return stage_kind(c).from_dataset
 
 
-def _not_preference(value: Any, config: ExperimentConfig) -> bool:
+def _not_preference(value: Any, config: ExperimentFields) -> bool:
     return not is_preference_loss(config.algorithm.policy_loss_fn)
 
 
@@ -836,7 +836,7 @@ class _Place:
     variant: bool = False
 
 
-def scan(config: ExperimentConfig) -> list[Finding]:
+def scan(config: ExperimentFields) -> list[Finding]:
     """Every refusal and warning the settings of `config` meet (values the schema derived are skipped)."""
     findings: list[Finding] = []
     # values the schema filled in itself; an alias (model.tinker) or stage chaining is the user's own setting
@@ -869,7 +869,7 @@ def _describe(place: _Place, rule: Rule) -> str:
     return rule.reason
 
 
-def _places(config: ExperimentConfig) -> Iterator[_Place]:
+def _places(config: ExperimentFields) -> Iterator[_Place]:
     yield from _model_places(config, "", "", skip={"stages", "derived", "warnings"})
     for i, stage in enumerate(config.stages):
         yield from _model_places(stage, "stages[].", f"stages.{i}.", skip=set(SECTIONS))

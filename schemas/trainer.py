@@ -22,7 +22,7 @@ The backend's modules read these sets from here (schemas cannot import backends)
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field
 
@@ -36,6 +36,10 @@ from schemas.resolver import Resolver
 from schemas.rewards import RewardArgsError, step_arg
 from schemas.stage_kind import stage_kind
 from schemas.wiring import Entry, honoured, refused, warned
+
+if TYPE_CHECKING:
+    from schemas.explorer import InferenceBase
+    from schemas.sections import Sections
 
 TRAINER_TYPES = ("torch", "verl", "tinker")
 DEFAULT_TRAINER_TYPE = "verl"  # Trinity-RFT's default
@@ -93,7 +97,7 @@ class TrainerBase(Variant):
         """The policy losses it runs: those whose needs it provides."""
         return [name for name in POLICY_LOSS_FNS if POLICY_LOSS_FNS.needs_of(name) <= cls.provides()]
 
-    def check_needs(self, r: Resolver) -> None:
+    def check_needs(self, r: Resolver[Sections]) -> None:
         """Refuse each piece of the algorithm (its policy loss, advantage, KL terms, sample strategy) that needs what
         this backend cannot provide, naming the piece, the need, why, and the trainers that run it; each need once,
         at the first piece that has it. A stage that only explores has only the explorer's needs of it."""
@@ -114,8 +118,9 @@ class TrainerBase(Variant):
                         f"{self.trainer_type!r} cannot train with: {self.CANNOT[need]}"
                         + (f"; trainer_type {others} runs it" if others else ""))
 
-    def check(self, r: Resolver) -> None:
-        """This backend's own rules, run by schemas/rules.py once the algorithm and model are resolved."""
+    def check(self, r: Resolver[Sections], rollout: InferenceBase) -> None:
+        """This backend's own rules, run by schemas/rules.py once the algorithm and model are resolved; `rollout`: the
+        explorer's rollout model, the engines that sample what it trains."""
 
     @classmethod
     def carried_from(cls, section: dict[str, Any], previous: TrainerBase) -> dict[str, tuple[Any, str]]:
@@ -317,7 +322,7 @@ class VerlTrainerConfig(TrainerBase):
         """Ours, run as the rft_<name> loss mode of veRL's ppo_loss (backends/verl/losses.py)."""
         return name in cls.policy_losses() and name not in cls.LOSS_MODES and not cls.runs_whole(name)
 
-    def check(self, r: Resolver) -> None:
+    def check(self, r: Resolver[Sections], rollout: InferenceBase) -> None:
         """What veRL can train: its own loss functions, FSDP2 on CPU, sequence parallel over packed sequences."""
         c = r.config
         if not stage_kind(c).trains:
@@ -428,13 +433,12 @@ class TinkerTrainerConfig(TrainerBase):
             return None
         return cls.BUILTIN_LOSSES.get(algorithm.policy_loss_fn)
 
-    def check(self, r: Resolver) -> None:
+    def check(self, r: Resolver[Sections], rollout: InferenceBase) -> None:
         """Tinker trains and samples on one service: its trainer and its sampler come together. Advantages
         are computed outside the trainer (tasks/explore.py), so every outcome-advantage algorithm runs here;
         what needs what Tinker does not give (`CANNOT`: a critic, per-token advantages, the full distribution) is
         refused by `check_needs`; here, the rest of what it cannot run."""
         c = r.config
-        rollout = c.explorer.rollout_model
         kind = stage_kind(c)
         if rollout.WEIGHTS != self.WEIGHTS and kind.explores:
             r.error("explorer.rollout_model.engine_type",
@@ -474,7 +478,7 @@ class TinkerTrainerConfig(TrainerBase):
         except RewardArgsError:
             return False
 
-    def _kl(self, r: Resolver) -> None:
+    def _kl(self, r: Resolver[Sections]) -> None:
         """KL toward the reference, in the reward (kl_penalty_fn) and in the loss (kl_loss_fn), runs with the stage's
         starting weights as the reference, scored by a sampling client of them on the service. A KL term in the
         loss costs that scoring and runs the loss through forward_backward_custom, so a preset's default term is

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from schemas.experiment import ExperimentConfig
+from typing import Any, Literal
 
 Level = Literal["refuse", "warn"]
-When = Callable[[Any, "ExperimentConfig"], bool]  # (value, whole config) -> the rule applies
+# (value, the whole ExperimentConfig) -> the rule applies; Any: the backends' settings classes write these and name no
+# module above them (schemas/sections.py)
+When = Callable[[Any, Any], bool]
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,10 @@ Layers, bottom to top (a module may import its own package and the packages belo
 `algorithms` sits below `schemas` because a function and the model of its arguments are one module
 (algorithms/registry.py): the schema reads the models to check `*_fn_args`.
 
-No import circle between modules: imports inside functions count (they run); imports under
-`if TYPE_CHECKING:` do not (they never run: a section's rules may name the whole config's type).
+No import circle between modules: imports inside functions count (they run), and so do imports under
+`if TYPE_CHECKING:` (a reader follows them too). A section's rules read the rest of the config through
+schemas/sections.py's Protocol; only the rules that join sections (schemas/rules.py, schemas/support.py) see
+every section, as schemas/experiment_fields.py's `ExperimentFields`, below the `ExperimentConfig` that applies them.
 """
 
 from __future__ import annotations
@@ -46,11 +48,6 @@ POLICY_INTERNALS = ("ray", "vllm", "tinker", "backends.local", "backends.tinker"
 def graph() -> grimp.ImportGraph:
     # no cache: a stale one (.grimp_cache) would hide a new import
     return grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
-
-
-@pytest.fixture(scope="module")
-def runtime_graph() -> grimp.ImportGraph:
-    return grimp.build_graph(*PACKAGES, cache_dir=None, exclude_type_checking_imports=True)
 
 
 def _under(module: str, prefixes: tuple[str, ...]) -> bool:
@@ -121,14 +118,27 @@ def _circles(graph: grimp.ImportGraph) -> list[list[str]]:
     return found
 
 
-def test_no_import_circle_between_modules(runtime_graph: grimp.ImportGraph) -> None:
-    circles = _circles(runtime_graph)
+def test_no_import_circle_between_modules(graph: grimp.ImportGraph) -> None:
+    circles = _circles(graph)
     described = [
-        "\n".join(f"  {a} → {b} ({_lines(runtime_graph, a, b)})" for a in circle
-                  for b in sorted(runtime_graph.find_modules_directly_imported_by(a)) if b in circle)
+        "\n".join(f"  {a} → {b} ({_lines(graph, a, b)})" for a in circle
+                  for b in sorted(graph.find_modules_directly_imported_by(a)) if b in circle)
         for circle in circles
     ]
     assert circles == [], "import circles:\n" + "\n\n".join(described)
+
+
+# Within schemas/, the modules that may name the root config (ExperimentConfig) or the fields all of its rules read.
+ROOT_CONFIG_IMPORTERS = {"schemas.experiment": {"schemas", "schemas.trinity.importer"},
+                         "schemas.experiment_fields": {"schemas", "schemas.experiment", "schemas.rules", "schemas.support"}}
+
+
+def test_no_section_module_imports_the_root_config(graph: grimp.ImportGraph) -> None:
+    """A section's settings class reads other sections through schemas/sections.py, type-checking imports included."""
+    found = {root: {m for m in graph.find_modules_that_directly_import(root) if _under(m, ("schemas",))} - allowed
+             for root, allowed in ROOT_CONFIG_IMPORTERS.items()}
+    assert found == {root: set() for root in ROOT_CONFIG_IMPORTERS}, {
+        f"{m} imports {root} ({_lines(graph, m, root)})": "" for root, ms in found.items() for m in ms}
 
 
 def test_the_circle_check_sees_imports_inside_functions() -> None:

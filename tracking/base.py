@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from checkpointing.layout import experiment_dir
 from schemas import ExperimentConfig
-from schemas.experiment import STAGE_CHAIN
+from schemas.base import STAGE_CHAIN
 
 Run = dict[str, str]
 
