@@ -1,6 +1,7 @@
 """Which settings the runtime reads: with RFT_TRACE_SETTINGS set to a folder, every read of a settings field by code
 outside schemas/ (validation), tests/ and deployments/ is written there once per process, as a JSON line
-{"model": module.Class, "field": name, "by": repository path of the reading module}.
+{"model": module.Class, "field": name, "by": repository path of the reading module}, with "value" for a field whose
+values are named (a Literal: which of them the runs read).
 
 The test command turns it on for a whole run of the suite (scripts/test.sh), whose real runs (every mode, trainer and
 engine) are then the evidence that each field is honoured: tests/settings_reads.py fails for a field nobody read.
@@ -12,13 +13,29 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 TRACE_ENV = "RFT_TRACE_SETTINGS"
 ROOT = Path(__file__).resolve().parents[1]
 _NOT_RUNTIME = ("schemas/", "tests/", "deployments/")
-_seen: set[tuple[str, str, str]] = set()
+_seen: set[tuple[str, str, str, str | None]] = set()
+_validating = threading.local()  # depth > 0 while this thread's rules run: their reads through algorithms/ are validation
+
+
+@contextmanager
+def validating() -> Iterator[None]:
+    """Reads inside are the schema's own (schemas/rules.py asking algorithms/ what a loss needs), not the runtime's."""
+    _validating.depth = getattr(_validating, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _validating.depth -= 1
 
 
 def _reader(filename: str) -> str | None:
@@ -32,14 +49,24 @@ def _reader(filename: str) -> str | None:
     return path
 
 
-def _record(model: type, field: str, by: str) -> None:
-    key = (f"{model.__module__}.{model.__qualname__}", field, by)
+@cache
+def _named_values(model: type, field: str) -> bool:
+    """Whether the field's type is (or holds) a Literal, whose value is worth recording."""
+    def literal(annotation: Any) -> bool:
+        return typing.get_origin(annotation) is Literal or any(literal(a) for a in typing.get_args(annotation))
+    return literal(model.__pydantic_fields__[field].annotation)
+
+
+def _record(model: type, field: str, by: str, value: Any) -> None:
+    named = value if isinstance(value, str) and _named_values(model, field) else None
+    key = (f"{model.__module__}.{model.__qualname__}", field, by, named)
     if key in _seen:
         return
     _seen.add(key)
     folder = Path(os.environ[TRACE_ENV])
     folder.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"model": key[0], "field": field, "by": by}) + "\n"
+    row = {"model": key[0], "field": field, "by": by} | ({"value": named} if named is not None else {})
+    line = json.dumps(row) + "\n"
     with open(folder / f"reads-{os.getpid()}.jsonl", "a", encoding="utf-8") as out:  # one short write: whole lines
         out.write(line)
 
@@ -53,10 +80,10 @@ def install(base: type) -> None:
     def traced(self: Any, name: str) -> Any:
         value = plain(self, name)
         cls = type(self)
-        if name in cls.__pydantic_fields__:
+        if name in cls.__pydantic_fields__ and not getattr(_validating, "depth", 0):
             by = _reader(sys._getframe(1).f_code.co_filename)
             if by is not None:
-                _record(cls, name, by)
+                _record(cls, name, by, value)
         return value
 
     base.__getattribute__ = traced  # type: ignore[method-assign]

@@ -24,7 +24,7 @@ from algorithms import POLICY_LOSS_FNS, is_preference_loss, teacher_topk, uses_e
 from algorithms.advantage.gigpo import STEP_STATE_WORKFLOWS
 from algorithms.needs import needs_critic, needs_greedy_baseline, needs_groups, needs_steps, needs_teacher
 from algorithms.registry import is_off
-from schemas import support
+from schemas import read_trace, support
 from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES
 from schemas.base import ADJUSTED, set_unmarked
 from schemas.buffer import FormatConfig, StorageConfig, TasksetConfig
@@ -44,7 +44,11 @@ if TYPE_CHECKING:
 
 def apply_rules(config: ExperimentFields) -> None:
     """Run every rule in dependency order; raise ConfigRuleError listing all problems found."""
-    r = Resolver(config)
+    with read_trace.validating():  # what the rules read through algorithms/ is no evidence of the runtime's reads
+        _apply_rules(Resolver(config))
+
+
+def _apply_rules(r: Resolver[ExperimentFields]) -> None:
     _mode(r)
     _algorithm(r)
     if not r.errors:  # later rules need the resolved algorithm
