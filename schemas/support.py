@@ -1,8 +1,9 @@
-"""What the runtime does with every setting: the one list of honoured, refused and warned fields.
+"""What the runtime does with a setting beyond reading it: refusals, warnings, and fields that validation alone uses.
 
-Every field of `ExperimentConfig` (each tagged-union variant, list item, algorithm preset and each
-`*_args` function registry of `schemas.algorithm_registry` included) has an entry in `SUPPORT`, keyed
-by its schema path:
+A setting without an entry is honoured: the runtime reads it, and the suite's real runs are the evidence (a whole
+run records every field read, schemas/read_trace.py, and tests/settings_reads.py fails for one nobody read). An entry
+in `SUPPORT` is keyed by its schema path (each tagged-union variant, list item, algorithm preset and each `*_args`
+function registry of `schemas.algorithm_registry` included):
 
     buffer.batch_size                             a field
     buffer.explorer_input.eval_tasksets[].split   a field of every list item
@@ -14,8 +15,8 @@ by its schema path:
     mode[serve]                                   one value of a Literal field (optional entry)
 
 An entry says one of (schemas/wiring.py)
-- `honoured("module.py", ...)`: read by these runtime modules (tests/test_settings_wired.py checks the
-  code: each module reads the name, and every Literal value appears in one of them);
+- `honoured(note=..., passthrough=...)`: read, with a note on how (shown in docs/settings.md), or a Literal whose
+  values are a library's own names;
 - `resolved("other.path", ...)`: validation turns it into these fields, themselves wired;
 - `validated()`: its whole meaning is a constraint that `schemas/rules.py` enforces;
 - `refused(reason)`: a value other than the default (or, for a variant, choosing it) is an error at
@@ -37,9 +38,10 @@ each loss and term it runs (`trainer_claims`) — must be read in that backend's
 (`TrainerBase.MODULES`) or be refused or warned for it (`TrainerBase.ALGORITHM_SETTINGS`, applied
 here in the modes that train).
 
-Adding a field: add one line here (or in its backend's class). `tests/test_settings_wired.py` lists
-every field without one. Values the schema derived itself (listed in `derived`) are never refused or
-warned: they are not the user's.
+Adding a field: read it where it takes effect, in a run a test makes; an entry only when it is refused, warned, or has
+no reader of its own. Each value of a Literal field appears in the runtime's code or has its own entry
+(tests/test_settings_wired.py). Values the schema derived itself (listed in `derived`) are never refused or warned:
+they are not the user's.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from pydantic import BaseModel
 from algorithms import is_preference_loss, needs_critic
 from schemas.algorithm_registry import ALGORITHM_PRESETS, BUILT, FUNCTION_REGISTRIES, KL_FNS
 from schemas.base import KEPT_REASONS, SECTIONS
-from schemas.buffer import FEATURE_SELECTORS, DifficultyArgs
+from schemas.buffer import FEATURE_SELECTORS, DifficultyArgs, TaskSelectorConfig
 from schemas.explorer import ENGINE_VARIANTS
 from schemas.rewards import MATH_WORKFLOW_REWARD_FNS
 from schemas.stage_kind import stage_kind
@@ -67,10 +69,9 @@ from schemas.trainer import TRAINER_VARIANTS, TrainerBase
 from schemas.trinity.algorithms import NOT_BUILT_FUNCTIONS as TRINITY_NOT_BUILT_FUNCTIONS
 from schemas.trinity.workflows import CLASS_PATH, R3L, is_class_path, is_r3l
 from schemas.trinity.workflows import NOT_BUILT as TRINITY_WORKFLOWS_NOT_BUILT
-from schemas.wiring import Entry, Level, Rule, honoured, per_trainer, refused, resolved, validated, warned
+from schemas.wiring import Entry, Level, Rule, honoured, per_trainer, read_in, refused, resolved, validated, warned
 
 if TYPE_CHECKING:
-    from schemas.buffer import TaskSelectorConfig
     from schemas.experiment_fields import ExperimentFields
 
 
@@ -204,21 +205,14 @@ def _not_preference(value: Any, config: ExperimentFields) -> bool:
 
 SUPPORT: dict[str, Entry] = {
     # --------------------------------------------------------------------- experiment
-    "mode": honoured("flows/rft.py"),
-    "mode[colocate]": honoured("flows/rft.py", "backends/schedule.py",
-                               note="on CPU: the in-turns plan of mode both; refused on GPUs (schemas/rules.py)"),
-    "project": honoured("tracking/mlflow_monitor.py", "flows/rft.py"),
-    "group": honoured(
-        "tracking/mlflow_monitor.py", "tracking/wandb_monitor.py", note="a tag of the experiment's MLflow runs, the W&B group"
-    ),
-    "name": honoured("flows/rft.py", "tracking/base.py"),
-    "checkpoint_root_dir": honoured("tracking/store.py", note="and every path through experiment_dir"),
-    "derived": honoured("cli/validate.py", note="an output"),
-    "warnings": honoured("cli/validate.py", "flows/rft.py", "tracking/mlflow_monitor.py", note="an output"),
+    "mode[colocate]": honoured(note="on CPU: the in-turns plan of mode both; refused on GPUs (schemas/rules.py)"),
+    "group": honoured(note="a tag of the experiment's MLflow runs, the W&B group"),
+    "checkpoint_root_dir": honoured(note="and every path through experiment_dir"),
+    "derived": honoured(note="an output"),
+    "warnings": honoured(note="an output"),
     "stages[].stage_name": resolved("name", note="each stage is validated as a whole config named {name}/{stage_name}"),
     "stages[].mode": resolved("mode"),
     # --------------------------------------------------------------------- algorithm
-    "algorithm.repeat_times": honoured("tasks/explore.py"),
     # the optimizer is each trainer backend's own (schemas/trainer.py: TrainerBase.ALGORITHM_SETTINGS)
     "algorithm.optimizer.lr": per_trainer(),
     "algorithm.optimizer.lr_warmup_steps": per_trainer(),
@@ -232,56 +226,36 @@ SUPPORT: dict[str, Entry] = {
     "algorithm.optimizer.eps": per_trainer(),
     "algorithm.optimizer.weight_decay": per_trainer(),
     # dynamic sampling lives on the explore side, so every trainer backend gets it (docs/dapo.md)
-    "algorithm.filter_groups.enable": honoured("tasks/explore.py"),
-    "algorithm.filter_groups.metric": honoured("tasks/explore.py", "buffer/dynamic_sampling.py"),
-    "algorithm.filter_groups.max_num_gen_batches": honoured("tasks/explore.py"),
-    "algorithm.filter_groups.gen_batch_size": honoured("tasks/explore.py").warn_if(
+    "algorithm.filter_groups.gen_batch_size": honoured().warn_if(
         lambda v, c: v and not c.algorithm.filter_groups.enable,
         "has no effect without dynamic sampling (algorithm.filter_groups.enable)"),
     # presets: each either trains in tests/test_presets.py or is refused
     # sample strategies
     # KL as a reward penalty: applied by the trainers that hold the reference (backends/reward_kl.py)
-    "algorithm.kl_penalty_fn[none]": honoured("algorithms/registry.py", note="is_off"),
+    "algorithm.kl_penalty_fn[none]": honoured(note="is_off"),
     "algorithm.kl_penalty_fn[none].kl_coef": validated(note="must be 0 with 'none'"),
     # --------------------------------------------------------------------- model
-    "model.model_path": honoured("tasks/setup.py", "tasks/rollouts.py"),
-    "model.ref_model_path": honoured("backends/torch_trainer.py", "backends/verl/trainer.py",
-                                     note="trainer checks: schemas/trainer.py (Tinker refuses it, veRL with LoRA too)"),
-    "model.critic_model_path": honoured("backends/critic.py").warn_if(lambda v, c: not needs_critic(c.algorithm),
+    "model.ref_model_path": honoured(note="trainer checks: schemas/trainer.py (Tinker refuses it, veRL with LoRA too)"),
+    "model.critic_model_path": honoured().warn_if(lambda v, c: not needs_critic(c.algorithm),
                                                                       NO_CRITIC),
-    "model.custom_chat_template": honoured("tasks/rollouts.py", "tasks/sft.py"),
     "model.temperature": resolved("buffer.explorer_input.taskset.rollout_args.temperature"),
     "model.top_p": resolved("buffer.explorer_input.taskset.rollout_args.top_p"),
     "model.top_k": resolved("buffer.explorer_input.taskset.rollout_args.top_k"),
     "model.logprobs": warned("engines record the sampled token's logprob only; top logprobs are not kept",
                              when=lambda v, c: v > 0),
-    "model.max_model_len": honoured("backends/local/vllm_engine.py"),
-    "model.max_prompt_tokens": honoured("tasks/rollouts.py", "tasks/sft.py",
-                                        note="longer prompts are skipped and counted (explore/prompts_too_long)"),
-    "model.max_response_tokens": honoured("tasks/rollouts.py", "tasks/sft.py"),
-    "model.min_response_tokens": honoured("tasks/rollouts.py"),
-    "model.lora_configs": honoured("backends/torch_trainer.py"),
+    "model.max_prompt_tokens": honoured(note="longer prompts are skipped and counted (explore/prompts_too_long)"),
     "model.lora_configs[].name": warned(
         "adapters are merged into the weights the engines serve: no adapter is served by name"),
-    "model.lora_configs[].path": honoured("backends/torch_trainer.py", note="the adapter training starts from"),
+    "model.lora_configs[].path": honoured(note="the adapter training starts from"),
     "model.lora_configs[].base_model_name": warned(
         "adapters are merged into the weights the engines serve; the base model is model.model_path"),
-    "model.lora_configs[].lora_rank": honoured("backends/torch_trainer.py"),
-    "model.lora_configs[].lora_alpha": honoured("backends/torch_trainer.py"),
-    "model.lora_configs[].lora_dtype": honoured("backends/torch_trainer.py").refuse_if(
+    "model.lora_configs[].lora_dtype": honoured().refuse_if(
         lambda v, c: v not in ("auto", "float32", "bfloat16", "float16"), "one of auto, float32, bfloat16, float16"),
-    "model.lora_configs[].target_modules": honoured("backends/torch_trainer.py"),
     # --------------------------------------------------------------------- cluster
-    "cluster.node_num": honoured("backends/local/policy.py", note="check-requirements: Ray must have that many nodes"),
-    "cluster.gpu_per_node": honoured("backends/local/policy.py"),
-    "cluster.ray_address": honoured("backends/local/policy.py"),
+    "cluster.node_num": honoured(note="check-requirements: Ray must have that many nodes"),
     # --------------------------------------------------------------------- buffer
-    "buffer.batch_size": honoured("tasks/explore.py"),
-    "buffer.train_batch_size": honoured("tasks/train.py", "tasks/sft.py"),
-    "buffer.total_epochs": honoured("tasks/explore.py", "flows/stage.py"),
-    "buffer.total_steps": honoured("flows/stage.py"),
     # the defaults are derived into each task set (derived values are not checked): the same refusals
-    "buffer.explorer_input.default_workflow_type": _refuse_trinity_workflows(honoured("tasks/rollouts.py")),
+    "buffer.explorer_input.default_workflow_type": _refuse_trinity_workflows(honoured()),
     "buffer.explorer_input.default_eval_workflow_type": _refuse_trinity_workflows(resolved(
         "buffer.explorer_input.eval_tasksets[].default_workflow_type")),
     "buffer.explorer_input.default_reward_fn_type": resolved("buffer.explorer_input.taskset.default_reward_fn_type"),
@@ -296,47 +270,25 @@ SUPPORT: dict[str, Entry] = {
     "buffer.trainer_input.experience_buffer.max_read_timeout": warned(
         "the trainer waits for the explorer's experiences up to synchronizer.sync_timeout"),
     # --------------------------------------------------------------------- explorer
-    "explorer.runner_per_model": honoured("tasks/rollouts.py"),
-    "explorer.max_timeout": honoured("tasks/rollouts.py", note="per workflow task, inside the runner"),
-    "explorer.max_failed_task_ratio": honoured("tasks/explore.py"),
-    "explorer.max_retry_times": honoured("tasks/rollouts.py", "flows/explore.py", "flows/evaluate.py",
-                                         note="retries of a workflow task, and of the explore/evaluate Prefect tasks"),
-    "explorer.eval_interval": honoured("backends/schedule.py"),
-    "explorer.eval_on_startup": honoured("flows/rl.py", "flows/explorer.py", "flows/sft_warmup.py"),
-    "explorer.auxiliary_models": honoured("backends/local/policy.py", "tasks/rollouts.py",
-                                          note="vLLM engines of other models; the first is the distillation teacher"),
+    "explorer.max_timeout": honoured(note="per workflow task, inside the runner"),
+    "explorer.max_retry_times": honoured(note="retries of a workflow task, and of the explore/evaluate Prefect tasks"),
+    "explorer.auxiliary_models": honoured(note="vLLM engines of other models; the first is the distillation teacher"),
     # --------------------------------------------------------------------- trainer
-    "trainer[*].save_interval": honoured("flows/stage.py"),
-    "trainer[*].save_hf_checkpoint": honoured("flows/stage.py"),
-    "trainer[*].max_checkpoints_to_keep": honoured("tasks/checkpoint.py", "preflight/disk.py"),
     # --------------------------------------------------------------------- synchronizer, monitor
-    "synchronizer.sync_method": honoured("backends/local/weight_sync.py"),
-    "synchronizer.sync_style": honoured("backends/schedule.py"),
-    "synchronizer.sync_interval": honoured("backends/schedule.py"),
-    "synchronizer.sync_offset": honoured("backends/schedule.py"),
-    "synchronizer.sync_timeout": honoured("flows/trainer.py", "flows/explorer.py"),
-    "monitor.monitor_type": honoured("tracking/__init__.py"),
-    "monitor.monitor_type[wandb]": honoured("tracking/wandb_monitor.py").refuse_if(
+    "monitor.monitor_type[wandb]": honoured().refuse_if(
         _wandb_missing, "'wandb' needs the wandb package (pip install wandb); it logs offline unless WANDB_API_KEY "
                         "or WANDB_MODE is set"),
-    "monitor.tracking_uri": honoured("tracking/store.py"),
-    "monitor.experiment_name": honoured("tracking/mlflow_monitor.py", "tracking/wandb_monitor.py"),
-    "monitor.enable_ray_timeline": honoured("tasks/setup.py", note="a Chrome trace in {experiment_dir}/log/"),
-    "monitor.gate": honoured("flows/gate.py", note="after the last stage").refuse_if(
+    "monitor.enable_ray_timeline": honoured(note="a Chrome trace in {experiment_dir}/log/"),
+    "monitor.gate": honoured(note="after the last stage").refuse_if(
         lambda v, c: v is not None and c.monitor.monitor_type != "mlflow",
         "a gate moves an MLflow registry alias: it needs monitor.monitor_type 'mlflow'"),
-    "monitor.gate.metric": honoured("flows/gate.py"),
-    "monitor.gate.margin": honoured("tracking/gate.py"),
-    "monitor.gate.registered_model": honoured("flows/rft.py"),
-    "monitor.gate.alias": honoured("tracking/gate.py"),
-    "monitor.gate.on_loss": honoured("flows/gate.py"),
     # --------------------------------------------------------------------- budget
-    "budget.max_tokens": honoured("tracking/usage.py", "flows/rl.py", "flows/trainer.py").warn_if(
+    "budget.max_tokens": honoured().warn_if(
         lambda v, c: v is not None and not _keeps_ledger(c), NO_BUDGET_CHECK).warn_if(
         lambda v, c: v is not None and _learns_from_dataset(c), SFT_SAMPLES_NO_TOKENS),
-    "budget.max_wall_minutes": honoured("tracking/usage.py", "flows/rl.py", "flows/trainer.py", "flows/sft_warmup.py").warn_if(
+    "budget.max_wall_minutes": honoured().warn_if(
         lambda v, c: v is not None and not _keeps_ledger(c), NO_BUDGET_CHECK),
-    "budget.max_gpu_hours": honoured("tracking/usage.py", "flows/rl.py", "flows/trainer.py", "flows/sft_warmup.py").warn_if(
+    "budget.max_gpu_hours": honoured().warn_if(
         lambda v, c: v is not None and not _keeps_ledger(c), NO_BUDGET_CHECK).warn_if(
         lambda v, c: v is not None and _holds_no_gpus(c), NO_GPUS_COUNTED),
 }
@@ -344,80 +296,69 @@ SUPPORT: dict[str, Entry] = {
 # Each backend's settings: a variant is honoured by the registry that names its implementation, and its
 # settings as its class says (schemas/trainer.py, schemas/explorer.py).
 for _tag, _variant in TRAINER_VARIANTS.items():
-    SUPPORT[f"trainer[{_tag}]"] = honoured("backends/registry.py")
     SUPPORT |= {f"trainer[{_tag}].{_field}": _entry for _field, _entry in _variant.SETTINGS.items()}
 for _tag, _engine in ENGINE_VARIANTS.items():
-    SUPPORT[f"explorer.rollout_model[{_tag}]"] = honoured("backends/registry.py")
     SUPPORT |= {f"explorer.rollout_model[{_tag}].{_field}": _entry for _field, _entry in _engine.SETTINGS.items()}
     # auxiliary models (docs/distill.md): engines of the types that can be one, with their own differences
     _aux = f"explorer.auxiliary_models[][{_tag}]"
     if _engine.AUXILIARY:
-        SUPPORT[_aux] = honoured("backends/registry.py", "backends/local/policy.py",
-                                 note="the type of the local policy's engines, which starts them beside its own")
+        SUPPORT[_aux] = honoured(note="the type of the local policy's engines, which starts them beside its own")
         SUPPORT |= {f"{_aux}.{_field}": _entry for _field, _entry in (_engine.SETTINGS | _engine.AUXILIARY_SETTINGS).items()}
     else:
         SUPPORT[_aux] = refused(f"an auxiliary model runs on vLLM engines; {_tag!r} engines are not started as one")
-
-# Presets that train: tests/test_presets.py runs a step of each.
-for _preset in ("grpo", "rloo", "reinforceplusplus", "gspo", "opmd", "cispo", "dapo", "dapo_full", "sft", "raft"):
-    SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
-# Trinity's, added for issue 26 (m2po, gigpo: issue 73)
-for _preset in ("asymre", "topr", "sapo", "sppo", "rec", "multi_step_grpo", "dpo", "ppo", "on_policy_distill", "jsd",
-                "mix", "mix_chord", "m2po", "gigpo"):
-    SUPPORT[f"algorithm.algorithm_type[{_preset}]"] = honoured("tests/test_presets.py")
 
 # Functions of the algorithm registries. Each function algorithms/ implements is honoured in its own module,
 # and so is each of its arguments (derived below), unless an entry here says otherwise; the names Trinity
 # knows that are not built are refused.
 _FUNCTIONS: dict[str, dict[str, Entry]] = {
     "sample_strategy": {
-        "default": honoured("tasks/train.py"),
-        "warmup": honoured("tasks/train.py", note="the same as default: Trinity's warm-up data is not read here"),
-        "priority": honoured("tasks/train.py"),
-        "staleness_control": honoured("tasks/train.py", note="Trinity's name: default with max_staleness"),
-        "mix": honoured("tasks/train.py", note="the oldest untrained experiences, plus expert rows (tasks/expert.py)"),
+        "default": read_in("tasks/train.py"),
+        "warmup": read_in("tasks/train.py", note="the same as default: Trinity's warm-up data is not read here"),
+        "priority": read_in("tasks/train.py"),
+        "staleness_control": read_in("tasks/train.py", note="Trinity's name: default with max_staleness"),
+        "mix": read_in("tasks/train.py", note="the oldest untrained experiences, plus expert rows (tasks/expert.py)"),
     },
     # Trinity's names not built (schemas/trinity/algorithms.py), each refused with why
     **{fn: {name: refused(why) for name, why in names.items()}
        for fn, names in TRINITY_NOT_BUILT_FUNCTIONS.items() if fn != "entropy_loss_fn"},
-    "kl_loss_fn": {"none": honoured("algorithms/registry.py", note="is_off")},
-    "kl_penalty_fn": {name: honoured("algorithms/kl.py", "algorithms/kl_penalty.py")
+    "kl_loss_fn": {"none": read_in("algorithms/registry.py", note="is_off")},
+    "kl_penalty_fn": {name: read_in("algorithms/kl.py", "algorithms/kl_penalty.py")
                       for name in KL_FNS if name != "none"},
-    "entropy_loss_fn": {"none": honoured("algorithms/registry.py", note="is_off"),
+    "entropy_loss_fn": {"none": read_in("algorithms/registry.py", note="is_off"),
                         **{name: refused(why)
                            for name, why in TRINITY_NOT_BUILT_FUNCTIONS["entropy_loss_fn"].items()}},
 }
 # Arguments read somewhere else than the function's own module.
 _ARGS: dict[str, Entry] = {
-    "sample_strategy[*].max_staleness": honoured("tasks/train.py"),
-    "sample_strategy[priority].priority_fn": honoured("tasks/train.py", "buffer/experience_store.py"),
-    "sample_strategy[mix].expert_data_ratio": honoured("tasks/expert.py"),
-    "sample_strategy[mix].sft_dataset_name": honoured("tasks/expert.py"),
-    "policy_loss_fn[*].loss_agg_mode": honoured("algorithms/loss.py", "algorithms/aggregation.py"),
-    "policy_loss_fn[ppo].clip_range": honoured("algorithms/verl_compat.py"),
-    "policy_loss_fn[ppo].clip_range_low": honoured("algorithms/verl_compat.py"),
-    "policy_loss_fn[ppo].clip_range_high": honoured("algorithms/verl_compat.py"),
-    "policy_loss_fn[ppo].clip_ratio_c": honoured("algorithms/verl_compat.py"),
-    "policy_loss_fn[gspo].clip_range": honoured("algorithms/verl_compat.py"),
-    "policy_loss_fn[gspo].clip_range_low": honoured("algorithms/verl_compat.py"),
-    "policy_loss_fn[gspo].clip_range_high": honoured("algorithms/verl_compat.py"),
+    "sample_strategy[*].max_staleness": read_in("tasks/train.py"),
+    "sample_strategy[priority].priority_fn": read_in("tasks/train.py", "buffer/experience_store.py"),
+    "sample_strategy[mix].expert_data_ratio": read_in("tasks/expert.py"),
+    "sample_strategy[mix].sft_dataset_name": read_in("tasks/expert.py"),
+    "policy_loss_fn[*].loss_agg_mode": read_in("algorithms/loss.py", "algorithms/aggregation.py"),
+    "policy_loss_fn[ppo].clip_range": read_in("algorithms/verl_compat.py"),
+    "policy_loss_fn[ppo].clip_range_low": read_in("algorithms/verl_compat.py"),
+    "policy_loss_fn[ppo].clip_range_high": read_in("algorithms/verl_compat.py"),
+    "policy_loss_fn[ppo].clip_ratio_c": read_in("algorithms/verl_compat.py"),
+    "policy_loss_fn[gspo].clip_range": read_in("algorithms/verl_compat.py"),
+    "policy_loss_fn[gspo].clip_range_low": read_in("algorithms/verl_compat.py"),
+    "policy_loss_fn[gspo].clip_range_high": read_in("algorithms/verl_compat.py"),
     # the mix losses' PPO part (algorithms/policy_loss/mix.py hands them to the ppo loss)
-    **{f"policy_loss_fn[{_mix}].{_arg}": honoured("algorithms/verl_compat.py", "algorithms/policy_loss/ppo.py")
+    **{f"policy_loss_fn[{_mix}].{_arg}": read_in("algorithms/verl_compat.py", "algorithms/policy_loss/ppo.py")
        for _mix in ("mix", "mix_chord") for _arg in ("clip_range", "clip_range_low", "clip_range_high", "clip_ratio_c",
                                                      "enable_sequence_masking", "delta_sequence_masking")},
-    "policy_loss_fn[cispo].clip_range_low": honoured("algorithms/verl_compat.py"),
-    "policy_loss_fn[cispo].clip_range_high": honoured("algorithms/verl_compat.py"),
-    "policy_loss_fn[topk_distill].topk": honoured("algorithms/policy_loss/base.py", "tasks/rollouts.py"),
-    "kl_loss_fn[*].kl_coef": honoured("algorithms/loss.py"),
+    "policy_loss_fn[cispo].clip_range_low": read_in("algorithms/verl_compat.py"),
+    "policy_loss_fn[cispo].clip_range_high": read_in("algorithms/verl_compat.py"),
+    "policy_loss_fn[topk_distill].topk": read_in("algorithms/policy_loss/base.py", "tasks/rollouts.py"),
+    "kl_loss_fn[*].kl_coef": read_in("algorithms/loss.py"),
     "kl_loss_fn[none].kl_coef": validated(note="must be 0 with 'none'"),
     "kl_loss_fn[*].adaptive": refused(ADAPTIVE_LOSS_KL),
     "kl_loss_fn[*].target_kl": refused(ADAPTIVE_LOSS_KL),
     "kl_loss_fn[*].horizon": refused(ADAPTIVE_LOSS_KL),
-    "kl_penalty_fn[*].kl_coef": honoured("algorithms/kl_penalty.py"),
-    "kl_penalty_fn[*].adaptive": honoured("algorithms/kl_penalty.py"),
-    "kl_penalty_fn[*].target_kl": honoured("algorithms/kl_penalty.py"),
-    "kl_penalty_fn[*].horizon": honoured("algorithms/kl_penalty.py"),
-    "entropy_loss_fn[*].entropy_coef": honoured("algorithms/loss.py"),
+    "kl_penalty_fn[*].kl_coef": read_in("algorithms/kl_penalty.py"),
+    "kl_penalty_fn[*].adaptive": read_in("algorithms/kl_penalty.py"),
+    "kl_penalty_fn[*].target_kl": read_in("algorithms/kl_penalty.py"),
+    "kl_penalty_fn[*].horizon": read_in("algorithms/kl_penalty.py"),
+    "entropy_loss_fn[*].entropy_coef": read_in("algorithms/loss.py"),
     "advantage_fn[step_wise_grpo].enable_step_norm": refused(
         "a multi-turn episode is one experience here (workflows/multi_turn.py): there are no per-step experiences "
         "to divide among"),
@@ -432,55 +373,34 @@ for _key, _entry in _ARGS.items():
 # Task sets the explorer rolls out (training and evaluation): the same fields, the same runtime.
 for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_tasksets[]"):
     SUPPORT |= {
-        f"{_ts}.name": honoured("buffer/taskset.py"),
         f"{_ts}.storage_type": validated(note="task sets are read from files"),
-        f"{_ts}.path": honoured("buffer/taskset.py"),
-        f"{_ts}.subset_name": honoured("buffer/taskset.py"),
-        f"{_ts}.split": honoured("buffer/taskset.py"),
         f"{_ts}.format.prompt_type": refused("math_workflow renders the prompt_key column as a chat; prompt_type applies "
                                              "to SFT data"),
-        f"{_ts}.format.prompt_key": honoured("workflows/math_workflow.py", "workflows/q20.py", "workflows/tool_agent.py"),
-        f"{_ts}.format.response_key": honoured("workflows/math_workflow.py", "workflows/tool_agent.py"),
-        f"{_ts}.format.system_prompt_key": honoured("workflows/math_workflow.py"),
-        f"{_ts}.format.system_prompt": honoured("workflows/math_workflow.py"),
-        f"{_ts}.format.base_model_prompt": honoured("workflows/math_workflow.py").refuse_if(
+        f"{_ts}.format.base_model_prompt": honoured().refuse_if(
             _base_prompt_outside_math_workflow, "only math_workflow writes a plain-text prompt; the other workflows "
             "chat through the chat template"),
         f"{_ts}.format.messages_key": refused(ONLY_SFT_DATA),
         f"{_ts}.format.tools_key": refused(NO_TOOLS),
         f"{_ts}.format.reply_prefix": refused(NO_REPLY_PREFIX),
-        f"{_ts}.format.workflow_key": honoured("buffer/taskset.py"),
-        f"{_ts}.format.reward_fn_key": honoured("buffer/taskset.py"),
         f"{_ts}.format.chosen_key": refused(PAIRS_NOT_TASKS),
         f"{_ts}.format.rejected_key": refused(PAIRS_NOT_TASKS),
         f"{_ts}.format.chat_template": refused("rollouts use model.custom_chat_template; set that instead"),
-        f"{_ts}.rollout_args.temperature": honoured("workflows/base.py"),
-        f"{_ts}.rollout_args.top_p": honoured("workflows/base.py"),
-        f"{_ts}.rollout_args.top_k": honoured("workflows/base.py"),
         f"{_ts}.rollout_args.logprobs": warned("engines record the sampled token's logprob only; top logprobs are not "
                                                "kept", when=lambda v, c: v is not None and v > 0),
-        f"{_ts}.rollout_args.max_tokens": honoured("workflows/base.py"),
-        f"{_ts}.workflow_args": honoured("workflows/multi_turn.py", "workflows/agent.py", "workflows/q20.py",
-                                         "workflows/tool_agent.py", "workflows/judge.py",
-                                         note="math_workflow takes none").refuse_if(
+        f"{_ts}.workflow_args": honoured(note="math_workflow takes none").refuse_if(
             _args_of_math_workflow, "math_workflow takes no workflow_args (q20, gsm8k_tool_agent and llm_judge_workflow do)"),
-        f"{_ts}.reward_fn_args": honoured("buffer/taskset.py", "workflows/math_workflow.py"),
-        f"{_ts}.generator_args": honoured("buffer/taskset.py", note="checked in schemas/rules.py, rows from "
+        f"{_ts}.generator_args": honoured(note="checked in schemas/rules.py, rows from "
                                           "buffer/generators.py"),
-        f"{_ts}.repeat_times": honoured("buffer/taskset.py", "workflows/runner.py"),
-        f"{_ts}.default_workflow_type": _refuse_trinity_workflows(honoured("buffer/taskset.py")),
-        f"{_ts}.default_reward_fn_type": _refuse_trinity_reward_fns(honoured(
-            "buffer/taskset.py", note="math_workflow checks it")).refuse_if(
+        f"{_ts}.default_workflow_type": _refuse_trinity_workflows(honoured()),
+        f"{_ts}.default_reward_fn_type": _refuse_trinity_reward_fns(honoured(note="math_workflow checks it")).refuse_if(
             _unknown_reward_fn, f"math_workflow scores with its own reward; known: {', '.join(MATH_WORKFLOW_REWARD_FNS)}"
         ).warn_if(_trinity_math_reward, "math_workflow scores math-verify accuracy plus a format bonus for a boxed answer "
                                         "(Trinity's math_boxed_reward); math_reward's <think>/<answer> bonus is not given"),
-        f"{_ts}.task_selector.selector_type": honoured("buffer/taskset.py", "buffer/selectors.py"),
-        f"{_ts}.task_selector.seed": honoured("buffer/selectors.py"),
-        f"{_ts}.task_selector.feature_keys": honoured("buffer/selectors.py", note="every row's, checked before the run "
+        f"{_ts}.task_selector.feature_keys": honoured(note="every row's, checked before the run "
                                                       "(preflight/data.py)").warn_if(_no_features, NO_FEATURES),
-        f"{_ts}.task_selector.harder_when": honoured("buffer/selectors.py").warn_if(
+        f"{_ts}.task_selector.harder_when": honoured().warn_if(
             _harder_when_unread, "read by offline_easy2hard and difficulty_based's prior rank only"),
-        **{f"{_ts}.task_selector.kwargs.{_arg}": honoured("buffer/selectors.py").warn_if(
+        **{f"{_ts}.task_selector.kwargs.{_arg}": honoured().warn_if(
             _not_difficulty_based, "only the difficulty_based selector reads kwargs") for _arg in DifficultyArgs.model_fields},
     }
 # The explorer_input default is derived into each taskset (derived values are not checked): the same rules.
@@ -488,41 +408,37 @@ SUPPORT["buffer.explorer_input.default_reward_fn_type"] = replace(
     SUPPORT["buffer.explorer_input.default_reward_fn_type"],
     rules=SUPPORT["buffer.explorer_input.taskset.default_reward_fn_type"].rules)
 # Evaluation reads every task once, in file order.
+SUPPORT |= {f"buffer.explorer_input.eval_tasksets[].task_selector.{_field}": warned(
+    "evaluation reads every task of the eval taskset once; the order does not matter")
+    for _field in TaskSelectorConfig.model_fields if _field != "kwargs"}
 SUPPORT |= {key: warned("evaluation reads every task of the eval taskset once; the order does not matter")
             for key in SUPPORT if key.startswith("buffer.explorer_input.eval_tasksets[].task_selector.")}
 
 # What the trainer reads: a dataset (SFT, mode train) or, in RL modes, the experiment's own buffer.
 _EB = "buffer.trainer_input.experience_buffer"
 SUPPORT |= {
-    f"{_EB}.name": honoured("buffer/taskset.py"),
     f"{_EB}.storage_type": validated(note="'file' cannot stream experiences; queue and sqlite both mean the "
                                           "experiment's SQLite buffer"),
-    f"{_EB}.path": honoured("tasks/sft.py").warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
-    f"{_EB}.subset_name": honoured("buffer/taskset.py").warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
-    f"{_EB}.split": honoured("buffer/taskset.py").warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
-    f"{_EB}.format.prompt_type": honoured("tasks/sft.py", "tasks/dpo.py"),
+    f"{_EB}.path": honoured().warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
+    f"{_EB}.subset_name": honoured().warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
+    f"{_EB}.split": honoured().warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
     f"{_EB}.format.prompt_type[chatpair]": refused("SFT and DPO rows are 'messages' or 'plaintext' (a prompt column "
                                                    "and the response columns), as in Trinity"),
-    f"{_EB}.format.prompt_key": honoured("tasks/sft.py", "tasks/dpo.py"),
-    f"{_EB}.format.response_key": honoured("tasks/sft.py").warn_if(
+    f"{_EB}.format.response_key": honoured().warn_if(
         lambda v, c: is_preference_loss(c.algorithm.policy_loss_fn),
         "not read: a preference pair's responses are the columns format.chosen_key and format.rejected_key"),
-    f"{_EB}.format.system_prompt_key": honoured("tasks/sft.py", "tasks/dpo.py"),
-    f"{_EB}.format.system_prompt": honoured("tasks/sft.py", "tasks/dpo.py"),
-    f"{_EB}.format.messages_key": honoured("tasks/sft.py", "tasks/dpo.py"),
-    f"{_EB}.format.chat_template": honoured("tasks/sft.py", "tasks/dpo.py"),
     f"{_EB}.format.base_model_prompt": refused("SFT and DPO rows are rendered with the chat template (format.chat_template); "
                                                "a plain-text prompt is math_workflow's, for rollouts"),
     f"{_EB}.format.tools_key": refused(NO_TOOLS),
     f"{_EB}.format.reply_prefix": refused(NO_REPLY_PREFIX),
     f"{_EB}.format.workflow_key": refused(NOT_TASKS),
     f"{_EB}.format.reward_fn_key": refused(NOT_TASKS),
-    f"{_EB}.format.chosen_key": honoured("tasks/dpo.py").warn_if(_not_preference, ONLY_PREFERENCE),
-    f"{_EB}.format.rejected_key": honoured("tasks/dpo.py").warn_if(_not_preference, ONLY_PREFERENCE),
+    f"{_EB}.format.chosen_key": honoured().warn_if(_not_preference, ONLY_PREFERENCE),
+    f"{_EB}.format.rejected_key": honoured().warn_if(_not_preference, ONLY_PREFERENCE),
     f"{_EB}.rollout_args": refused(NOT_TASKS),
     f"{_EB}.workflow_args": refused(NOT_TASKS),
     f"{_EB}.reward_fn_args": refused(NOT_TASKS),
-    f"{_EB}.generator_args": honoured("buffer/taskset.py", note="the rows of SFT data at path generator:NAME"),
+    f"{_EB}.generator_args": honoured(note="the rows of SFT data at path generator:NAME"),
     f"{_EB}.repeat_times": refused(NOT_TASKS),
     f"{_EB}.default_workflow_type": refused(NOT_TASKS),
     f"{_EB}.default_reward_fn_type": refused(NOT_TASKS),
@@ -533,13 +449,6 @@ _DP = "data_processor"
 _EXPERIMENTAL = "Trinity's experimental pipeline buffers: the pipeline here reads the explore step's experiences and " \
                 "writes the trainer's buffer"
 SUPPORT |= {
-    _DP: honoured("tasks/explore.py"),
-    f"{_DP}.experience_pipeline": honoured("tasks/explore.py"),
-    f"{_DP}.experience_pipeline.operators": honoured("tasks/explore.py", "buffer/operators.py"),
-    f"{_DP}.experience_pipeline.operators[].name": honoured("tasks/explore.py"),
-    f"{_DP}.experience_pipeline.operators[].args": honoured("tasks/explore.py"),
-    f"{_DP}.experience_pipeline.save_input": honoured("tasks/explore.py"),
-    f"{_DP}.experience_pipeline.input_save_path": honoured("tasks/explore.py"),
     f"{_DP}.experience_pipeline.inputs": refused(_EXPERIMENTAL),
     f"{_DP}.experience_pipeline.output": refused(_EXPERIMENTAL),
     f"{_DP}.task_pipeline": refused("a Data-Juicer pipeline over the task set: Data-Juicer (py-data-juicer) is not a "
@@ -549,7 +458,7 @@ SUPPORT |= {
 # The trainer's auxiliary datasets are read by the SFT reader (tasks/sft.py) for the mix sample strategy: the same
 # entries as an SFT dataset's, without the warnings of an RL mode's experience buffer (which they are not).
 _AUX = "buffer.trainer_input.auxiliary_buffers"
-SUPPORT[_AUX] = honoured("tasks/expert.py").warn_if(
+SUPPORT[_AUX] = honoured().warn_if(
     lambda v, c: c.algorithm.sample_strategy != "mix",
     "read only by algorithm.sample_strategy 'mix' (its expert rows); no other strategy reads it")
 SUPPORT |= {f"{_AUX}[]{key.removeprefix(_EB)}": replace(entry, rules=tuple(r for r in entry.rules if r.when is not _rl_mode))
@@ -561,7 +470,7 @@ SUPPORT[f"{_AUX}[].format.rejected_key"] = warned("not read: expert rows are a p
 # Held-out preference pairs are read by the DPO reader (tasks/dpo.py) and scored by the trainer at each evaluation:
 # the entries of a DPO dataset's, less the RL-mode warnings (they are no experience buffer).
 _EP = "buffer.trainer_input.eval_pairs"
-SUPPORT[_EP] = honoured("tasks/dpo.py", "flows/evaluate.py").warn_if(
+SUPPORT[_EP] = honoured().warn_if(
     lambda v, c: v is not None and not stage_kind(c).trains,
     "scored by the trainer, which only a run that trains holds (mode 'both', 'colocate' or 'train')")
 SUPPORT |= {f"{_EP}{key.removeprefix(_EB)}": replace(entry, rules=tuple(r for r in entry.rules if r.when not in
@@ -572,7 +481,8 @@ SUPPORT[f"{_EP}.format.response_key"] = warned("not read: a pair's responses are
                                                 "format.rejected_key")
 for _field in ("prompt_type", "prompt_key", "response_key", "system_prompt_key", "system_prompt", "messages_key",
                "chat_template"):
-    SUPPORT[f"{_EB}.format.{_field}"] = SUPPORT[f"{_EB}.format.{_field}"].warn_if(_rl_mode, f"not used: {RL_BUFFER}")
+    SUPPORT[f"{_EB}.format.{_field}"] = SUPPORT.get(f"{_EB}.format.{_field}", honoured()).warn_if(
+        _rl_mode, f"not used: {RL_BUFFER}")
 
 
 # ----------------------------------------------------------------------------- the schema, walked
@@ -695,11 +605,7 @@ def _registry_nodes() -> list[Node]:
     return nodes
 
 
-SUPPORT |= {f"algorithm.{fn}": honoured("algorithms/loss.py" if fn != "sample_strategy" else "tasks/train.py")
-            for fn in FUNCTION_REGISTRIES}
-SUPPORT["algorithm.advantage_fn"] = honoured("algorithms/advantage/__init__.py")
-SUPPORT["algorithm.kl_penalty_fn"] = honoured("algorithms/kl_penalty.py", "algorithms/kl.py", "algorithms/registry.py")
-SUPPORT["algorithm.algorithm_type"] = honoured("flows/rft.py", "preflight/data.py", note=(
+SUPPORT["algorithm.algorithm_type"] = honoured(note=(
     "its preset fills the function fields; a preset without rollouts (sft, dpo) in mode train learns from a dataset "
     "(schemas/stage_kind.py), which picks the flow and the data checked"))
 
@@ -772,10 +678,10 @@ def _derive_function_entries() -> None:
         for name, args_model in registry.args.items():
             key = f"algorithm.{fn}[{name}]"
             if entry_for(key) is None:
-                SUPPORT[key] = honoured(registry.module_path(name))
+                SUPPORT[key] = Entry(where=(registry.module_path(name),))
             for arg in args_model.model_fields:
                 if entry_for(f"{key}.{arg}") is None:
-                    SUPPORT[f"{key}.{arg}"] = honoured(registry.module_path(name))
+                    SUPPORT[f"{key}.{arg}"] = Entry(where=(registry.module_path(name),))
 
 
 _derive_function_entries()

@@ -154,16 +154,12 @@ class CriticConfig(Section):
         "the policy keeps its weights until the values have settled.")
 
 
-def critic_settings(step: str, warmup: str) -> dict[str, Entry]:
-    """The `critic` section's entries of a trainer that trains one: `step` reads the critic's settings, `warmup` its
-    critic_warmup."""
-    return {
-        "critic": honoured(step).warn_if(
-            lambda v, c: not needs_critic(c.algorithm),
-            "has no effect: only advantage_fn 'ppo' (GAE, the ppo preset) trains a critic"),
-        **{f"critic.{key}": honoured(step) for key in ("optim", "optim.lr", "cliprange_value", "grad_clip", "ppo_epochs")},
-        "critic.critic_warmup": honoured(warmup),
-    }
+# The `critic` section of a trainer that trains one (torch, veRL).
+CRITIC_SETTINGS: dict[str, Entry] = {
+    "critic": honoured().warn_if(
+        lambda v, c: not needs_critic(c.algorithm),
+        "has no effect: only advantage_fn 'ppo' (GAE, the ppo preset) trains a critic"),
+}
 
 
 def critic_field() -> Any:  # noqa: ANN401  (a pydantic FieldInfo)
@@ -176,16 +172,7 @@ class TorchTrainerConfig(TrainerBase):
 
     MODULES: ClassVar[tuple[str, ...]] = ("backends/torch_trainer.py", "backends/batch.py", "algorithms/")
     SETTINGS: ClassVar[dict[str, Entry]] = {
-        "grad_clip": honoured("backends/torch_trainer.py"),
-        "micro_batch_size": honoured("backends/torch_trainer.py"),
-        "dtype": honoured("backends/torch_trainer.py"),
-        "device": honoured("backends/torch_trainer.py"),
-        "gradient_checkpointing": honoured("backends/torch_trainer.py"),
-        "num_threads": honoured("backends/torch_trainer.py"),
-        "skip_zero_advantage": honoured("backends/torch_trainer.py"),
-        "share_prompt": honoured("backends/torch_trainer.py"),
-        "seed": honoured("backends/torch_trainer.py"),
-        **critic_settings("backends/critic.py", "backends/torch_trainer.py"),
+        **CRITIC_SETTINGS,
     }
 
     trainer_type: Literal["torch"] = Field("torch", description="The native torch trainer.")
@@ -230,31 +217,14 @@ class VerlTrainerConfig(TrainerBase):
     DEVICES_IN_WORKERS: ClassVar[bool] = True  # veRL's engine workers
     MODULES: ClassVar[tuple[str, ...]] = ("backends/verl/", "algorithms/verl_compat.py", "algorithms/policy_loss/")
     SETTINGS: ClassVar[dict[str, Entry]] = {
-        "grad_clip": honoured("backends/verl/config.py"),
-        "micro_batch_size": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
-        "use_dynamic_bsz": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
-        "max_token_len_per_gpu": honoured("backends/verl/config.py"),
-        "ulysses_sequence_parallel_size": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
-        "strategy": honoured("backends/verl/config.py", passthrough=True),
-        "cpu_workers": honoured("backends/verl/trainer.py"),
-        "model_dtype": honoured("backends/verl/config.py"),
-        "param_dtype": honoured("backends/verl/config.py"),
-        "gradient_checkpointing": honoured("backends/verl/config.py"),
-        "use_remove_padding": honoured("backends/verl/config.py"),
-        "attn_implementation": honoured("backends/verl/config.py", passthrough=True),
-        "use_torch_compile": honoured("backends/verl/config.py"),
-        "fsdp_size": honoured("backends/verl/config.py"),
-        "param_offload": honoured("backends/verl/config.py"),
-        "optimizer_offload": honoured("backends/verl/config.py"),
-        "seed": honoured("backends/verl/config.py", "backends/verl/trainer.py"),
-        "trainer_config": honoured("backends/verl/config.py", note="veRL's own tree, merged last"),
-        **critic_settings("backends/verl/config.py", "backends/verl/trainer.py"),
+        "strategy": honoured(passthrough=True),
+        "attn_implementation": honoured(passthrough=True),
+        "trainer_config": honoured(note="veRL's own tree, merged last"),
+        **CRITIC_SETTINGS,
     }
     ALGORITHM_SETTINGS: ClassVar[dict[str, Entry]] = {
-        "algorithm.optimizer.lr_scheduler_type": honoured(
-            "backends/verl/config.py", passthrough=True, note="veRL's schedulers have the same names"),
-        "algorithm.policy_loss_fn[*].loss_agg_mode": honoured(
-            "backends/verl/config.py", passthrough=True, note="veRL's agg_loss modes have the same names"),
+        "algorithm.optimizer.lr_scheduler_type": honoured(passthrough=True, note="veRL's schedulers have the same names"),
+        "algorithm.policy_loss_fn[*].loss_agg_mode": honoured(passthrough=True, note="veRL's agg_loss modes have the same names"),
         "algorithm.policy_loss_fn[ppo].enable_sequence_masking": refused(
             "veRL's ppo loss has no sequence masking; turn it off or use trainer_type 'torch'"),
         "algorithm.policy_loss_fn[ppo].delta_sequence_masking": warned(
@@ -387,21 +357,15 @@ class TinkerTrainerConfig(TrainerBase):
     SYNC_METHODS: ClassVar[tuple[str, ...]] = ("checkpoint",)
     MODULES: ClassVar[tuple[str, ...]] = ("backends/tinker/", "algorithms/")
     SETTINGS: ClassVar[dict[str, Entry]] = {
-        "base_model": honoured("backends/tinker/trainer.py", "backends/tinker/policy.py"),
-        "rank": honoured("backends/tinker/trainer.py"),
-        "seed": honoured("backends/tinker/trainer.py"),
-        "train_mlp": honoured("backends/tinker/trainer.py", note="the local skyrl server always trains attn+mlp"),
-        "train_attn": honoured("backends/tinker/trainer.py"),
-        "train_unembed": honoured("backends/tinker/trainer.py"),
-        "loss_fn": honoured("backends/tinker/trainer.py", "backends/tinker/losses.py", passthrough=True,
-                            note="built-in names are Tinker's own"),
-        "base_url": honoured("backends/tinker/policy.py", note="else $TINKER_BASE_URL, else the hosted service"),
-        "grad_clip": honoured("backends/tinker/trainer.py", note="AdamParams.grad_clip_norm (skyrl ignores it)"),
+        "train_mlp": honoured(note="the local skyrl server always trains attn+mlp"),
+        "loss_fn": honoured(passthrough=True, note="built-in names are Tinker's own"),
+        "base_url": honoured(note="else $TINKER_BASE_URL, else the hosted service"),
+        "grad_clip": honoured(note="AdamParams.grad_clip_norm (skyrl ignores it)"),
         "micro_batch_size": warned("Tinker batches on its own server: micro_batch_size has no effect"),
     }
     ALGORITHM_SETTINGS: ClassVar[dict[str, Entry]] = {
         # our ppo (forward_backward_custom) has the dual clip; Tinker's built-in has not
-        "algorithm.policy_loss_fn[ppo].clip_ratio_c": honoured("algorithms/verl_compat.py").warn_if(
+        "algorithm.policy_loss_fn[ppo].clip_ratio_c": honoured().warn_if(
             lambda v, c: c.trainer.builtin_loss(c.algorithm, c.trainer.loss_fn) is not None,
             "Tinker's built-in ppo has no dual clip: clip_ratio_c is not applied (trainer.loss_fn 'custom' runs ours, "
             "which has it)"),

@@ -1,7 +1,8 @@
 """The words an entry of schemas/support.py is written in: how the runtime treats one setting.
 
-- `honoured("module.py", ...)`: read by these runtime modules (tests/test_settings_wired.py checks the
-  code: each module reads the name, and every Literal value appears in one of them);
+A setting without an entry is honoured: the runtime reads it, and the suite's real runs show it
+(schemas/read_trace.py, checked by tests/settings_reads.py after a whole run). An entry says more:
+- `honoured(note=..., passthrough=...)`: what reading it does, or that a Literal's values are a library's own names;
 - `resolved("other.path", ...)`: validation turns it into these fields, themselves wired;
 - `validated()`: its whole meaning is a constraint that the schema's rules enforce;
 - `refused(reason)`: a value other than the default (or, for a variant, choosing it) is an error at
@@ -36,7 +37,7 @@ class Rule:
 
 @dataclass(frozen=True)
 class Entry:
-    where: tuple[str, ...] = ()  # runtime modules (repository paths) that read the field
+    where: tuple[str, ...] = ()  # a function of a registry and its arguments: the module that defines it (derived)
     resolved_into: tuple[str, ...] = ()  # schema keys validation turns it into
     validated_in: tuple[str, ...] = ()  # schemas/ modules whose rules give the field its whole meaning
     rules: tuple[Rule, ...] = ()
@@ -50,11 +51,6 @@ class Entry:
         """The refusal or warning that applies to every non-default value, if any."""
         return next((rule for rule in self.rules if rule.when is None), None)
 
-    @property
-    def wired(self) -> bool:
-        return bool(self.where or self.resolved_into or self.validated_in or self.unconditional or self.covers
-                    or self.per_trainer)
-
     def refuse_if(self, when: When, reason: str) -> Entry:
         return replace(self, rules=(*self.rules, Rule("refuse", reason, when)))
 
@@ -62,8 +58,16 @@ class Entry:
         return replace(self, rules=(*self.rules, Rule("warn", reason, when)))
 
 
-def honoured(*where: str, passthrough: bool = False, note: str = "") -> Entry:
-    return Entry(where=where, passthrough=passthrough, note=note)
+def honoured(passthrough: bool = False, note: str = "") -> Entry:
+    """Read by the runtime (what every setting without an entry is), with a note on how, or `passthrough`: a Literal
+    whose values are handed to a library as they are (they are its names, not ours)."""
+    return Entry(passthrough=passthrough, note=note)
+
+
+def read_in(*modules: str, note: str = "") -> Entry:
+    """A function's argument read in these modules rather than the function's own: an `*_args` key is a dict's, which
+    the read trace does not see, so the modules are named (tests/test_settings_wired.py checks each reads it)."""
+    return Entry(where=modules, note=note)
 
 
 def per_trainer(note: str = "") -> Entry:

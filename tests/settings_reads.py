@@ -4,7 +4,9 @@
 
 Fails, listing each, for a field of ExperimentConfig that no runtime code read in any run and that
 schemas/support.py does not refuse, warn, or give a meaning in validation alone (resolved into other fields,
-validated). A field of a tagged-union variant counts only when it was read on that variant (a trainer's
+validated). An `*_args` field counts when read as a whole (its keys are a dict's, which the trace does not see: each function's
+arguments are checked in the code, tests/test_settings_wired.py). A field of a tagged-union variant counts only when
+it was read on that variant (a trainer's
 save_interval read on the torch trainer's settings says nothing about veRL's). A section class that appears in
 several places (a task set: the training one and each evaluation's) is one class, so a read anywhere counts for all.
 """
@@ -37,9 +39,6 @@ def leaves(model: type[BaseModel], prefix: str, skip: frozenset[str] = frozenset
     for name, info in model.model_fields.items():
         if name in skip or name == tag:
             continue
-        if model.__name__ == "AlgorithmConfig" and (name in support.FUNCTION_REGISTRIES
-                                                   or name.removesuffix("_args") in support.FUNCTION_REGISTRIES):
-            continue  # a function and its arguments: honoured where the function is defined (test_settings_wired)
         inner = _models(info.annotation)
         origin = typing.get_origin(support._unwrap(info.annotation))
         many = origin in (list, dict) or (inner and any(typing.get_origin(a) in (list, dict)

@@ -1,17 +1,16 @@
-"""Every setting does what it says: each field of the schema is read by the runtime, or refused, or warned.
+"""What the code says about each setting, checked statically (the suite's real runs show that each is read:
+tests/settings_reads.py, after a whole run).
 
-The schema is walked whole (each tagged-union variant, list item, algorithm preset and `*_args`
-function registry) and every place must have an entry in `schemas/support.py`. An entry that says
-`honoured("module.py", ...)` is checked against the code: the modules must exist, one of them must read
-the field (an attribute access or a string key of that name, docstrings aside), and each value of a
-Literal field (each function of a registry, each preset) must appear as a string in one of them, or
-have its own refused/warned entry. So a new field that nothing reads fails
-here, with every unwired field listed at once.
+The schema is walked whole (each tagged-union variant, list item, algorithm preset and `*_args` function registry).
+An entry of `schemas/support.py` must name places that exist; a field it resolves into must be a place of the
+schema; a module it says validates a field must read it. Each value of a Literal field must appear as a string in
+the runtime's code (outside schemas/, tests/ and deployments/), unless it has its own refused/warned entry or the
+field's values are a library's own names (`passthrough`). Each function of a registry is honoured in the module that
+defines it, which reads each of its arguments.
 
-Per backend: what every trainer implements itself (the optimizer, the arguments of each loss and term
-it runs) is checked for each trainer backend on its own — read in that backend's modules
-(`TrainerBase.MODULES`), or refused or warned for it (`TrainerBase.ALGORITHM_SETTINGS`) — not by the
-name appearing in some other backend's code.
+Per backend: what every trainer implements itself (the optimizer, the arguments of each loss and term it runs) is
+checked for each trainer backend on its own: read in that backend's modules (`TrainerBase.MODULES`), or refused or
+warned for it (`TrainerBase.ALGORITHM_SETTINGS`), not by the name appearing in some other backend's code.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from __future__ import annotations
 import ast
 import functools
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from pydantic import Field
@@ -29,11 +29,8 @@ from schemas.trainer import TRAINER_VARIANTS, TinkerTrainerConfig, TorchTrainerC
 
 ROOT = Path(__file__).resolve().parents[1]
 HOW_TO = """\
-{n} setting(s) of ExperimentConfig are not wired. Give each ONE line in SUPPORT in schemas/support.py:
-    "{example}": honoured("tasks/<module>.py"),   # the runtime module(s) that read it
-    "{example}": refused("why"),                  # any non-default value fails validation, naming the field
-    "{example}": warned("why"),                   # only where ignoring it is harmless
-(see the module docstring for variants `x[name]`, list items `x[]` and `[*]`). The problems:
+{n} problem(s) between schemas/support.py and the code (see its docstring; a setting without an entry is honoured, and
+a whole run of the suite shows that it is read):
 """
 
 
@@ -65,45 +62,47 @@ def _reads(module: str, name: str) -> bool:
     return name in attrs or name in strings
 
 
+@functools.cache
+def runtime_strings() -> frozenset[str]:
+    """Every string constant of the runtime's code: the modules outside schemas/, tests/ and deployments/."""
+    skip = ("schemas", "tests", "deployments", ".venv", "benchmarks", "scripts")
+    modules = [p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*.py")
+               if not p.relative_to(ROOT).parts[0].startswith(skip) and not p.relative_to(ROOT).parts[0].startswith(".")]
+    return frozenset().union(*(names_read(m)[1] for m in modules))
+
+
 def wiring_problems(nodes: list[support.Node]) -> list[str]:
-    """Every node without a wired entry, or whose entry the code contradicts."""
+    """Each entry the code contradicts, and each Literal value no runtime code names."""
     keys = {node.key for node in nodes}
     problems: list[str] = []
     for node in nodes:
-        if not node.required:
-            continue
         found = support.entry_for(node.key)
-        if found is None or not found[1].wired:
-            problems.append(f"{node.key}: no entry" if found is None else f"{node.key}: its entry ({found[0]}) "
-                            "neither names where it is read nor refuses/warns")
-            continue
-        entry_key, entry = found
+        entry_key, entry = found if found is not None else (node.key, support.honoured())
         if entry_key != node.key and not entry_key.endswith("[*]") and "[*]" not in entry_key:
             continue  # below a refused or warned variant/section
-        present = [m for m in entry.where if not m.startswith("schemas/") and (ROOT / m).is_file()]
+        # a function's argument: read in its function's module (derived from its registry) or those read_in names
+        present = [m for m in entry.where if (ROOT / m).is_file()]
         for module in sorted(set(entry.where) - set(present)):
-            problems.append(f"{node.key}: honoured in {module!r}, which is not a runtime module of this repository")
+            problems.append(f"{node.key}: read in {module!r}, which is not a module of this repository")
         if node.kind == "field" and present and not any(_reads(m, node.leaf) for m in present):
-            problems.append(f"{node.key}: honoured in {', '.join(present)}, which never read{'s' if len(present) == 1 else ''} "
+            problems.append(f"{node.key}: read in {', '.join(present)}, which never read{'s' if len(present) == 1 else ''} "
                             f"{node.leaf!r}")
         for module in entry.validated_in:
             if not (ROOT / module).is_file() or not _reads(module, node.leaf):
                 problems.append(f"{node.key}: validated in {module}, which never reads {node.leaf!r}")
         for target in entry.resolved_into:
-            target_entry = support.entry_for(target)
-            if target not in keys and target_entry is None:
+            if target not in keys and support.entry_for(target) is None:
                 problems.append(f"{node.key}: resolved into {target!r}, which is not a place of the schema")
-            elif target_entry is None or not target_entry[1].wired:
-                problems.append(f"{node.key}: resolved into {target!r}, which is not wired")
-        if entry.where and not entry.passthrough:
-            values = node.literals if node.kind == "field" else (node.leaf,) if node.kind == "variant" else ()
-            for value in values:
-                own = support.SUPPORT.get(f"{node.key}[{value}]")
-                if own is not None and own.covers:
-                    continue
-                if present and not any(value in names_read(m)[1] for m in present):
-                    problems.append(f"{node.key}: value {value!r} appears in none of {', '.join(entry.where)} "
-                                    f"(handle it there, or give '{node.key}[{value}]' a refused/warned entry)")
+        if entry.passthrough or entry.covers or entry.unconditional or entry.resolved_into or entry.validated_in \
+                or node.kind != "field":
+            continue
+        for value in node.literals:
+            own = support.SUPPORT.get(f"{node.key}[{value}]")
+            if own is not None and (own.covers or own.where):
+                continue
+            if value not in runtime_strings():
+                problems.append(f"{node.key}: value {value!r} appears nowhere in the runtime's code (handle it, or give "
+                                f"'{node.key}[{value}]' a refused/warned entry in schemas/support.py)")
     return problems
 
 
@@ -121,17 +120,17 @@ def trainer_problems(variant: type[TrainerBase], nodes: list[support.Node]) -> l
         entry = support.trainer_entry(variant, key)
         if entry.unconditional is not None or entry.covers:
             continue  # refused or warned for this backend
-        where = [f for m in entry.where for f in python_files(m)] if entry.where else own
+        where = own
         readers = [m for m in [*where, *entry.validated_in] if (ROOT / m).is_file() and _reads(m, node.leaf)]
         if not readers:
-            problems.append(f"trainer[{tag}]: {key} is read in none of {', '.join(entry.where or variant.MODULES)}; "
+            problems.append(f"trainer[{tag}]: {key} is read in none of {', '.join(variant.MODULES)}; "
                             f"read it there, or refuse or warn it in {variant.__name__}.ALGORITHM_SETTINGS")
             continue
         if not entry.passthrough:
             for value in node.literals:
                 if not any(value in names_read(m)[1] for m in where):
                     problems.append(f"trainer[{tag}]: {key} value {value!r} appears in none of "
-                                    f"{', '.join(entry.where or variant.MODULES)}")
+                                    f"{', '.join(variant.MODULES)}")
     claims = support.trainer_claims(variant)
     generic = {support._VARIANT.sub("[*]", key) for key in claims}
     for key in variant.ALGORITHM_SETTINGS:
@@ -151,7 +150,7 @@ def _fail(problems: list[str]) -> str:
     return HOW_TO.format(n=len(problems), example=example) + "\n".join(f"  - {p}" for p in problems)
 
 
-def test_every_setting_is_honoured_refused_or_warned():
+def test_every_entry_agrees_with_the_code_and_every_named_value_is_handled():
     problems = wiring_problems(support.walk(ExperimentConfig))
     assert not problems, _fail(problems)
 
@@ -174,28 +173,21 @@ def test_no_entry_names_a_setting_that_does_not_exist():
     assert stale_entries(support.walk(ExperimentConfig)) == []
 
 
-def test_a_new_field_that_nothing_reads_fails_and_is_named():
+def test_an_entry_the_code_contradicts_fails(monkeypatch):
+    monkeypatch.setitem(support.SUPPORT, "monitor.tracking_uri", support.validated("tasks/train.py"))
+    monkeypatch.setitem(support.SUPPORT, "monitor.experiment_name", support.resolved("monitor.nowhere"))
+    problems = wiring_problems(support.walk_model(MonitorConfig, "monitor."))
+    assert "monitor.tracking_uri: validated in tasks/train.py, which never reads 'tracking_uri'" in problems
+    assert "monitor.experiment_name: resolved into 'monitor.nowhere', which is not a place of the schema" in problems
+
+
+def test_a_literal_value_no_code_handles_fails_and_is_named():
     class MonitorWithMore(MonitorConfig):
-        flush_seconds: int = Field(10, description="A setting added without wiring it.")
-        monitor_colour: str = Field("blue", description="Another one.")
+        monitor_colour: Literal["mlflow", "ultraviolet-ish"] = Field("mlflow", description="A setting added unhandled.")
 
     problems = wiring_problems(support.walk_model(MonitorWithMore, "monitor."))
-    assert problems == ["monitor.flush_seconds: no entry", "monitor.monitor_colour: no entry"]
-    message = _fail(problems)
-    assert '"monitor.flush_seconds": honoured("tasks/<module>.py")' in message and "2 setting(s)" in message
-
-
-def test_an_entry_the_code_contradicts_fails(monkeypatch):
-    monkeypatch.setitem(support.SUPPORT, "monitor.tracking_uri", support.honoured("tasks/train.py"))
-    monkeypatch.setitem(support.SUPPORT, "monitor.monitor_type", support.honoured("tasks/train.py"))
-    problems = wiring_problems(support.walk_model(MonitorConfig, "monitor."))
-    assert "monitor.tracking_uri: honoured in tasks/train.py, which never reads 'tracking_uri'" in problems
-    assert any(p.startswith("monitor.monitor_type: value 'tensorboard' appears in none of") for p in problems)
-
-
-@pytest.mark.parametrize("module", sorted({m for e in support.SUPPORT.values() for m in e.where}))
-def test_every_module_named_exists(module):
-    assert (ROOT / module).is_file()
+    assert [p.split(" (")[0] for p in problems] == [
+        "monitor.monitor_colour: value 'ultraviolet-ish' appears nowhere in the runtime's code"]
 
 
 def test_reward_functions_validation_accepts_are_the_ones_math_workflow_scores_with():

@@ -264,15 +264,16 @@ INTRO = [
     "classes and `schemas/support.py`; do not edit: `tests/test_reference_docs.py` fails when this page differs from "
     "what the generator writes.",
     "",
-    "Every setting is honoured, refused or warned, and `schemas/support.py` (with each backend's settings class in "
-    "`schemas/trainer.py` and `schemas/explorer.py`) is the one list. A refused value fails `rft validate` naming the "
-    "field and why; a warned one (only where ignoring it is harmless) is listed by `rft validate` and "
-    "`rft import-trinity`, in the Prefect run log and in the MLflow run's `warnings` param. `tests/test_settings_wired.py` "
-    "walks the whole schema and fails for a setting that has no entry or whose entry the code does not bear out. A "
-    "value the schema fills in itself (a preset's function, a derived batch size) is listed under `derived` by "
-    "`rft validate` ([cli.md](cli.md)).",
+    "Every setting is honoured, refused or warned. A refused value fails `rft validate` naming the field and why; a "
+    "warned one (only where ignoring it is harmless) is listed by `rft validate` and `rft import-trinity`, in the "
+    "Prefect run log and in the MLflow run's `warnings` param; both are in `schemas/support.py` and each backend's "
+    "settings class (`schemas/trainer.py`, `schemas/explorer.py`). A setting *read by the runtime* has no list of its "
+    "own: the whole test run (`scripts/test.sh --ci`, what CI runs) records every setting the runtime reads in its real "
+    "runs, in every process, and fails for one no run read (`tests/settings_reads.py`). A value the schema fills in "
+    "itself (a preset's function, a derived batch size) is listed under `derived` by `rft validate` ([cli.md](cli.md)).",
     "",
-    "How to read the last column: *read in* names the modules that use the setting; *becomes* a setting validation "
+    "How to read the last column: *read in* names the modules that read a function's argument (a key of `*_args`, "
+    "checked in the code by `tests/test_settings_wired.py`); *becomes* a setting validation "
     "turns it into; *a rule of* where its only meaning is a check; *each trainer implements it*: each trainer backend "
     "reads it in its own modules, unless a line *on `<trainer>`* says otherwise; **refused** and **warned** apply to a "
     "value other than the default (in some cases: only where the reason says); *with `x`*: refused or warned with the "
@@ -292,7 +293,7 @@ PRESET_TESTS = "tests/test_presets.py"
 
 def _preset_verdict(name: str) -> str:
     found = support.entry_for(f"algorithm.algorithm_type[{name}]")
-    if found and found[1].where == (PRESET_TESTS,) and not found[1].rules:
+    if found is None:  # not refused: tests/test_presets.py trains a step of it (and checks that)
         return f"trains (a step in {code(PRESET_TESTS)})"
     return verdict(f"algorithm.algorithm_type[{name}]")
 
