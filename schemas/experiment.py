@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError, model_validator
 
-from schemas import support
+from schemas import support_check
 from schemas.base import ALIAS, SECTIONS, STAGE_CHAIN, ConfigRuleError
 from schemas.errors import error_items
 from schemas.experiment_fields import ExperimentFields
@@ -130,7 +130,7 @@ class ExperimentConfig(ExperimentFields):
                                  "Face folder; set this stage's model.model_path, or save_hf_checkpoint 'last'"))
             data["derived"] = chain
             try:
-                with support.path_prefix(f"stages.{i}."):
+                with support_check.path_prefix(f"stages.{i}."):
                     resolved = ExperimentConfig.model_validate(data)
             except ValidationError as exc:
                 problems.extend(_prefixed(exc, f"stages.{i}", stage.stage_name))

@@ -24,7 +24,7 @@ from algorithms import POLICY_LOSS_FNS, is_preference_loss, teacher_topk, uses_e
 from algorithms.advantage.gigpo import STEP_STATE_WORKFLOWS
 from algorithms.needs import needs_critic, needs_greedy_baseline, needs_groups, needs_steps, needs_teacher
 from algorithms.registry import is_off
-from schemas import read_trace, support
+from schemas import read_trace, support_check
 from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES
 from schemas.base import ADJUSTED, set_unmarked
 from schemas.buffer import FormatConfig, StorageConfig, TasksetConfig
@@ -684,17 +684,17 @@ def _monitor(r: Resolver[ExperimentFields]) -> None:
 # ----------------------------------------------------------------------------- what the runtime does not honour
 def _support(r: Resolver[ExperimentFields]) -> None:
     """Settings the runtime does not honour, listed in schemas/support.py: refused (an error naming the
-    field and why) or warned (`warnings`). Inside `support.collecting()` (the Trinity import) refusals are
+    field and why) or warned (`warnings`). Inside `support_check.collecting()` (the Trinity import) refusals are
     recorded there instead of raised, so that every one can be listed."""
-    collected = support.collect_mode()
-    prefix = support.current_prefix()
-    for finding in support.scan(r.config):
+    collected = support_check.collect_mode()
+    prefix = support_check.current_prefix()
+    for finding in support_check.scan(r.config):
         if finding.level == "warn":
             r.warn(f"{finding.path}: {finding.message}")
         elif collected is not None:
-            collected.append(support.Finding(prefix + finding.path, finding.key, finding.level, finding.reason))
+            collected.append(support_check.Finding(prefix + finding.path, finding.key, finding.level, finding.reason))
         else:
             r.error(finding.path, finding.message)
     if collected is not None:
-        collected.extend(support.Finding(prefix + f.path, f.key, f.level, f.reason)
-                         for f in support.scan(r.config) if f.level == "warn")
+        collected.extend(support_check.Finding(prefix + f.path, f.key, f.level, f.reason)
+                         for f in support_check.scan(r.config) if f.level == "warn")

@@ -46,21 +46,13 @@ they are not the user's.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import importlib.util
 import re
-import types
-import typing
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from algorithms import is_preference_loss, needs_critic
-from schemas.algorithm_registry import ALGORITHM_PRESETS, BUILT, FUNCTION_REGISTRIES, KL_FNS
-from schemas.base import KEPT_REASONS, SECTIONS
+from schemas.algorithm_registry import BUILT, KL_FNS
 from schemas.buffer import FEATURE_SELECTORS, DifficultyArgs, TaskSelectorConfig
 from schemas.explorer import ENGINE_VARIANTS
 from schemas.rewards import MATH_WORKFLOW_REWARD_FNS
@@ -69,7 +61,7 @@ from schemas.trainer import TRAINER_VARIANTS, TrainerBase
 from schemas.trinity.algorithms import NOT_BUILT_FUNCTIONS as TRINITY_NOT_BUILT_FUNCTIONS
 from schemas.trinity.workflows import CLASS_PATH, R3L, is_class_path, is_r3l
 from schemas.trinity.workflows import NOT_BUILT as TRINITY_WORKFLOWS_NOT_BUILT
-from schemas.wiring import Entry, Level, Rule, honoured, per_trainer, read_in, refused, resolved, validated, warned
+from schemas.wiring import Entry, honoured, per_trainer, read_in, refused, resolved, validated, warned
 
 if TYPE_CHECKING:
     from schemas.experiment_fields import ExperimentFields
@@ -485,126 +477,6 @@ for _field in ("prompt_type", "prompt_key", "response_key", "system_prompt_key",
         _rl_mode, f"not used: {RL_BUFFER}")
 
 
-# ----------------------------------------------------------------------------- the schema, walked
-@dataclass(frozen=True)
-class Node:
-    """One place in the schema that needs an entry (or, for Literal values, may have one)."""
-
-    key: str
-    leaf: str  # the attribute name the runtime reads (a field), or the value (a variant)
-    kind: Literal["field", "section", "variant", "value"]
-    required: bool
-    literals: tuple[str, ...] = ()  # the values of a Literal field
-    parent_field: str = ""  # a variant/value: the key of the field it is a value of
-
-
-def _unwrap(annotation: Any) -> Any:
-    if typing.get_origin(annotation) is typing.Annotated:
-        annotation = typing.get_args(annotation)[0]
-    return annotation
-
-
-def _union_args(annotation: Any) -> list[Any] | None:
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return [a for a in typing.get_args(annotation) if a is not type(None)]
-    return None
-
-
-def _literals(annotation: Any) -> tuple[str, ...]:
-    annotation = _unwrap(annotation)
-    args = _union_args(annotation)
-    for arg in args if args is not None else [annotation]:
-        if typing.get_origin(arg) is Literal:
-            return tuple(str(v) for v in typing.get_args(arg))
-    return ()
-
-
-def _variant_tag(model: type[BaseModel]) -> str:
-    tag = model.TAG  # type: ignore[attr-defined]
-    return str(typing.get_args(model.model_fields[tag].annotation)[0])
-
-
-def _is_model(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
-
-
-def walk(root: type[BaseModel]) -> list[Node]:
-    """Every node of the schema of `root` (ExperimentConfig), function registries included.
-
-    A stage's sections (`stages[].algorithm`, ...) are not walked: each stage is resolved into a whole
-    ExperimentConfig and validated by the same rules, so the top-level entries apply to it.
-    """
-    stage = _list_models(root.model_fields["stages"].annotation)[0]
-    nodes = walk_model(root, "", skip={"stages"})
-    nodes += walk_model(stage, "stages[].", skip=set(SECTIONS))
-    nodes += _registry_nodes()
-    return nodes
-
-
-def walk_model(model: type[BaseModel], prefix: str, skip: set[str] | None = None) -> list[Node]:
-    nodes: list[Node] = []
-    tag_field = getattr(model, "TAG", None)  # a variant's tag: its variant node stands for it
-    for name, info in model.model_fields.items():
-        if (skip and name in skip) or name == tag_field:
-            continue
-        key = f"{prefix}{name}"
-        if model.__name__ == "AlgorithmConfig" and (name in FUNCTION_REGISTRIES or name.removesuffix("_args") in FUNCTION_REGISTRIES):
-            continue  # walked with their registries (_registry_nodes)
-        ann = _unwrap(info.annotation)
-        args = _union_args(ann)
-        models = [a for a in (args or [ann]) if _is_model(a)]
-        lists = [a for a in (args or [ann]) if typing.get_origin(a) is list]
-        dicts = [a for a in (args or [ann]) if typing.get_origin(a) is dict and _is_model(typing.get_args(a)[1])]
-        if dicts:  # a mapping of named sections (buffer.trainer_input.auxiliary_buffers): its items, like a list's
-            nodes.append(Node(key, name, "section", False))
-            nodes += walk_model(typing.get_args(dicts[0])[1], f"{key}[].")
-        elif len(models) > 1:  # a tagged union of sections
-            nodes.append(Node(key, name, "section", False))
-            for variant in models:
-                tag = _variant_tag(variant)
-                nodes.append(Node(f"{key}[{tag}]", tag, "variant", True, parent_field=key))
-                nodes += walk_model(variant, f"{key}[{tag}].")
-        elif models:
-            nodes.append(Node(key, name, "section", False))
-            nodes += walk_model(models[0], f"{key}.")
-        elif lists and _list_models(lists[0]):
-            nodes.append(Node(key, name, "section", False))
-            item_models = _list_models(lists[0])
-            if len(item_models) > 1:
-                for variant in item_models:
-                    tag = _variant_tag(variant)
-                    nodes.append(Node(f"{key}[][{tag}]", tag, "variant", True, parent_field=f"{key}[]"))
-                    nodes += walk_model(variant, f"{key}[][{tag}].")
-            else:
-                nodes += walk_model(item_models[0], f"{key}[].")
-        else:
-            literals = _literals(ann)
-            nodes.append(Node(key, name, "field", True, literals=literals))
-            nodes += [Node(f"{key}[{v}]", v, "value", False, parent_field=key) for v in literals]
-    if model.__name__ == "AlgorithmConfig":
-        nodes += [Node(f"{prefix}algorithm_type[{p}]", p, "variant", True, parent_field=f"{prefix}algorithm_type")
-                  for p in ALGORITHM_PRESETS]
-    return nodes
-
-
-def _list_models(list_annotation: Any) -> list[type[BaseModel]]:
-    inner = _unwrap(typing.get_args(list_annotation)[0])
-    return [a for a in (_union_args(inner) or [inner]) if _is_model(a)]
-
-
-def _registry_nodes() -> list[Node]:
-    """algorithm.<fn>[<name>] for every registered function, and .<arg> for each of its arguments."""
-    nodes: list[Node] = []
-    for fn, registry in FUNCTION_REGISTRIES.items():
-        nodes.append(Node(f"algorithm.{fn}", fn, "field", True))
-        for name, args_model in registry.items():
-            key = f"algorithm.{fn}[{name}]"
-            nodes.append(Node(key, name, "variant", True, parent_field=f"algorithm.{fn}"))
-            for arg, info in args_model.model_fields.items():
-                nodes.append(Node(f"{key}.{arg}", arg, "field", True, literals=_literals(info.annotation)))
-    return nodes
-
-
 SUPPORT["algorithm.algorithm_type"] = honoured(note=(
     "its preset fills the function fields; a preset without rollouts (sft, dpo) in mode train learns from a dataset "
     "(schemas/stage_kind.py), which picks the flow and the data checked"))
@@ -685,153 +557,3 @@ def _derive_function_entries() -> None:
 
 
 _derive_function_entries()
-
-
-# ----------------------------------------------------------------------------- a config, checked
-@dataclass(frozen=True)
-class Finding:
-    path: str  # the user's dotted path (list indices as numbers)
-    key: str  # the schema key of the entry
-    level: Level
-    reason: str
-
-    @property
-    def message(self) -> str:
-        return f"{self.reason}"
-
-
-# Set by `collecting()`: refusals are recorded instead of raised (the Trinity import lists them).
-_COLLECT: contextvars.ContextVar[list[Finding] | None] = contextvars.ContextVar("rft_support_collect", default=None)
-_PREFIX: contextvars.ContextVar[str] = contextvars.ContextVar("rft_support_prefix", default="")
-
-
-@contextlib.contextmanager
-def collecting() -> Iterator[list[Finding]]:
-    """Inside, validation records refusals (with `stages.<i>.` prefixes for stages) instead of raising them."""
-    found: list[Finding] = []
-    token = _COLLECT.set(found)
-    try:
-        yield found
-    finally:
-        _COLLECT.reset(token)
-
-
-@contextlib.contextmanager
-def path_prefix(prefix: str) -> Iterator[None]:
-    token = _PREFIX.set(prefix)
-    try:
-        yield
-    finally:
-        _PREFIX.reset(token)
-
-
-def collect_mode() -> list[Finding] | None:
-    return _COLLECT.get()
-
-
-def current_prefix() -> str:
-    return _PREFIX.get()
-
-
-@dataclass
-class _Place:
-    key: str
-    path: str
-    value: Any
-    default: Any
-    variant: bool = False
-
-
-def scan(config: ExperimentFields) -> list[Finding]:
-    """Every refusal and warning the settings of `config` meet (values the schema derived are skipped)."""
-    findings: list[Finding] = []
-    # values the schema filled in itself; an alias (model.tinker) or stage chaining is the user's own setting
-    derived = {path for path, why in config.derived.items() if not str(why).startswith(KEPT_REASONS)}
-    kind = stage_kind(config)
-    for place in _places(config):
-        if place.path in derived or any(place.path.startswith(p + ".") for p in derived):
-            continue
-        found = entry_for(place.key)
-        if found is None:
-            continue
-        entry_key, entry = found
-        covered = entry_key != place.key and not entry_key.endswith("[*]") and "[*]" not in entry_key
-        if covered:  # a place below a refused/warned variant or section: reported there
-            continue
-        chosen = place.variant or place.value != place.default  # a variant chosen, a field set to another value
-        rules = list(entry.rules)
-        if kind.trains:  # the chosen trainer's own refusals and warnings of what it implements
-            rules += trainer_entry(type(config.trainer), place.key).rules
-        for rule in rules:
-            applies = chosen and (rule.when is None or bool(rule.when(place.value, config)))
-            if applies:
-                findings.append(Finding(place.path, place.key, rule.level, _describe(place, rule)))
-    return findings
-
-
-def _describe(place: _Place, rule: Rule) -> str:
-    if place.variant:
-        return f"{place.value!r}: {rule.reason}" if not rule.reason.startswith(f"'{place.value}'") else rule.reason
-    return rule.reason
-
-
-def _places(config: ExperimentFields) -> Iterator[_Place]:
-    yield from _model_places(config, "", "", skip={"stages", "derived", "warnings"})
-    for i, stage in enumerate(config.stages):
-        yield from _model_places(stage, "stages[].", f"stages.{i}.", skip=set(SECTIONS))
-
-
-def _model_places(model: BaseModel, key_prefix: str, path_prefix_: str, skip: set[str] = frozenset()) -> Iterator[_Place]:
-    cls = type(model)
-    tag_field = getattr(cls, "TAG", None)
-    for name, info in cls.model_fields.items():
-        if name in skip or name == tag_field:
-            continue
-        key, path = f"{key_prefix}{name}", f"{path_prefix_}{name}"
-        value = getattr(model, name)
-        if cls.__name__ == "AlgorithmConfig" and name in FUNCTION_REGISTRIES:
-            yield from _function_places(model, name, key, path)
-            continue
-        if cls.__name__ == "AlgorithmConfig" and name.removesuffix("_args") in FUNCTION_REGISTRIES:
-            continue
-        if cls.__name__ == "AlgorithmConfig" and name == "algorithm_type":
-            yield _Place(f"{key}[{value}]", path, value, None, variant=True)
-        default = info.get_default(call_default_factory=True)
-        if isinstance(value, BaseModel):
-            tag = getattr(type(value), "TAG", None)
-            yield _Place(key, path, value, default)
-            if tag is not None:
-                vkey = f"{key}[{getattr(value, tag)}]"
-                yield _Place(vkey, f"{path}.{tag}", getattr(value, tag), None, variant=True)
-                yield from _model_places(value, f"{vkey}.", f"{path}.")
-            else:
-                yield from _model_places(value, f"{key}.", f"{path}.")
-        elif isinstance(value, dict) and value and all(isinstance(v, BaseModel) for v in value.values()):
-            yield _Place(key, path, value, default)
-            for item_name, item in value.items():
-                yield from _model_places(item, f"{key}[].", f"{path}.{item_name}.")
-        elif isinstance(value, list) and value and all(isinstance(v, BaseModel) for v in value):
-            yield _Place(key, path, value, default)
-            for i, item in enumerate(value):
-                tag = getattr(type(item), "TAG", None)
-                ikey = f"{key}[]" + (f"[{getattr(item, tag)}]" if tag else "")
-                if tag:
-                    yield _Place(ikey, f"{path}.{i}.{tag}", getattr(item, tag), None, variant=True)
-                yield from _model_places(item, f"{ikey}.", f"{path}.{i}.")
-        else:
-            yield _Place(key, path, value, default)
-            if _literals(info.annotation) and value is not None and f"{key}[{value}]" in SUPPORT:
-                yield _Place(f"{key}[{value}]", path, value, None, variant=True)
-
-
-def _function_places(alg: BaseModel, fn: str, key: str, path: str) -> Iterator[_Place]:
-    name = getattr(alg, fn)
-    if name is None:
-        return
-    yield _Place(f"{key}[{name}]", path, name, None, variant=True)
-    args_model = FUNCTION_REGISTRIES[fn].get(name)
-    if args_model is None:
-        return
-    defaults = {k: f.get_default(call_default_factory=True) for k, f in args_model.model_fields.items()}
-    for arg, value in (getattr(alg, f"{fn}_args") or {}).items():
-        yield _Place(f"{key}[{name}].{arg}", f"{path}_args.{arg}", value, defaults.get(arg))

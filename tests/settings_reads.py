@@ -21,13 +21,13 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from schemas import ExperimentConfig, support
+from schemas import ExperimentConfig, schema_walk, support
 from schemas.base import SECTIONS
 
 
 def _models(annotation: typing.Any) -> list[type[BaseModel]]:
     """The settings classes inside an annotation (a section, a union of variants, a list or dict of them)."""
-    annotation = support._unwrap(annotation)
+    annotation = schema_walk._unwrap(annotation)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     return [m for arg in typing.get_args(annotation) for m in _models(arg)]
@@ -40,14 +40,14 @@ def leaves(model: type[BaseModel], prefix: str, skip: frozenset[str] = frozenset
         if name in skip or name == tag:
             continue
         inner = _models(info.annotation)
-        origin = typing.get_origin(support._unwrap(info.annotation))
+        origin = typing.get_origin(schema_walk._unwrap(info.annotation))
         many = origin in (list, dict) or (inner and any(typing.get_origin(a) in (list, dict)
-                                                         for a in typing.get_args(support._unwrap(info.annotation))))
+                                                         for a in typing.get_args(schema_walk._unwrap(info.annotation))))
         if not inner:
             yield f"{prefix}{name}", model, name
             continue
         for sub in inner:
-            variant = f"[{support._variant_tag(sub)}]" if len(inner) > 1 else ""
+            variant = f"[{schema_walk._variant_tag(sub)}]" if len(inner) > 1 else ""
             yield from leaves(sub, f"{prefix}{name}{'[]' if many else ''}{variant}.")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from deployments import reference_docs
-from schemas import ExperimentConfig, support
+from schemas import ExperimentConfig, schema_walk
 
 ROOT = Path(__file__).resolve().parent.parent
 REGENERATE = ".venv/bin/python -m deployments.reference_docs"
@@ -38,7 +38,7 @@ def test_the_generator_writes_the_same_pages_twice(pages: dict[Path, str]) -> No
 
 def test_the_settings_page_has_a_row_for_every_setting(pages: dict[Path, str]) -> None:
     text = pages[reference_docs.SETTINGS_PAGE]
-    missing = [node.key for node in support.walk(ExperimentConfig)  # a row's setting, or a nested one's last part
+    missing = [node.key for node in schema_walk.walk(ExperimentConfig)  # a row's setting, or a nested one's last part
                if node.kind == "field" and f"`{node.leaf}`" not in text and f".{node.leaf}`" not in text]
     assert not missing, missing
 

@@ -23,7 +23,7 @@ from typing import Literal
 import pytest
 from pydantic import Field
 
-from schemas import ExperimentConfig, support
+from schemas import ExperimentConfig, schema_walk, support
 from schemas.monitor import MonitorConfig
 from schemas.trainer import TRAINER_VARIANTS, TinkerTrainerConfig, TorchTrainerConfig, TrainerBase
 
@@ -71,7 +71,7 @@ def runtime_strings() -> frozenset[str]:
     return frozenset().union(*(names_read(m)[1] for m in modules))
 
 
-def wiring_problems(nodes: list[support.Node]) -> list[str]:
+def wiring_problems(nodes: list[schema_walk.Node]) -> list[str]:
     """Each entry the code contradicts, and each Literal value no runtime code names."""
     keys = {node.key for node in nodes}
     problems: list[str] = []
@@ -106,7 +106,7 @@ def wiring_problems(nodes: list[support.Node]) -> list[str]:
     return problems
 
 
-def trainer_problems(variant: type[TrainerBase], nodes: list[support.Node]) -> list[str]:
+def trainer_problems(variant: type[TrainerBase], nodes: list[schema_walk.Node]) -> list[str]:
     """What `variant`'s backend implements itself but neither reads in its own modules nor refuses or warns."""
     by_key = {node.key: node for node in nodes}
     tag = variant.model_fields["trainer_type"].default
@@ -139,7 +139,7 @@ def trainer_problems(variant: type[TrainerBase], nodes: list[support.Node]) -> l
     return problems
 
 
-def stale_entries(nodes: list[support.Node]) -> list[str]:
+def stale_entries(nodes: list[schema_walk.Node]) -> list[str]:
     keys = {node.key for node in nodes}
     generic = {support._VARIANT.sub("[*]", key) for key in keys}
     return sorted(key for key in support.SUPPORT if key not in keys and key not in generic)
@@ -151,32 +151,32 @@ def _fail(problems: list[str]) -> str:
 
 
 def test_every_entry_agrees_with_the_code_and_every_named_value_is_handled():
-    problems = wiring_problems(support.walk(ExperimentConfig))
+    problems = wiring_problems(schema_walk.walk(ExperimentConfig))
     assert not problems, _fail(problems)
 
 
 @pytest.mark.parametrize("variant", list(TRAINER_VARIANTS.values()), ids=list(TRAINER_VARIANTS))
 def test_each_trainer_backend_honours_what_it_implements_or_refuses_it(variant: type[TrainerBase]):
-    problems = trainer_problems(variant, support.walk(ExperimentConfig))
+    problems = trainer_problems(variant, schema_walk.walk(ExperimentConfig))
     assert not problems, "\n".join(problems)
 
 
 def test_a_setting_one_trainer_ignores_fails_for_that_trainer(monkeypatch):
     """The check is per backend: the torch trainer reading min_lr_ratio does not make Tinker honour it."""
     monkeypatch.setattr(TinkerTrainerConfig, "MODULES", ("backends/tinker/policy.py",))
-    problems = trainer_problems(TinkerTrainerConfig, support.walk(ExperimentConfig))
+    problems = trainer_problems(TinkerTrainerConfig, schema_walk.walk(ExperimentConfig))
     assert any(p.startswith("trainer[tinker]: algorithm.optimizer.min_lr_ratio is read in none of") for p in problems)
-    assert trainer_problems(TorchTrainerConfig, support.walk(ExperimentConfig)) == []
+    assert trainer_problems(TorchTrainerConfig, schema_walk.walk(ExperimentConfig)) == []
 
 
 def test_no_entry_names_a_setting_that_does_not_exist():
-    assert stale_entries(support.walk(ExperimentConfig)) == []
+    assert stale_entries(schema_walk.walk(ExperimentConfig)) == []
 
 
 def test_an_entry_the_code_contradicts_fails(monkeypatch):
     monkeypatch.setitem(support.SUPPORT, "monitor.tracking_uri", support.validated("tasks/train.py"))
     monkeypatch.setitem(support.SUPPORT, "monitor.experiment_name", support.resolved("monitor.nowhere"))
-    problems = wiring_problems(support.walk_model(MonitorConfig, "monitor."))
+    problems = wiring_problems(schema_walk.walk_model(MonitorConfig, "monitor."))
     assert "monitor.tracking_uri: validated in tasks/train.py, which never reads 'tracking_uri'" in problems
     assert "monitor.experiment_name: resolved into 'monitor.nowhere', which is not a place of the schema" in problems
 
@@ -185,7 +185,7 @@ def test_a_literal_value_no_code_handles_fails_and_is_named():
     class MonitorWithMore(MonitorConfig):
         monitor_colour: Literal["mlflow", "ultraviolet-ish"] = Field("mlflow", description="A setting added unhandled.")
 
-    problems = wiring_problems(support.walk_model(MonitorWithMore, "monitor."))
+    problems = wiring_problems(schema_walk.walk_model(MonitorWithMore, "monitor."))
     assert [p.split(" (")[0] for p in problems] == [
         "monitor.monitor_colour: value 'ultraviolet-ish' appears nowhere in the runtime's code"]
 

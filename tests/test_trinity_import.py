@@ -362,10 +362,10 @@ def test_keys_mapped_onto_warned_fields_are_kept_and_listed_in_warnings():
 def test_every_refused_or_warned_setting_of_an_imported_file_is_reported(fixture):
     """Whatever a fixture sets, the import reports each setting the runtime refuses or ignores: the
     findings of a scan of the raw import (refusals collected, not raised) all appear in what it returns."""
-    from schemas import support
+    from schemas import support_check
 
     data, _ = trinity_data(FIXTURES / fixture)
-    with support.collecting() as findings:
+    with support_check.collecting() as findings:
         try:
             ExperimentConfig.model_validate(data)
         except (ValidationError, ValueError):

@@ -36,7 +36,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
-from schemas import support
+from schemas import support_check
 from schemas.base import ALIAS, ConfigRuleError
 from schemas.errors import error_items
 from schemas.experiment import ExperimentConfig
@@ -186,7 +186,7 @@ def _result(attempt: Attempt) -> tuple[ExperimentConfig, list[str]]:
 def _import_as(path: str | Path, trainer_type: str | None) -> tuple[ExperimentConfig, list[str]]:
     """`import_trinity`, with the file's trainer_type replaced by `trainer_type` when given."""
     data, unsupported, ignored, refused = _trinity_data(path, trainer_type)
-    with support.collecting() as findings:
+    with support_check.collecting() as findings:
         try:
             ExperimentConfig.model_validate(copy.deepcopy(data))
         except (ValidationError, ConfigRuleError):
@@ -210,11 +210,11 @@ def _import_as(path: str | Path, trainer_type: str | None) -> tuple[ExperimentCo
     return config, unsupported
 
 
-def _deduplicated(findings: Any) -> list[support.Finding]:
+def _deduplicated(findings: Any) -> list[support_check.Finding]:
     """Findings of the base config once: a stage that inherits the same setting is not listed again."""
     found = list(findings)
     base = {(f.path, f.reason) for f in found if not f.path.startswith("stages.")}
-    out: list[support.Finding] = []
+    out: list[support_check.Finding] = []
     for f in found:
         inherited = f.path.startswith("stages.") and (f.path.split(".", 2)[2], f.reason) in base
         if not inherited and f not in out:
