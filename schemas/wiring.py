@@ -21,6 +21,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 Level = Literal["refuse", "warn"]
+# The modules of the rules that join sections (a `validated()` field is read in one of them)
+RULES_MODULES = ("schemas/rules.py", "schemas/rules_buffer.py", "schemas/rules_explorer.py")
 # (value, the whole ExperimentConfig) -> the rule applies; Any: the backends' settings classes write these and name no
 # module above them (schemas/sections.py)
 When = Callable[[Any, Any], bool]
@@ -82,7 +84,7 @@ def resolved(*into: str, note: str = "") -> Entry:
 
 def validated(*modules: str, note: str = "") -> Entry:
     """A field whose only meaning is a constraint (or a value) the schema's own rules enforce."""
-    return Entry(validated_in=modules or ("schemas/rules.py",), note=note)
+    return Entry(validated_in=modules or RULES_MODULES, note=note)
 
 
 def refused(reason: str, when: When | None = None) -> Entry:

@@ -87,9 +87,9 @@ def wiring_problems(nodes: list[schema_walk.Node]) -> list[str]:
         if node.kind == "field" and present and not any(_reads(m, node.leaf) for m in present):
             problems.append(f"{node.key}: read in {', '.join(present)}, which never read{'s' if len(present) == 1 else ''} "
                             f"{node.leaf!r}")
-        for module in entry.validated_in:
-            if not (ROOT / module).is_file() or not _reads(module, node.leaf):
-                problems.append(f"{node.key}: validated in {module}, which never reads {node.leaf!r}")
+        if entry.validated_in and not any((ROOT / m).is_file() and _reads(m, node.leaf) for m in entry.validated_in):
+            problems.append(f"{node.key}: validated in {', '.join(entry.validated_in)}, which never read "
+                            f"{node.leaf!r}")
         for target in entry.resolved_into:
             if target not in keys and support.entry_for(target) is None:
                 problems.append(f"{node.key}: resolved into {target!r}, which is not a place of the schema")
@@ -177,7 +177,7 @@ def test_an_entry_the_code_contradicts_fails(monkeypatch):
     monkeypatch.setitem(support.SUPPORT, "monitor.tracking_uri", support.validated("tasks/train.py"))
     monkeypatch.setitem(support.SUPPORT, "monitor.experiment_name", support.resolved("monitor.nowhere"))
     problems = wiring_problems(schema_walk.walk_model(MonitorConfig, "monitor."))
-    assert "monitor.tracking_uri: validated in tasks/train.py, which never reads 'tracking_uri'" in problems
+    assert "monitor.tracking_uri: validated in tasks/train.py, which never read 'tracking_uri'" in problems
     assert "monitor.experiment_name: resolved into 'monitor.nowhere', which is not a place of the schema" in problems
 
 
