@@ -17,7 +17,7 @@ from pydantic.fields import FieldInfo
 from schemas import support
 from schemas.algorithm_registry import BUILT
 from schemas.trainer import TRAINER_VARIANTS
-from schemas.wiring import Entry, Rule
+from schemas.wiring import RULES_MODULES, Entry, Rule
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = "python -m deployments.reference_docs"  # named on the settings page and by --check
@@ -139,7 +139,9 @@ def describe(entry: Entry) -> str:
         parts.append("read by the runtime" + (" (handed on as written)" if entry.passthrough else ""))
     if entry.resolved_into:
         parts.append("becomes " + ", ".join(code(k) for k in entry.resolved_into))
-    if entry.validated_in:
+    if entry.validated_in == RULES_MODULES:
+        parts.append(f"a rule of the schema ({code('schemas/rules*.py')})")
+    elif entry.validated_in:
         parts.append("a rule of " + ", ".join(code(m) for m in entry.validated_in))
     if entry.per_trainer:
         parts.append("each trainer implements it")
