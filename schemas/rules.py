@@ -32,6 +32,7 @@ from schemas.rules_buffer import buffer_rules, data_processor_rules
 from schemas.rules_explorer import explorer_rules
 from schemas.secrets import redact, tinker_url_problem
 from schemas.stage_kind import stage_kind
+from schemas.trainer import TRAINER_VARIANTS
 from schemas.trinity.algorithms import REFUSED_TYPES as TRINITY_REFUSED_TYPES
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def _apply_rules(r: Resolver[ExperimentFields]) -> None:
     if not r.errors:  # later rules need the resolved algorithm
         _model(r)
         r.config.trainer.check(r, r.config.explorer.rollout_model)  # the chosen trainer backend's own rules (schemas/trainer.py)
-        r.config.trainer.check_needs(r)  # what the algorithm's pieces need, against what the backend provides
+        r.config.trainer.check_needs(r, TRAINER_VARIANTS)  # what the algorithm's pieces need, against what it provides
         _synchronizer(r)
         buffer_rules(r)
         explorer_rules(r)
