@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from cli.validate import load_or_exit, print_warnings
-from schemas.trinity.importer import recipe_source
+from schemas.trinity.recipe_source import recipe_source
 
 
 def import_trinity_command(

@@ -25,7 +25,8 @@ from pydantic import BaseModel, ValidationError
 
 from deployments import load_recipe
 from schemas import ConfigRuleError, ExperimentConfig, TrinityImportError, UnknownSettingError, describe_errors, parse_set_args
-from schemas.trinity.importer import _load_resolved, import_trinity
+from schemas.trinity.importer import import_trinity
+from schemas.trinity.yaml_file import load_resolved
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trinity"
 SET_CASES, YAML_CASES = 600, 500
@@ -171,7 +172,7 @@ def test_set_values_validate_or_name_the_setting(path: str, value: str) -> None:
 
 # -- Trinity YAML -----------------------------------------------------------------------------------
 
-SEEDS = [_load_resolved(path) for path in sorted(FIXTURES.glob("*.yaml"))]
+SEEDS = [load_resolved(path) for path in sorted(FIXTURES.glob("*.yaml"))]
 
 
 def _spots(data: Any, at: tuple = ()) -> list[tuple]:

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from deployments import load_recipe
 from schemas import ConfigRuleError, ExperimentConfig, TrinityImportError, import_trinity
-from schemas.trinity.importer import recipe_source, trinity_data
+from schemas.trinity.importer import trinity_data
+from schemas.trinity.recipe_source import recipe_source
 from schemas.trinity.workflows import MATH_BOXED_PROMPT
 from workflows.math_workflow import gold_answer, math_reward, score_math
 

@@ -13,7 +13,8 @@ from schemas import support
 from schemas.algorithm_registry import ALGORITHM_PRESETS, BUILT, FUNCTION_REGISTRIES
 from schemas.data_processor import DATA_JUICER, OPERATOR_ARGS
 from schemas.rewards import MATH_WORKFLOW_REWARD_FNS
-from schemas.trinity import aliases, importer, names, operators, workflows
+from schemas.trinity import aliases, names, operators, workflows
+from schemas.trinity import keys as trinity_keys
 from schemas.trinity.algorithms import NOT_BUILT_FUNCTIONS, REFUSED_TYPES
 
 PARITY_PAGE = ROOT / "docs" / "trinity-parity.md"
@@ -153,7 +154,7 @@ def parity_config_keys() -> list[str]:
         rows += [[f"{code(label)}: {code(k)}", f"the same as {code(v)}"] for k, v in mapping.items()]
     rows += [[f"`synchronizer.sync_style`: {code(k)}", f"**refused**: {cell(why)}"]
              for k, why in names.SYNC_STYLES_NOT_BUILT.items()]
-    renames = {(k, v) for model in importer.KEY_RENAMES.values() for k, v in model.items()}
+    renames = {(k, v) for model in trinity_keys.KEY_RENAMES.values() for k, v in model.items()}
     rows += [[code(k), f"renamed {code(v)}"] for k, v in sorted(renames)]
     rows.append([code("model.tinker"), "`trainer.trainer_type: tinker` and `explorer.rollout_model.engine_type: tinker`, "
                  "its settings (" + ", ".join(code(f) for f in aliases.TrinityTinkerConfig.model_fields if f != "enable")
@@ -169,17 +170,17 @@ def parity_config_keys() -> list[str]:
                  + "} of `mix` / `mix_chord`", "dropped: each part of the loss is normalised over its own rows here"])
     rows.append([code("algorithm.loss_agg_mode"), "moves into `algorithm.policy_loss_fn_args`"])
     no_effect = {}
-    for model, keys in importer.NO_EFFECT.items():
+    for model, keys in trinity_keys.NO_EFFECT.items():
         for key, why in keys.items():
             no_effect.setdefault(why, []).append(f"{key} ({model})")
     rows += [[", ".join(code(k) for k in ks), f"left out with a warning: {cell(why)}"] for why, ks in no_effect.items()]
-    for model, keys in importer.NO_EFFECT_WHEN.items():
+    for model, keys in trinity_keys.NO_EFFECT_WHEN.items():
         rows += [[f"{code(key)} ({model})", f"left out with a warning when it has no effect: {cell(why)}"]
                  for key, (_, why) in keys.items()]
-    rows += [[code(k), f"**refused**: {cell(why)}"] for k, why in importer.UNSUPPORTED_WHY.items()]
+    rows += [[code(k), f"**refused**: {cell(why)}"] for k, why in trinity_keys.UNSUPPORTED_WHY.items()]
     rows += [[f"{code(k)}: " + ", ".join(code(v) for v in sorted(vs)), "**refused** (our default is used)"]
-             for k, vs in importer.UNSUPPORTED_VALUES.items()]
-    rows.append([code("data"), f"**refused**: {cell(importer.PRE_0_2_LAYOUT)}"])
+             for k, vs in trinity_keys.UNSUPPORTED_VALUES.items()]
+    rows.append([code("data"), f"**refused**: {cell(trinity_keys.PRE_0_2_LAYOUT)}"])
     return table(["Trinity's key or value", "here"], rows)
 
 

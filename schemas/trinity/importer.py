@@ -1,6 +1,6 @@
 """Import a Trinity-RFT YAML file as an `ExperimentConfig`.
 
-- `${oc.env:VAR,default}` and other interpolations are resolved by OmegaConf, as Trinity does.
+- The file is read as Trinity reads it (schemas/trinity/yaml_file.py: OmegaConf, interpolations resolved).
 - Trinity's aliases are accepted: taskset/tasksets, task_selector/data_selector, warmup_style/
   lr_scheduler_type, sync_method online/offline, sync_style dynamic_by_explorer/dynamic_by_trainer,
   storage_type sql, train_batch_size 0 (= derive it); `algorithm.loss_agg_mode` moves into
@@ -18,8 +18,9 @@
   key that maps onto a field the runtime refuses (schemas/support.py), with the reason; the caller
   decides whether that is fatal (`rft import-trinity` fails unless `--allow-unsupported`). Keys that map
   onto a warned field are kept and listed in the config's `warnings`.
-- Trinity's own defaults for the experiment identity apply when the file omits them
-  (project "Trinity-RFT", name "rft"); all other defaults of our schema equal Trinity's.
+- Trinity's defaults of the experiment identity apply when the file omits them (project "Trinity-RFT", name "rft");
+  all other defaults of our schema equal Trinity's. `rft import-trinity --write` writes the result as a recipe
+  (schemas/trinity/recipe_source.py).
 """
 
 from __future__ import annotations
@@ -27,13 +28,9 @@ from __future__ import annotations
 import copy
 import types
 import typing
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Union
 
-import yaml
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
 from schemas import support_check
@@ -43,84 +40,18 @@ from schemas.experiment import ExperimentConfig
 from schemas.overrides import delete_path
 from schemas.trainer import DEFAULT_TRAINER_TYPE
 from schemas.trinity.aliases import apply_aliases
-
-TRINITY_IDENTITY_DEFAULTS = {"project": "Trinity-RFT", "name": "rft"}
-# Trinity keys renamed on the way in, per section model: {model class name: {trinity key: our key}}.
-KEY_RENAMES: dict[str, dict[str, str]] = {
-    "OptimizerConfig": {"warmup_style": "lr_scheduler_type"},
-    "TasksetConfig": {"data_selector": "task_selector"},
-    "StorageConfig": {"data_selector": "task_selector"},
-}
-# Trinity sections we have no settings for that are accepted when they set nothing.
-EMPTY_SECTIONS = ("data_processor",)
-# Values of Trinity we cannot honour; the key is reported and our default used instead.
-UNSUPPORTED_VALUES: dict[str, set[str]] = {"monitor.monitor_type": {"swanlab"}}
-# Trinity keys that have no effect in Trinity's current version, nor would here: left out with a warning
-# (and a note in `derived`), not an error, per section model: {model class name: {trinity key: why}}.
-_RETRIES = ("Trinity's retries of reading an SQL buffer (no longer a buffer setting there); buffers here are the "
-            "experiment's own SQLite files")
-_STORAGE_NO_EFFECT = {"max_retry_times": _RETRIES, "max_retry_interval": _RETRIES}
-VERL_BATCHING = ("use_dynamic_bsz", "max_token_len_per_gpu", "ulysses_sequence_parallel_size")
-NO_EFFECT: dict[str, dict[str, str]] = {
-    "BufferConfig": _STORAGE_NO_EFFECT,
-    "TasksetConfig": _STORAGE_NO_EFFECT,
-    "StorageConfig": _STORAGE_NO_EFFECT,
-    "GenerationConfig": {"n": "Trinity overwrites it with the task set's repeat_times (algorithm.repeat_times in "
-                              "training, 1 in evaluation); to sample each eval problem k times, set that task set's "
-                              "repeat_times"},
-    "ExperimentConfig": {"log": "Trinity's logger settings (level, group_by_node); runs here log to their Prefect run"},
-    "TrainerBase": {"enable_preview": "Trinity's table of sample rollouts in W&B, which changes no result (not built)"},
-    "TinkerTrainerConfig": dict.fromkeys(VERL_BATCHING, "a veRL batching setting, which Trinity's Tinker trainer ignores "
-                                                         "too"),
-    # a file written for veRL read for the torch trainer (import_trinity)
-    "TorchTrainerConfig": dict.fromkeys(VERL_BATCHING, "a veRL batching setting: the torch trainer's micro-batches "
-                                        "(trainer.micro_batch_size) are normalised by the whole batch's counts, so how a "
-                                        "batch is split changes no result"),
-    "ExplorerConfig": {
-        "runner_num": "deprecated in Trinity, which warns and runs explorer.runner_per_model runners per engine (default "
-                      "8), as here",
-        "concurrent_mode": "how a Trinity runner runs the repeats of a task (sequential, asynchronous, multi-threading): "
-                           "throughput only; here an engine samples a task's repeat_times responses in one request",
-        "max_repeat_times_per_runner": "how Trinity splits the repeats of a task among its runners: throughput only",
-        "max_inflight_batches": "the explore steps in flight of Trinity's fully_async sync style only (refused here)",
-    },
-}
-# Trinity settings without effect in some of their values ({model class name: {trinity key: (no effect?, why)}}).
-NO_EFFECT_WHEN: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
-    "StorageConfig": {"replay_buffer": (lambda v: not _get(v, "enable"), "Trinity's replay buffer, off")},
-    "ExplorerConfig": {
-        "over_rollout": (lambda v: not _get(v, "ratio"), "Trinity's over-rollout with ratio 0: each step waits for all "
-                         "its tasks, as here"),
-        "dynamic_timeout": (lambda v: not _get(v, "enable"), "Trinity's dynamic timeout, off"),
-    },
-    # Trinity's default is false (its trainer recomputes the old policy's log-probs before the update)
-    "AlgorithmConfig": {"bypass_old_logprobs": (lambda v: v is True, "the ratio's old log-probs are the rollout's, as "
-                                                "here on every trainer")},
-}
-# Trinity's layout before 0.2 (still in some of its example folders), which Trinity itself no longer reads.
-PRE_0_2_LAYOUT = ("Trinity's layout before 0.2 (data, buffer.train_dataset, explorer.engine_num, trainer.algorithm_type), "
-                  "which Trinity itself no longer reads: write it in the current layout (buffer.explorer_input.taskset, "
-                  "explorer.rollout_model, algorithm.algorithm_type)")
-# Why a file written for veRL (Trinity's default trainer) is read for the torch trainer (import_trinity).
-VERL_TO_TORCH = ("read for the torch trainer instead of veRL (Trinity's default), which here cannot run all of it: ")
-# Why some Trinity keys we do not have are not imported (said with the key; they still need --allow-unsupported).
-UNSUPPORTED_WHY = {
-    "trainer.trainer_config_path": "a veRL YAML file of Trinity's repository; Trinity itself now refuses it "
-                                   "(deprecated: give its settings as trainer.trainer_config)",
-    "explorer.over_rollout": "Trinity's explorer ends a step once (1 − ratio) × batch_size of its tasks are done and "
-                             "drops the rest; here a step waits for all its tasks (explorer.max_timeout bounds a slow "
-                             "one): leave it out, or set ratio 0",
-    "explorer.dynamic_timeout": "Trinity times each step out at ratio × the average time of a task; here "
-                                "explorer.max_timeout is a fixed bound per task: leave it out and set that",
-    "algorithm.bypass_old_logprobs": "false asks Trinity's trainer to recompute the old policy's log-probs before the "
-                                     "update; no trainer here does: the ratio's old log-probs are always the rollout's "
-                                     "(true)",
-}
-
-
-
-class TrinityImportError(ValueError):
-    """The file cannot be read as a Trinity config (YAML syntax, interpolation, not a mapping)."""
+from schemas.trinity.keys import (
+    EMPTY_SECTIONS,
+    KEY_RENAMES,
+    NO_EFFECT,
+    NO_EFFECT_WHEN,
+    PRE_0_2_LAYOUT,
+    TRINITY_IDENTITY_DEFAULTS,
+    UNSUPPORTED_VALUES,
+    UNSUPPORTED_WHY,
+    VERL_TO_TORCH,
+)
+from schemas.trinity.yaml_file import TrinityImportError, load_resolved
 
 
 def import_trinity(path: str | Path) -> tuple[ExperimentConfig, list[str]]:
@@ -152,7 +83,7 @@ def import_trinity(path: str | Path) -> tuple[ExperimentConfig, list[str]]:
 
 def _written_for_verl(path: str | Path) -> bool:
     """The file trains on veRL: it names it, or names no trainer (Trinity's default) and no Tinker."""
-    raw = _load_resolved(Path(path))
+    raw = load_resolved(Path(path))
     model, trainer = raw.get("model") or {}, raw.get("trainer") or {}
     if isinstance(model, dict) and isinstance(model.get("tinker"), dict) and model["tinker"].get("enable"):
         return False
@@ -255,7 +186,7 @@ def _trinity_data(path: str | Path, trainer_type: str | None = None,
     the settings of a mapped workflow that are not built [(path, why)], left out. `trainer_type`: read the
     file for this trainer instead of the one it names."""
     path = Path(path)
-    raw = _load_resolved(path)
+    raw = load_resolved(path)
     if not isinstance(raw, dict):
         raise TrinityImportError(f"{path}: expected a mapping of settings at the top level")
     if trainer_type is not None:
@@ -305,66 +236,6 @@ def _is_empty(value: Any) -> bool:
     if isinstance(value, list):
         return all(_is_empty(v) for v in value)
     return value is None
-
-
-def _load_resolved(path: Path) -> Any:
-    """Parse with OmegaConf and resolve interpolations (${oc.env:VAR,default}, ${a.b})."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TrinityImportError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
-    try:
-        conf = _create(path, text)
-    except yaml.YAMLError as first:
-        # Trinity's docs put ${...} inside flow mappings ({path: ${oc.env:X,y}}), which YAML rejects;
-        # quoting those interpolations keeps their meaning for OmegaConf.
-        try:
-            conf = _create(path, _quote_interpolations(text))
-        except yaml.YAMLError:
-            raise TrinityImportError(f"{path}: not valid YAML: {_yaml_problem(first, text, path)}") from first
-    except OmegaConfBaseException as exc:
-        raise TrinityImportError(f"{path}: {exc}") from exc
-    try:
-        return OmegaConf.to_container(conf, resolve=True)
-    except OmegaConfBaseException as exc:
-        raise TrinityImportError(f"{path}: cannot resolve an interpolation: {exc}") from exc
-
-
-def _create(path: Path, text: str) -> Any:
-    try:
-        return OmegaConf.create(text)
-    except AssertionError:  # OmegaConf asserts that the document is a mapping or a list
-        raise TrinityImportError(f"{path}: expected a mapping of settings at the top level") from None
-
-
-def _yaml_problem(error: yaml.YAMLError, text: str, path: Path) -> str:
-    """PyYAML's message with the file's name; a bad character (reported by offset) by its line too."""
-    if isinstance(error, yaml.reader.ReaderError):
-        line = text.count("\n", 0, error.position) + 1
-        column = error.position - (text.rfind("\n", 0, error.position) + 1) + 1
-        return f"{error.reason} (#x{error.character:04x}) at line {line}, column {column}"
-    return str(error).replace('"<unicode string>"', str(path))
-
-
-def _quote_interpolations(text: str) -> str:
-    """Wrap each unquoted ${...} that starts a plain YAML value in single quotes."""
-    out: list[str] = []
-    i = 0
-    while (start := text.find("${", i)) != -1:
-        before = text[:start].rstrip(" ")
-        depth, end = 0, start + 1
-        while end < len(text):
-            depth += {"{": 1, "}": -1}.get(text[end], 0)
-            if depth == 0:
-                break
-            end += 1
-        if before and before[-1] in ":,[-{" and end < len(text):
-            out.append(text[i:start] + "'" + text[start : end + 1].replace("'", "''") + "'")
-        else:
-            out.append(text[i : end + 1])
-        i = end + 1
-    out.append(text[i:])
-    return "".join(out)
 
 
 def _move_loss_agg_mode(section_holder: dict[str, Any]) -> dict[str, Any]:
@@ -452,11 +323,6 @@ def _no_effect(model: type[BaseModel], key: str, value: Any) -> str | None:
     return None
 
 
-def _get(value: Any, key: str) -> Any:
-    """`value[key]` of a mapping; a block given as a scalar (None, false) is that value."""
-    return value.get(key) if isinstance(value, dict) else value
-
-
 def _chosen_variant(variants: tuple[type[BaseModel], ...], value: dict[str, Any]) -> type[BaseModel]:
     """The variant of a tagged union that `value`'s tag names (the first variant when it names none)."""
     tags = [name for name in variants[0].model_fields
@@ -467,27 +333,3 @@ def _chosen_variant(variants: tuple[type[BaseModel], ...], value: dict[str, Any]
             if value.get(tag) in typing.get_args(variant.model_fields[tag].annotation):
                 return variant
     return variants[0]
-
-
-def recipe_source(config: ExperimentConfig, *, source: str, recipe_name: str) -> str:
-    """A deployments/recipes-style Python module whose `config` equals `config`."""
-    body = _py_literal(config.user_data(), level=1)
-    return (
-        f'"""{recipe_name} — imported from {source} by `rft import-trinity`.\n\n'
-        f"Run it:  rft run <this file>     (inspect first: rft validate <this file>)\n"
-        f'"""\n\n'
-        "from schemas import ExperimentConfig\n\n"
-        f"config = ExperimentConfig.model_validate(\n    {body}\n)\n"
-    )
-
-
-def _py_literal(value: Any, level: int) -> str:
-    """`value` as a Python literal, one key or item per line (black-like)."""
-    pad, inner = "    " * level, "    " * (level + 1)
-    if isinstance(value, dict) and value:
-        items = "".join(f"{inner}{k!r}: {_py_literal(v, level + 1)},\n" for k, v in value.items())
-        return "{\n" + items + pad + "}"
-    if isinstance(value, list) and value:
-        items = "".join(f"{inner}{_py_literal(v, level + 1)},\n" for v in value)
-        return "[\n" + items + pad + "]"
-    return repr(value)
