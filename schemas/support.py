@@ -51,16 +51,13 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from algorithms import is_preference_loss, needs_critic
+from algorithms import needs_critic
 from schemas.algorithm_registry import BUILT, KL_FNS
-from schemas.buffer import FEATURE_SELECTORS, DifficultyArgs, TaskSelectorConfig
 from schemas.explorer import ENGINE_VARIANTS
-from schemas.rewards import MATH_WORKFLOW_REWARD_FNS
 from schemas.stage_kind import stage_kind
+from schemas.support_buffer import buffer_entries, refuse_trinity_workflows
 from schemas.trainer import TRAINER_VARIANTS, TrainerBase
 from schemas.trinity.algorithms import NOT_BUILT_FUNCTIONS as TRINITY_NOT_BUILT_FUNCTIONS
-from schemas.trinity.workflows import CLASS_PATH, R3L, is_class_path, is_r3l
-from schemas.trinity.workflows import NOT_BUILT as TRINITY_WORKFLOWS_NOT_BUILT
 from schemas.wiring import Entry, honoured, per_trainer, read_in, refused, resolved, validated, warned
 
 if TYPE_CHECKING:
@@ -68,104 +65,14 @@ if TYPE_CHECKING:
 
 
 # ----------------------------------------------------------------------------- conditions
-def _rl_mode(value: Any, config: ExperimentFields) -> bool:
-    """The trainer reads experiences (mode both or colocate, or train with an RL algorithm), not a dataset."""
-    return stage_kind(config).rl
-
-
 def _wandb_missing(value: Any, config: ExperimentFields) -> bool:
     return importlib.util.find_spec("wandb") is None
 
 
-# The rest of Trinity-RFT's reward registry (trinity/common/rewards), each refused with why.
-TRINITY_REFUSED_REWARD_FNS = {
-    "format_reward": "Trinity's format_reward scores only a <think>/<answer> layout, which no workflow here asks "
-                     "for; math_workflow's format bonus is for a \\boxed{} answer (math_boxed_reward)",
-    "rm_gallery_reward": "it calls a reward model of RM-Gallery, which is not installed or served here",
-    "trajectory_accuracy_grader_reward": "it asks an LLM judge (an auxiliary model), which is not built",
-    "openjudge_multi_grader_reward": "it asks LLM judges (auxiliary models), which are not built",
-}
-
-
-def _unknown_reward_fn(value: Any, config: ExperimentFields) -> bool:
-    return value is not None and value not in MATH_WORKFLOW_REWARD_FNS and value not in TRINITY_REFUSED_REWARD_FNS
-
-
-def _refuse_trinity_reward_fns(entry: Entry) -> Entry:
-    for name, reason in TRINITY_REFUSED_REWARD_FNS.items():
-        entry = entry.refuse_if(lambda v, c, name=name: v == name, f"Trinity's {name!r}: {reason}")
-    return entry
-
-
-def _refuse_trinity_workflows(entry: Entry) -> Entry:
-    for name, reason in TRINITY_WORKFLOWS_NOT_BUILT.items():
-        entry = entry.refuse_if(lambda v, c, name=name: str(v).lower() == name.lower(), f"Trinity's {name!r}: {reason}")
-    return entry.refuse_if(lambda v, c: is_r3l(v), R3L).refuse_if(lambda v, c: is_class_path(v), CLASS_PATH)
-
-
-def _train_selector(config: ExperimentFields) -> TaskSelectorConfig | None:
-    taskset = config.buffer.explorer_input.taskset
-    return taskset.task_selector if taskset is not None else None
-
-
-def _no_features(value: Any, config: ExperimentFields) -> bool:
-    selector = _train_selector(config)
-    return selector is None or selector.selector_type not in FEATURE_SELECTORS
-
-
-def _not_difficulty_based(value: Any, config: ExperimentFields) -> bool:
-    selector = _train_selector(config)
-    return selector is None or selector.selector_type != "difficulty_based"
-
-
-def _harder_when_unread(value: Any, config: ExperimentFields) -> bool:
-    """harder_when orders offline_easy2hard and ranks difficulty_based's features for its prior rank only."""
-    selector = _train_selector(config)
-    return _no_features(value, config) or (selector is not None and selector.selector_type == "difficulty_based"
-                                           and selector.kwargs.prior != "rank")
-
-
-NO_FEATURES = "read by the offline_easy2hard and difficulty_based selectors only"
-
-
-# math_workflow and its calculator variant (workflows/calculator.py): one prompt, one scoring, no workflow_args.
-MATH_WORKFLOWS = ("math_workflow", "math_calculator_workflow")
-
-
-def _args_of_math_workflow(value: Any, config: ExperimentFields) -> bool:
-    """These workflow_args belong to a taskset rolled out by math_workflow, which takes none."""
-    ei = config.buffer.explorer_input
-    return any(ts.workflow_args is value and ts.default_workflow_type in MATH_WORKFLOWS and not ts.format.workflow_key
-               for ts in (ei.taskset, *ei.eval_tasksets) if ts is not None)
-
-
-def _base_prompt_outside_math_workflow(value: Any, config: ExperimentFields) -> bool:
-    """A task set asks for a plain-text prompt but a workflow other than math_workflow may run it."""
-    ei = config.buffer.explorer_input
-    return bool(value) and any(ts.format.base_model_prompt and (ts.default_workflow_type not in MATH_WORKFLOWS
-                                                                or ts.format.workflow_key)
-                               for ts in (ei.taskset, *ei.eval_tasksets) if ts is not None)
-
-
-def _trinity_math_reward(value: Any, config: ExperimentFields) -> bool:
-    return value == "math_reward"
-
-
 # ----------------------------------------------------------------------------- reasons used more than once
-NOT_TASKS = "a trainer input is not rolled out as tasks: the setting has no effect"
-ONLY_SFT_DATA = "only a dataset's rows (mode train with algorithm sft or dpo) are read through this format"
-NO_TOOLS = ("no workflow reads tools from the data: gsm8k_tool_agent's calculator is in its code "
-            "(workflows/tool_agent.py)")
-NO_REPLY_PREFIX = "no workflow forces the start of the reply"
-# Preference pairs (chosen, rejected) are the rows of a DPO stage's dataset, not tasks.
-PAIRS_NOT_TASKS = ("preference pairs are read from the trainer's dataset (buffer.trainer_input.experience_buffer, "
-                   "algorithm_type dpo); a task set is rolled out, its answers are sampled")
-ONLY_PREFERENCE = "only a preference loss (algorithm_type dpo, policy_loss_fn dpo) reads it"
 # Trinity adapts the coefficient of the reward's KL penalty only (its kl_loss_fn keeps kl_coef fixed).
 ADAPTIVE_LOSS_KL = ("an adaptive coefficient applies to kl_penalty_fn (KL in the reward), as in Trinity; kl_loss_fn "
                     "takes a fixed kl_coef")
-RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite buffer "
-             "(buffer/experiences.db in the experiment folder)")
 NO_CRITIC = ("no critic is trained: only advantage_fn 'ppo' (GAE, the ppo preset) uses one; the setting has no "
              "effect")
 
@@ -189,10 +96,6 @@ def _holds_no_gpus(c: ExperimentFields) -> bool:
 def _learns_from_dataset(c: ExperimentFields) -> bool:
     """A stage that learns from a dataset (sft, dpo), not from rollouts."""
     return stage_kind(c).from_dataset
-
-
-def _not_preference(value: Any, config: ExperimentFields) -> bool:
-    return not is_preference_loss(config.algorithm.policy_loss_fn)
 
 
 SUPPORT: dict[str, Entry] = {
@@ -247,8 +150,8 @@ SUPPORT: dict[str, Entry] = {
     "cluster.node_num": honoured(note="check-requirements: Ray must have that many nodes"),
     # --------------------------------------------------------------------- buffer
     # the defaults are derived into each task set (derived values are not checked): the same refusals
-    "buffer.explorer_input.default_workflow_type": _refuse_trinity_workflows(honoured()),
-    "buffer.explorer_input.default_eval_workflow_type": _refuse_trinity_workflows(resolved(
+    "buffer.explorer_input.default_workflow_type": refuse_trinity_workflows(honoured()),
+    "buffer.explorer_input.default_eval_workflow_type": refuse_trinity_workflows(resolved(
         "buffer.explorer_input.eval_tasksets[].default_workflow_type")),
     "buffer.explorer_input.default_reward_fn_type": resolved("buffer.explorer_input.taskset.default_reward_fn_type"),
     "buffer.trainer_input.sft_warmup_dataset": refused(
@@ -257,10 +160,6 @@ SUPPORT: dict[str, Entry] = {
     "buffer.trainer_input.sft_warmup_steps": refused(
         "Trinity's old warm-up is not run; use a first stage with algorithm sft and buffer.total_steps (see "
         "buffer.trainer_input.sft_warmup_dataset)"),
-    "buffer.trainer_input.experience_buffer.capacity": warned(
-        "the SQLite buffer has no capacity limit (the schedule bounds how far the explorer runs ahead)"),
-    "buffer.trainer_input.experience_buffer.max_read_timeout": warned(
-        "the trainer waits for the explorer's experiences up to synchronizer.sync_timeout"),
     # --------------------------------------------------------------------- explorer
     "explorer.max_timeout": honoured(note="per workflow task, inside the runner"),
     "explorer.max_retry_times": honoured(note="retries of a workflow task, and of the explore/evaluate Prefect tasks"),
@@ -362,120 +261,11 @@ for _fn, _entries in _FUNCTIONS.items():
 for _key, _entry in _ARGS.items():
     SUPPORT[f"algorithm.{_key}"] = _entry
 
-# Task sets the explorer rolls out (training and evaluation): the same fields, the same runtime.
-for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_tasksets[]"):
-    SUPPORT |= {
-        f"{_ts}.storage_type": validated(note="task sets are read from files"),
-        f"{_ts}.format.prompt_type": refused("math_workflow renders the prompt_key column as a chat; prompt_type applies "
-                                             "to SFT data"),
-        f"{_ts}.format.base_model_prompt": honoured().refuse_if(
-            _base_prompt_outside_math_workflow, "only math_workflow writes a plain-text prompt; the other workflows "
-            "chat through the chat template"),
-        f"{_ts}.format.messages_key": refused(ONLY_SFT_DATA),
-        f"{_ts}.format.tools_key": refused(NO_TOOLS),
-        f"{_ts}.format.reply_prefix": refused(NO_REPLY_PREFIX),
-        f"{_ts}.format.chosen_key": refused(PAIRS_NOT_TASKS),
-        f"{_ts}.format.rejected_key": refused(PAIRS_NOT_TASKS),
-        f"{_ts}.format.chat_template": refused("rollouts use model.custom_chat_template; set that instead"),
-        f"{_ts}.rollout_args.logprobs": warned("engines record the sampled token's logprob only; top logprobs are not "
-                                               "kept", when=lambda v, c: v is not None and v > 0),
-        f"{_ts}.workflow_args": honoured(note="math_workflow takes none").refuse_if(
-            _args_of_math_workflow, "math_workflow takes no workflow_args (q20, gsm8k_tool_agent and llm_judge_workflow do)"),
-        f"{_ts}.generator_args": honoured(note="checked in schemas/rules.py, rows from "
-                                          "buffer/generators.py"),
-        f"{_ts}.default_workflow_type": _refuse_trinity_workflows(honoured()),
-        f"{_ts}.default_reward_fn_type": _refuse_trinity_reward_fns(honoured(note="math_workflow checks it")).refuse_if(
-            _unknown_reward_fn, f"math_workflow scores with its own reward; known: {', '.join(MATH_WORKFLOW_REWARD_FNS)}"
-        ).warn_if(_trinity_math_reward, "math_workflow scores math-verify accuracy plus a format bonus for a boxed answer "
-                                        "(Trinity's math_boxed_reward); math_reward's <think>/<answer> bonus is not given"),
-        f"{_ts}.task_selector.feature_keys": honoured(note="every row's, checked before the run "
-                                                      "(preflight/data.py)").warn_if(_no_features, NO_FEATURES),
-        f"{_ts}.task_selector.harder_when": honoured().warn_if(
-            _harder_when_unread, "read by offline_easy2hard and difficulty_based's prior rank only"),
-        **{f"{_ts}.task_selector.kwargs.{_arg}": honoured().warn_if(
-            _not_difficulty_based, "only the difficulty_based selector reads kwargs") for _arg in DifficultyArgs.model_fields},
-    }
+SUPPORT |= buffer_entries()
 # The explorer_input default is derived into each taskset (derived values are not checked): the same rules.
 SUPPORT["buffer.explorer_input.default_reward_fn_type"] = replace(
     SUPPORT["buffer.explorer_input.default_reward_fn_type"],
     rules=SUPPORT["buffer.explorer_input.taskset.default_reward_fn_type"].rules)
-# Evaluation reads every task once, in file order.
-SUPPORT |= {f"buffer.explorer_input.eval_tasksets[].task_selector.{_field}": warned(
-    "evaluation reads every task of the eval taskset once; the order does not matter")
-    for _field in TaskSelectorConfig.model_fields if _field != "kwargs"}
-SUPPORT |= {key: warned("evaluation reads every task of the eval taskset once; the order does not matter")
-            for key in SUPPORT if key.startswith("buffer.explorer_input.eval_tasksets[].task_selector.")}
-
-# What the trainer reads: a dataset (SFT, mode train) or, in RL modes, the experiment's own buffer.
-_EB = "buffer.trainer_input.experience_buffer"
-SUPPORT |= {
-    f"{_EB}.storage_type": validated(note="'file' cannot stream experiences; queue and sqlite both mean the "
-                                          "experiment's SQLite buffer"),
-    f"{_EB}.path": honoured().warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
-    f"{_EB}.subset_name": honoured().warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
-    f"{_EB}.split": honoured().warn_if(_rl_mode, f"not used: {RL_BUFFER}"),
-    f"{_EB}.format.prompt_type[chatpair]": refused("SFT and DPO rows are 'messages' or 'plaintext' (a prompt column "
-                                                   "and the response columns), as in Trinity"),
-    f"{_EB}.format.response_key": honoured().warn_if(
-        lambda v, c: is_preference_loss(c.algorithm.policy_loss_fn),
-        "not read: a preference pair's responses are the columns format.chosen_key and format.rejected_key"),
-    f"{_EB}.format.base_model_prompt": refused("SFT and DPO rows are rendered with the chat template (format.chat_template); "
-                                               "a plain-text prompt is math_workflow's, for rollouts"),
-    f"{_EB}.format.tools_key": refused(NO_TOOLS),
-    f"{_EB}.format.reply_prefix": refused(NO_REPLY_PREFIX),
-    f"{_EB}.format.workflow_key": refused(NOT_TASKS),
-    f"{_EB}.format.reward_fn_key": refused(NOT_TASKS),
-    f"{_EB}.format.chosen_key": honoured().warn_if(_not_preference, ONLY_PREFERENCE),
-    f"{_EB}.format.rejected_key": honoured().warn_if(_not_preference, ONLY_PREFERENCE),
-    f"{_EB}.rollout_args": refused(NOT_TASKS),
-    f"{_EB}.workflow_args": refused(NOT_TASKS),
-    f"{_EB}.reward_fn_args": refused(NOT_TASKS),
-    f"{_EB}.generator_args": honoured(note="the rows of SFT data at path generator:NAME"),
-    f"{_EB}.repeat_times": refused(NOT_TASKS),
-    f"{_EB}.default_workflow_type": refused(NOT_TASKS),
-    f"{_EB}.default_reward_fn_type": refused(NOT_TASKS),
-    f"{_EB}.task_selector": refused("SFT rows are read in file order, batch after batch"),
-}
-# Trinity's data processor: the experience pipeline's built-in operators run on the explorer (buffer/operators.py).
-_DP = "data_processor"
-_EXPERIMENTAL = "Trinity's experimental pipeline buffers: the pipeline here reads the explore step's experiences and " \
-                "writes the trainer's buffer"
-SUPPORT |= {
-    f"{_DP}.experience_pipeline.inputs": refused(_EXPERIMENTAL),
-    f"{_DP}.experience_pipeline.output": refused(_EXPERIMENTAL),
-    f"{_DP}.task_pipeline": refused("a Data-Juicer pipeline over the task set: Data-Juicer (py-data-juicer) is not a "
-                                    "dependency here; prepare the task set before the run"),
-}
-
-# The trainer's auxiliary datasets are read by the SFT reader (tasks/sft.py) for the mix sample strategy: the same
-# entries as an SFT dataset's, without the warnings of an RL mode's experience buffer (which they are not).
-_AUX = "buffer.trainer_input.auxiliary_buffers"
-SUPPORT[_AUX] = honoured().warn_if(
-    lambda v, c: c.algorithm.sample_strategy != "mix",
-    "read only by algorithm.sample_strategy 'mix' (its expert rows); no other strategy reads it")
-SUPPORT |= {f"{_AUX}[]{key.removeprefix(_EB)}": replace(entry, rules=tuple(r for r in entry.rules if r.when is not _rl_mode))
-            for key, entry in SUPPORT.items() if key.startswith(f"{_EB}.") and not key.endswith(("chosen_key", "rejected_key"))}
-SUPPORT[f"{_AUX}[].storage_type"] = warned("an auxiliary buffer is a dataset the trainer reads (its path); the "
-                                           "storage type does not matter")
-SUPPORT[f"{_AUX}[].format.chosen_key"] = warned("not read: expert rows are a prompt and a response (response_key)")
-SUPPORT[f"{_AUX}[].format.rejected_key"] = warned("not read: expert rows are a prompt and a response (response_key)")
-# Held-out preference pairs are read by the DPO reader (tasks/dpo.py) and scored by the trainer at each evaluation:
-# the entries of a DPO dataset's, less the RL-mode warnings (they are no experience buffer).
-_EP = "buffer.trainer_input.eval_pairs"
-SUPPORT[_EP] = honoured().warn_if(
-    lambda v, c: v is not None and not stage_kind(c).trains,
-    "scored by the trainer, which only a run that trains holds (mode 'both', 'colocate' or 'train')")
-SUPPORT |= {f"{_EP}{key.removeprefix(_EB)}": replace(entry, rules=tuple(r for r in entry.rules if r.when not in
-                                                                          (_rl_mode, _not_preference)))
-            for key, entry in SUPPORT.items() if key.startswith(f"{_EB}.")}
-SUPPORT[f"{_EP}.storage_type"] = warned("held-out pairs are a dataset (its path); the storage type does not matter")
-SUPPORT[f"{_EP}.format.response_key"] = warned("not read: a pair's responses are format.chosen_key and "
-                                                "format.rejected_key")
-for _field in ("prompt_type", "prompt_key", "response_key", "system_prompt_key", "system_prompt", "messages_key",
-               "chat_template"):
-    SUPPORT[f"{_EB}.format.{_field}"] = SUPPORT.get(f"{_EB}.format.{_field}", honoured()).warn_if(
-        _rl_mode, f"not used: {RL_BUFFER}")
-
 
 SUPPORT["algorithm.algorithm_type"] = honoured(note=(
     "its preset fills the function fields; a preset without rollouts (sft, dpo) in mode train learns from a dataset "

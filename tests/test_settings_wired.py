@@ -191,6 +191,7 @@ def test_a_literal_value_no_code_handles_fails_and_is_named():
 
 
 def test_reward_functions_validation_accepts_are_the_ones_math_workflow_scores_with():
+    from schemas import rewards
     from workflows import math_workflow
 
-    assert math_workflow.MATH_WORKFLOW_REWARD_FNS is support.MATH_WORKFLOW_REWARD_FNS  # one list, in schemas/rewards.py
+    assert math_workflow.MATH_WORKFLOW_REWARD_FNS is rewards.MATH_WORKFLOW_REWARD_FNS  # one list, in schemas/rewards.py

@@ -141,7 +141,7 @@ def parity_operators() -> list[str]:
 
 def parity_rewards() -> list[str]:
     rows = [[", ".join(code(n) for n in MATH_WORKFLOW_REWARD_FNS), "built: `math_workflow` scores with it"]]
-    rows += [[code(n), f"**refused**: {cell(why)}"] for n, why in support.TRINITY_REFUSED_REWARD_FNS.items()]
+    rows += [[code(n), f"**refused**: {cell(why)}"] for n, why in workflows.REFUSED_REWARD_FNS.items()]
     return table(["Trinity's reward function", "here"], rows)
 
 

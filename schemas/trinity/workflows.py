@@ -282,3 +282,13 @@ def is_r3l(name: object) -> bool:
 def is_class_path(name: object) -> bool:
     """A workflow given as a dotted Python class path (Trinity's plugins), not a registered name."""
     return isinstance(name, str) and "." in name
+
+
+# The rest of Trinity-RFT's reward registry (trinity/common/rewards), each refused with why.
+REFUSED_REWARD_FNS = {
+    "format_reward": "Trinity's format_reward scores only a <think>/<answer> layout, which no workflow here asks "
+                     "for; math_workflow's format bonus is for a \\boxed{} answer (math_boxed_reward)",
+    "rm_gallery_reward": "it calls a reward model of RM-Gallery, which is not installed or served here",
+    "trajectory_accuracy_grader_reward": "it asks an LLM judge (an auxiliary model), which is not built",
+    "openjudge_multi_grader_reward": "it asks LLM judges (auxiliary models), which are not built",
+}
