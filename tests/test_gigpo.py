@@ -111,8 +111,10 @@ def test_trinity_s_info_key_names_read_as_this_project_s() -> None:
                                                        "algorithm.advantage_fn_args": trinity})
     resolved = config.algorithm.advantage_fn_args
     assert (resolved["step_reward_key"], resolved["env_state_hash_key"]) == ("turn_rewards", "step_states")
+    # mapped where Trinity's names are (schemas/trinity/aliases.py), noted as the user's own setting
+    assert config.derived["algorithm.advantage_fn_args.step_reward_key"].startswith("alias: Trinity's info key")
     exps = three_episodes()
-    gigpo_advantages(exps, args(**trinity))  # the names as given, unvalidated: read the same
+    gigpo_advantages(exps, args(**{key: resolved[key] for key in trinity}))
     assert turn_values(exps[0]) == pytest.approx([7 / 12, 5 / 6, 1 / 2], abs=1e-5)
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from algorithms.advantage.base import register_advantage_fn
 from algorithms.registry import Args
@@ -49,9 +49,6 @@ class Experience(Protocol):
 # The registered workflows whose environment names its state before each model turn (Env.state), i.e. whose
 # experiences carry `step_states` and `turn_spans` (tests/test_gigpo.py checks it against the workflows).
 STEP_STATE_WORKFLOWS = frozenset({"frozenlake", "sudoku", "sciworld", "textworld"})
-# Trinity's default info keys (a step experience's own reward / state hash) and what this project's episodes
-# record instead (one list per episode).
-TRINITY_KEYS = {"step_reward": "turn_rewards", "env_state_hash": "step_states"}
 
 
 class GiGPOArgs(Args):
@@ -64,15 +61,10 @@ class GiGPOArgs(Args):
     epsilon: float = Field(1e-6, gt=0, description="Added to the denominator.")
     step_reward_key: str = Field(
         "turn_rewards", description="The experience info key of the list of each step's reward (Trinity's "
-        "'step_reward' reads as turn_rewards).")
+        "'step_reward' is imported as turn_rewards).")
     env_state_hash_key: str = Field(
         "step_states", description="The experience info key of the list of the state each step acted in "
-        "(Trinity's 'env_state_hash' reads as step_states).")
-
-    @field_validator("step_reward_key", "env_state_hash_key")
-    @classmethod
-    def _trinity_names(cls, value: str) -> str:
-        return TRINITY_KEYS.get(value, value)
+        "(Trinity's 'env_state_hash' is imported as step_states).")
 
 
 @register_advantage_fn("gigpo", GiGPOArgs, needs={"groups", "steps"})
@@ -104,8 +96,7 @@ def normalise(values: list[float], fnorm: str, epsilon: float) -> list[float]:
 def episode_steps(exp: Experience, args: dict[str, Any]) -> tuple[list[float], list[str], list[list[int]]]:
     """One episode's step rewards (the final and group rewards on its last step), states and turn spans."""
     info = exp.info or {}
-    reward_key = TRINITY_KEYS.get(args["step_reward_key"], args["step_reward_key"])
-    state_key = TRINITY_KEYS.get(args["env_state_hash_key"], args["env_state_hash_key"])
+    reward_key, state_key = args["step_reward_key"], args["env_state_hash_key"]
     spans = info.get("turn_spans")
     if spans is None or (state_key not in info and spans):
         missing = "turn_spans" if spans is None else state_key

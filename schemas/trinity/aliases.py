@@ -74,6 +74,7 @@ def apply_aliases(data: dict[str, Any], note: bool = True, refused: list[tuple[s
         _checkpoints_to_keep(trainer, notes)
         _critic(trainer, notes)
     _mix(data, notes)
+    _gigpo_info_keys(data, notes)
     map_workflows(data, notes)
     if problems := [*map_operators(data, notes), *_rollout_lengths(data, notes)]:
         if refused is None:
@@ -82,6 +83,25 @@ def apply_aliases(data: dict[str, Any], note: bool = True, refused: list[tuple[s
     if notes and note:
         data["derived"] = {**(data.get("derived") or {}), **notes}
     return data
+
+
+# Trinity's GiGPO reads each step experience's own info["step_reward"] and info["env_state_hash"]; an episode here
+# records one list of each (algorithms/advantage/gigpo.py).
+GIGPO_INFO_KEYS = {"step_reward_key": {"step_reward": "turn_rewards"},
+                   "env_state_hash_key": {"env_state_hash": "step_states"}}
+
+
+def _gigpo_info_keys(data: dict[str, Any], notes: dict[str, str]) -> None:
+    alg = data.get("algorithm")
+    args = alg.get("advantage_fn_args") if isinstance(alg, dict) else None
+    if not isinstance(args, dict):
+        return
+    for key, names in GIGPO_INFO_KEYS.items():
+        value = args.get(key)
+        if isinstance(value, str) and value in names:
+            args[key] = names[value]
+            notes[f"algorithm.advantage_fn_args.{key}"] = (f"{ALIAS}Trinity's info key {value!r}: an episode here "
+                                                           f"records the list {names[value]!r}")
 
 
 # Trinity's length settings of the rollout engine (its InferenceModelConfig), each filled from model.<key> when unset.
