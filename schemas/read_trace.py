@@ -38,6 +38,7 @@ def validating() -> Iterator[None]:
         _validating.depth -= 1
 
 
+@cache  # a module's file name, once: resolving a path on every read would cost a system call each
 def _reader(filename: str) -> str | None:
     """The repository path of a runtime module, or None for validation, tests, libraries and the standard library."""
     try:
