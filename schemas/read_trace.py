@@ -1,5 +1,6 @@
 """Which settings the runtime reads: with RFT_TRACE_SETTINGS set to a folder, every read of a settings field by code
-outside schemas/ (validation), tests/ and deployments/ is written there once per process, as a JSON line
+outside schemas/ (or through a settings method such code called), not by validation, tests/ or deployments/, is
+written there once per process, as a JSON line
 {"model": module.Class, "field": name, "by": repository path of the reading module}, with "value" for a field whose
 values are named (a Literal: which of them the runs read).
 
@@ -39,15 +40,27 @@ def validating() -> Iterator[None]:
 
 
 @cache  # a module's file name, once: resolving a path on every read would cost a system call each
-def _reader(filename: str) -> str | None:
-    """The repository path of a runtime module, or None for validation, tests, libraries and the standard library."""
+def _module(filename: str) -> str | None:
+    """The repository path of one of our modules, or None for a library (.venv/) or the standard library."""
     try:
         path = Path(filename).resolve().relative_to(ROOT).as_posix()
     except ValueError:
         return None
-    if path.startswith(_NOT_RUNTIME) or path.startswith(".") or not path.endswith(".py"):
-        return None  # .venv/: a library (pydantic copying a model reads no setting of ours)
-    return path
+    return None if path.startswith(".") or not path.endswith(".py") else path
+
+
+def _reader(frame: Any) -> str | None:
+    """The runtime module a read is for: the first caller outside schemas/, when the read came through a settings
+    method the runtime called (`aux.auxiliary_name()`, `config.experiment_dir`); None when that caller is validation
+    (pydantic calling the schema's validators), a test, a deployment generator or a library."""
+    while frame is not None:
+        path = _module(frame.f_code.co_filename)
+        if path is None:
+            return None
+        if not path.startswith("schemas/"):
+            return None if path.startswith(_NOT_RUNTIME) else path
+        frame = frame.f_back
+    return None
 
 
 @cache
@@ -82,7 +95,7 @@ def install(base: type) -> None:
         value = plain(self, name)
         cls = type(self)
         if name in cls.__pydantic_fields__ and not getattr(_validating, "depth", 0):
-            by = _reader(sys._getframe(1).f_code.co_filename)
+            by = _reader(sys._getframe(1))
             if by is not None:
                 _record(cls, name, by, value)
         return value
