@@ -25,6 +25,7 @@ class Node:
     required: bool
     literals: tuple[str, ...] = ()  # the values of a Literal field
     parent_field: str = ""  # a variant/value: the key of the field it is a value of
+    model: type[BaseModel] | None = None  # a field of a settings class: that class (None: a function's argument)
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -70,6 +71,11 @@ def walk(root: type[BaseModel]) -> list[Node]:
     return nodes
 
 
+def is_function_field(name: str) -> bool:
+    """A field of the algorithm that names a function of a registry (policy_loss_fn, ...) or holds its arguments."""
+    return name in FUNCTION_REGISTRIES or name.removesuffix("_args") in FUNCTION_REGISTRIES
+
+
 def walk_model(model: type[BaseModel], prefix: str, skip: set[str] | None = None) -> list[Node]:
     nodes: list[Node] = []
     tag_field = getattr(model, "TAG", None)  # a variant's tag: its variant node stands for it
@@ -77,7 +83,7 @@ def walk_model(model: type[BaseModel], prefix: str, skip: set[str] | None = None
         if (skip and name in skip) or name == tag_field:
             continue
         key = f"{prefix}{name}"
-        if model.__name__ == "AlgorithmConfig" and (name in FUNCTION_REGISTRIES or name.removesuffix("_args") in FUNCTION_REGISTRIES):
+        if model.__name__ == "AlgorithmConfig" and is_function_field(name):
             continue  # walked with their registries (_registry_nodes)
         ann = _unwrap(info.annotation)
         args = _union_args(ann)
@@ -108,7 +114,7 @@ def walk_model(model: type[BaseModel], prefix: str, skip: set[str] | None = None
                 nodes += walk_model(item_models[0], f"{key}[].")
         else:
             literals = _literals(ann)
-            nodes.append(Node(key, name, "field", True, literals=literals))
+            nodes.append(Node(key, name, "field", True, literals=literals, model=model))
             nodes += [Node(f"{key}[{v}]", v, "value", False, parent_field=key) for v in literals]
     if model.__name__ == "AlgorithmConfig":
         nodes += [Node(f"{prefix}algorithm_type[{p}]", p, "variant", True, parent_field=f"{prefix}algorithm_type")

@@ -15,40 +15,20 @@ from __future__ import annotations
 
 import json
 import sys
-import typing
-from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from schemas import ExperimentConfig, schema_walk, support
-from schemas.base import SECTIONS
+from schemas import AlgorithmConfig, ExperimentConfig, schema_walk, support
 
 
-def _models(annotation: typing.Any) -> list[type[BaseModel]]:
-    """The settings classes inside an annotation (a section, a union of variants, a list or dict of them)."""
-    annotation = schema_walk._unwrap(annotation)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [m for arg in typing.get_args(annotation) for m in _models(arg)]
-
-
-def leaves(model: type[BaseModel], prefix: str, skip: frozenset[str] = frozenset()) -> Iterator[tuple[str, type, str]]:
-    """(schema key, class, field) of every field that holds a value, not a section, below `model`."""
-    tag = getattr(model, "TAG", None)
-    for name, info in model.model_fields.items():
-        if name in skip or name == tag:
-            continue
-        inner = _models(info.annotation)
-        origin = typing.get_origin(schema_walk._unwrap(info.annotation))
-        many = origin in (list, dict) or (inner and any(typing.get_origin(a) in (list, dict)
-                                                         for a in typing.get_args(schema_walk._unwrap(info.annotation))))
-        if not inner:
-            yield f"{prefix}{name}", model, name
-            continue
-        for sub in inner:
-            variant = f"[{schema_walk._variant_tag(sub)}]" if len(inner) > 1 else ""
-            yield from leaves(sub, f"{prefix}{name}{'[]' if many else ''}{variant}.")
+def places() -> list[tuple[str, type[BaseModel], str]]:
+    """(schema key, settings class, field) of every field of ExperimentConfig that holds a value: the walk's fields
+    (schemas/schema_walk.py), and the algorithm's function fields with their `*_args`, which the walk leaves to the
+    function registries."""
+    walked = [(n.key, n.model, n.leaf) for n in schema_walk.walk(ExperimentConfig) if n.kind == "field" and n.model]
+    return walked + [(f"algorithm.{name}", AlgorithmConfig, name) for name in AlgorithmConfig.model_fields
+                     if schema_walk.is_function_field(name)]
 
 
 def needs_a_reader(key: str) -> bool:
@@ -56,7 +36,7 @@ def needs_a_reader(key: str) -> bool:
     value, turns it into other fields, or gives it its meaning in validation."""
     found = support.entry_for(key)
     if found is None:
-        return True  # test_settings_wired names it as missing an entry
+        return True  # no entry: honoured, so some run must read it
     entry = found[1]
     return not (entry.covers or entry.unconditional or entry.resolved_into or entry.validated_in)
 
@@ -74,10 +54,7 @@ def read(folder: Path) -> set[tuple[str, str]]:
 
 def unread(folder: Path) -> list[str]:
     done = read(folder)
-    stage = _models(ExperimentConfig.model_fields["stages"].annotation)[0]
-    places = [*leaves(ExperimentConfig, "", frozenset({"stages"})),
-              *leaves(stage, "stages[].", frozenset(SECTIONS))]
-    return sorted(key for key, model, field in places
+    return sorted(key for key, model, field in places()
                   if (f"{model.__module__}.{model.__qualname__}", field) not in done and needs_a_reader(key))
 
 

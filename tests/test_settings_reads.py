@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from schemas import ExperimentConfig
 from tests import settings_reads
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,11 +41,7 @@ def test_off_by_default_nothing_is_recorded(tmp_path: Path) -> None:
 
 
 def test_a_field_no_run_read_fails_the_check_and_is_named(tmp_path: Path) -> None:
-    stage = settings_reads._models(ExperimentConfig.model_fields["stages"].annotation)[0]
-    places = [*settings_reads.leaves(ExperimentConfig, "", frozenset({"stages"})),
-              *settings_reads.leaves(stage, "stages[].", frozenset({"algorithm", "model", "cluster", "buffer", "explorer",
-                                                                     "trainer", "synchronizer", "monitor"}))]
-    rows = [{"model": f"{m.__module__}.{m.__qualname__}", "field": f, "by": "flows/rft.py"} for _, m, f in places
+    rows = [{"model": f"{m.__module__}.{m.__qualname__}", "field": f, "by": "flows/rft.py"} for _, m, f in settings_reads.places()
             if not (m.__name__ == "MonitorConfig" and f == "experiment_name")]
     (tmp_path / "reads-1.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     assert settings_reads.unread(tmp_path) == ["monitor.experiment_name"]
