@@ -33,6 +33,11 @@ def take_order(config: ExperimentConfig) -> str:
     raise ValueError(f"algorithm.sample_strategy {strategy!r} has no buffer order (validation refuses it)")
 
 
+def empty_step(skipped: int, started: float) -> dict[str, float]:
+    """The metrics of a step that trains nothing (the weights stay)."""
+    return {"train/empty_step": 1.0, "train/skipped_stale": float(skipped), "time/train_s": time.perf_counter() - started}
+
+
 @task(name="train-step", cache_policy=NO_CACHE)
 def train_step(config: ExperimentConfig, step: int) -> dict[str, float]:
     """Experiences stay untrained in the buffer until the step that used them has finished; those
@@ -49,8 +54,7 @@ def train_step(config: ExperimentConfig, step: int) -> dict[str, float]:
             get_run_logger().warning(
                 "train step %d: explore step %d kept none of its experiences (data_processor.experience_pipeline "
                 "or algorithm.filter_groups dropped them all): this step trains nothing, the weights stay", step, step)
-            return {"train/empty_step": 1.0, "train/skipped_stale": float(skipped),
-                    "time/train_s": time.perf_counter() - started}
+            return empty_step(skipped, started)
         if not batch:
             raise RuntimeError(
                 f"train step {step}: the experience buffer has nothing to train on"
@@ -64,8 +68,7 @@ def train_step(config: ExperimentConfig, step: int) -> dict[str, float]:
                 "train step %d: none of its %d experiences has a response token to train on (every response masked, "
                 "e.g. all cut at model.max_response_tokens under mask_response_truncated): this step trains nothing, "
                 "the weights stay", step, len(batch))
-            return {"train/empty_step": 1.0, "train/skipped_stale": float(skipped),
-                    "time/train_s": time.perf_counter() - started}
+            return empty_step(skipped, started)
         usage = SideUsage(config, "train")
         metrics = policy_for(config).trainer.train_step(batch + experts)
         used = usage.metrics("train")  # the trainer's CPU seconds and GPUs
