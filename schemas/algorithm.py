@@ -7,12 +7,12 @@ in `ExperimentConfig` validation and are listed in `ExperimentConfig.derived`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from schemas.algorithm_registry import FUNCTION_REGISTRIES, NOT_BUILT
-from schemas.base import Section
+from schemas.algorithm_registry import FUNCTION_REGISTRIES, FUNCTION_SETTINGS, NOT_BUILT
+from schemas.base import Entry, Section, honoured, per_trainer, validated
 from schemas.trinity.names import ALGORITHM_TYPE_ALIASES
 
 
@@ -30,6 +30,21 @@ def _functions(kind: str, what: str, notes: dict[str, str]) -> str:
 
 class OptimizerConfig(Section):
     """Optimizer and learning-rate schedule of the policy."""
+
+    # Each trainer backend runs its own optimizer (schemas/trainer_base.py: TrainerBase.ALGORITHM_SETTINGS).
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        "lr": per_trainer(),
+        "lr_warmup_steps": per_trainer(),
+        "lr_warmup_steps_ratio": per_trainer(),
+        "min_lr_ratio": per_trainer().warn_if(
+            lambda v, c: v and c.algorithm.optimizer.lr_scheduler_type == "constant",
+            "has no effect with lr_scheduler_type 'constant' (only cosine decays to it)"),
+        "lr_scheduler_type": per_trainer(),
+        "optimizer_type": per_trainer(),
+        "betas": per_trainer(),
+        "eps": per_trainer(),
+        "weight_decay": per_trainer(),
+    }
 
     lr: float = Field(1e-6, gt=0, description="Peak learning rate.")
     lr_warmup_steps: int = Field(
@@ -69,6 +84,12 @@ class FilterGroupsConfig(Section):
     """DAPO's dynamic sampling (veRL's `algorithm.filter_groups`): a step keeps only groups whose rewards differ,
     sampling more batches of tasks until `buffer.batch_size` such groups are in (buffer/dynamic_sampling.py)."""
 
+    # dynamic sampling lives on the explore side, so every trainer backend gets it (docs/dapo.md)
+    SETTINGS: ClassVar[dict[str, Entry]] = {"gen_batch_size": honoured().warn_if(
+        lambda v, c: v and not c.algorithm.filter_groups.enable,
+        "has no effect without dynamic sampling (algorithm.filter_groups.enable)")}
+
+
     enable: bool | None = Field(
         None, description="Drop groups whose responses all got the same metric value and sample more tasks to "
         "fill the step; None: the preset's value (on for dapo, off for the others)."
@@ -104,6 +125,16 @@ class FilterGroupsConfig(Section):
 
 class AlgorithmConfig(Section):
     """The RL algorithm. Unset function fields come from the `algorithm_type` preset."""
+
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        "algorithm_type": honoured(note=(
+            "its preset fills the function fields; a preset without rollouts (sft, dpo) in mode train learns from a "
+            "dataset (schemas/stage_kind.py), which picks the flow and the data checked")),
+        # KL as a reward penalty: applied by the trainers that hold the reference (backends/reward_kl.py)
+        "kl_penalty_fn[none]": honoured(note="is_off"),
+        "kl_penalty_fn[none].kl_coef": validated(note="must be 0 with 'none'"),
+        **FUNCTION_SETTINGS,  # each function of a registry and its arguments (schemas/algorithm_registry.py)
+    }
 
     algorithm_type: str = Field(
         "ppo",

@@ -2,6 +2,11 @@
 
 Conventions used across `schemas/`:
 - every model forbids unknown keys and every field carries a description (Prefect's run form shows it);
+- a field the runtime reads needs nothing more: the suite's real runs show it is read (schemas/read_trace.py, checked by
+  tests/settings_reads.py). A class's `SETTINGS` says the rest, beside its fields, in the words below: a field refused
+  or warned (always, or `.refuse_if(when, reason)` / `.warn_if(...)`), resolved into others, validated only, a
+  Literal whose values are a library's names (`honoured(passthrough=True)`), or a note on how it is read.
+  schemas/support_check.py collects them over the schema and checks each config against them;
 - a value the schema fills in for the user (a preset, a derived size, a default taken from another
   section) is *derived*: it is written into the model without marking the field as user-set and is
   listed in `ExperimentConfig.derived` with the reason. User-set values are never changed silently: the
@@ -10,7 +15,9 @@ Conventions used across `schemas/`:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -27,6 +34,83 @@ ADJUSTED = "adjusted: "
 KEPT_REASONS = (STAGE_CHAIN, ALIAS, ADJUSTED)
 
 
+Level = Literal["refuse", "warn"]
+# The modules of the rules that join sections (a `validated()` field is read in one of them)
+RULES_MODULES = ("schemas/rules.py", "schemas/rules_buffer.py", "schemas/rules_explorer.py")
+# (value, the whole config) -> the rule applies; Any: a section's conditions name no module above it
+When = Callable[[Any, Any], bool]
+
+
+@dataclass(frozen=True)
+class Rule:
+    level: Level
+    reason: str
+    # None: whenever the value differs from the default (a variant: whenever it is chosen); else only
+    # those non-default values (chosen variants) for which when(value, config) holds
+    when: When | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    where: tuple[str, ...] = ()  # a function of a registry and its arguments: the module that defines it (derived)
+    resolved_into: tuple[str, ...] = ()  # schema keys validation turns it into
+    validated_in: tuple[str, ...] = ()  # schemas/ modules whose rules give the field its whole meaning
+    rules: tuple[Rule, ...] = ()
+    passthrough: bool = False  # a Literal handed to a library as it is (its values are not in our code)
+    note: str = ""
+    covers: bool = False  # its rules alone account for the field (refused/warned whenever it would matter)
+    per_trainer: bool = False  # each trainer backend implements it: see TrainerBase.ALGORITHM_SETTINGS
+
+    @property
+    def unconditional(self) -> Rule | None:
+        """The refusal or warning that applies to every non-default value, if any."""
+        return next((rule for rule in self.rules if rule.when is None), None)
+
+    def refuse_if(self, when: When, reason: str) -> Entry:
+        return replace(self, rules=(*self.rules, Rule("refuse", reason, when)))
+
+    def warn_if(self, when: When, reason: str) -> Entry:
+        return replace(self, rules=(*self.rules, Rule("warn", reason, when)))
+
+
+def honoured(passthrough: bool = False, note: str = "") -> Entry:
+    """Read by the runtime (what every setting without an entry is), with a note on how, or `passthrough`: a Literal
+    whose values are handed to a library as they are (they are its names, not ours)."""
+    return Entry(passthrough=passthrough, note=note)
+
+
+def read_in(*modules: str, note: str = "") -> Entry:
+    """A function's argument read in these modules rather than the function's own: an `*_args` key is a dict's, which
+    the read trace does not see, so the modules are named (tests/test_settings_wired.py checks each reads it)."""
+    return Entry(where=modules, note=note)
+
+
+def per_trainer(note: str = "") -> Entry:
+    """A setting every trainer backend implements itself (its optimizer): each trainer variant reads it in
+    its own modules (TrainerBase.MODULES) or refuses or warns it (TrainerBase.ALGORITHM_SETTINGS)."""
+    return Entry(per_trainer=True, note=note)
+
+
+def resolved(*into: str, note: str = "") -> Entry:
+    return Entry(resolved_into=into, note=note)
+
+
+def validated(*modules: str, note: str = "") -> Entry:
+    """A field whose only meaning is a constraint (or a value) the schema's own rules enforce."""
+    return Entry(validated_in=modules or RULES_MODULES, note=note)
+
+
+def refused(reason: str, when: When | None = None) -> Entry:
+    """Refused whenever set to another value than the default (with `when`: those values for which it holds;
+    the others behave as the default does)."""
+    return Entry(rules=(Rule("refuse", reason, when),), covers=True)
+
+
+def warned(reason: str, when: When | None = None) -> Entry:
+    """Warned whenever set to another value than the default (with `when`: as for `refused`)."""
+    return Entry(rules=(Rule("warn", reason, when),), covers=True)
+
+
 def kept(why: object) -> bool:
     """True when a `derived` reason marks a value as the user's own (see KEPT_REASONS)."""
     return str(why).startswith(KEPT_REASONS)
@@ -36,6 +120,14 @@ class Section(BaseModel):
     """Base of every settings model: unknown keys are errors; nested instances are copied on use."""
 
     model_config = ConfigDict(extra="forbid", revalidate_instances="always", validate_assignment=False)
+    # How the runtime treats its settings beyond reading them, keyed by field (`name`, `name[value]`) or by a place
+    # below it (`taskset.format.prompt_type`) where that depends on where a shared class sits.
+    SETTINGS: ClassVar[dict[str, Entry]] = {}
+
+    @classmethod
+    def settings_at(cls, prefix: str) -> dict[str, Entry]:
+        """Its entries when it sits at `prefix` (an engine's differ where it is an auxiliary model)."""
+        return cls.SETTINGS
 
     def is_set(self, field: str) -> bool:
         """True when the user gave `field` (as opposed to a schema default or a derived value)."""

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field
 
-from schemas.base import Section
+from schemas.base import Entry, Section, honoured
 
 
 class ClusterConfig(Section):
     """Where the experiment runs."""
+
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        "node_num": honoured(note="check-requirements: Ray must have that many nodes")}
 
     node_num: int | None = Field(None, ge=1, description="Number of nodes; None: detected from Ray at start.")
     gpu_per_node: int | None = Field(

@@ -1,6 +1,6 @@
 """`data_processor` (Trinity-RFT's section): the experience pipeline's operators, applied to each explore step's
 experiences before their advantages (buffer/operators.py), and Data-Juicer's task pipeline (refused where
-Data-Juicer is not installed: schemas/support.py)."""
+Data-Juicer is not installed: a `SETTINGS` entry)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,16 @@
 """The fields of an experiment and its stages, before the rules that join the sections: `ExperimentFields` is what
-schemas/rules.py and schemas/support.py read, and `ExperimentConfig` (schemas/experiment.py) is it validated by them.
+schemas/rules.py and the sections' conditions read, and `ExperimentConfig` (schemas/experiment.py) is it validated by them.
 Two modules so that the rules name only what is below them (no import circle, type-checking imports included)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
 from schemas.algorithm import AlgorithmConfig
-from schemas.base import STAGE_CHAIN, ConfigRuleError, Section, kept
+from schemas.base import STAGE_CHAIN, ConfigRuleError, Entry, Section, honoured, kept, resolved
 from schemas.budget import BudgetConfig
 from schemas.buffer import BufferConfig
 from schemas.cluster import ClusterConfig
@@ -28,6 +28,11 @@ from schemas.trinity.aliases import apply_aliases
 
 class StageConfig(Section):
     """One stage: a name, an optional mode and whole sections that replace the base config's."""
+
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        "stage_name": resolved("name", note="each stage is validated as a whole config named {name}/{stage_name}"),
+        "mode": resolved("mode"),
+    }
 
     stage_name: str = Field(
         ..., min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description="Stage name; also its sub-folder of the experiment."
@@ -56,6 +61,14 @@ class StageConfig(Section):
 class ExperimentFields(Section):
     """The fields of a whole experiment, before the rules that join its sections (schemas/rules.py), which
     `ExperimentConfig` (schemas/experiment.py) applies: what those rules read, so that they name no module above them."""
+
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        "mode[colocate]": honoured(note="on CPU: the in-turns plan of mode both; refused on GPUs (schemas/rules.py)"),
+        "group": honoured(note="a tag of the experiment's MLflow runs, the W&B group"),
+        "checkpoint_root_dir": honoured(note="and every path through experiment_dir"),
+        "derived": honoured(note="an output"),
+        "warnings": honoured(note="an output"),
+    }
 
     mode: Mode = Field(
         "both",

@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Union
 
 from pydantic import Field, model_validator
 
-from schemas.base import Section, Variant
+from schemas.base import Entry, Section, Variant, honoured, refused, warned
 from schemas.resolver import Resolver
 from schemas.stage_kind import stage_kind
 from schemas.trinity.names import ENGINE_TYPE_ALIASES
-from schemas.wiring import Entry, honoured, refused, warned
 
 if TYPE_CHECKING:
     from schemas.sections import Sections, TrainedWeights
@@ -46,6 +45,13 @@ class InferenceBase(Variant):
     AUXILIARY: ClassVar[bool] = False
     SETTINGS: ClassVar[dict[str, Entry]] = {}
     AUXILIARY_SETTINGS: ClassVar[dict[str, Entry]] = {}  # an auxiliary model's entries that differ from SETTINGS
+
+    @classmethod
+    def settings_at(cls, prefix: str) -> dict[str, Entry]:
+        """As an auxiliary model its own entries differ; a type that cannot be one is refused as a whole (ExplorerConfig)."""
+        if prefix.startswith("explorer.auxiliary_models[]"):
+            return cls.SETTINGS | cls.AUXILIARY_SETTINGS if cls.AUXILIARY else {}
+        return cls.SETTINGS
 
     def check(self, r: Resolver[Sections], auxiliary: Sequence[InferenceBase], trainer: TrainedWeights) -> None:
         """This engine's own rules (for the rollout model), run by schemas/rules.py; `auxiliary`: the explorer's
@@ -217,6 +223,17 @@ def _default_engine_type(data: object) -> object:
 
 class ExplorerConfig(Section):
     """The explorer: engines, workflow runners, evaluation cadence."""
+
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        "max_timeout": honoured(note="per workflow task, inside the runner"),
+        "max_retry_times": honoured(note="retries of a workflow task, and of the explore/evaluate Prefect tasks"),
+        "auxiliary_models": honoured(note="vLLM engines of other models; the first is the distillation teacher"),
+        # auxiliary models (docs/distill.md): engines of the types that can be one (InferenceBase.settings_at)
+        **{f"auxiliary_models[][{tag}]": honoured(note="the type of the local policy's engines, which starts them "
+                                                       "beside its own") if engine.AUXILIARY else
+           refused(f"an auxiliary model runs on vLLM engines; {tag!r} engines are not started as one")
+           for tag, engine in ENGINE_VARIANTS.items()},
+    }
 
     runner_per_model: int = Field(8, ge=1, description="Concurrent workflow runners per rollout engine.")
     max_timeout: int = Field(1800, ge=1, description="Seconds one task may run before it is failed.")

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field
 
-from schemas.base import Section
+from algorithms import needs_critic
+from schemas.base import Entry, Section, honoured, resolved, warned
+
+NO_CRITIC = "no critic is trained: only advantage_fn 'ppo' (GAE, the ppo preset) uses one; the setting has no effect"
 
 
 class LoRAConfig(Section):
     """A LoRA adapter trained on the policy (veRL/torch trainers; vLLM serves it)."""
+
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        "name": warned("adapters are merged into the weights the engines serve: no adapter is served by name"),
+        "path": honoured(note="the adapter training starts from"),
+        "base_model_name": warned(
+            "adapters are merged into the weights the engines serve; the base model is model.model_path"),
+        "lora_dtype": honoured().refuse_if(
+            lambda v, c: v not in ("auto", "float32", "bfloat16", "float16"), "one of auto, float32, bfloat16, float16"),
+    }
 
     name: str | None = Field(None, description="Adapter name served by the rollout engine.")
     path: str | None = Field(None, description="Initial adapter folder; None: a fresh adapter is created.")
@@ -23,6 +37,17 @@ class LoRAConfig(Section):
 
 class ModelConfig(Section):
     """The policy model and its token budget."""
+
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        "ref_model_path": honoured(note="trainer checks: schemas/trainer.py (Tinker refuses it, veRL with LoRA too)"),
+        "critic_model_path": honoured().warn_if(lambda v, c: not needs_critic(c.algorithm), NO_CRITIC),
+        "temperature": resolved("buffer.explorer_input.taskset.rollout_args.temperature"),
+        "top_p": resolved("buffer.explorer_input.taskset.rollout_args.top_p"),
+        "top_k": resolved("buffer.explorer_input.taskset.rollout_args.top_k"),
+        "logprobs": warned("engines record the sampled token's logprob only; top logprobs are not kept",
+                           when=lambda v, c: v > 0),
+        "max_prompt_tokens": honoured(note="longer prompts are skipped and counted (explore/prompts_too_long)"),
+    }
 
     model_path: str | None = Field(
         None,

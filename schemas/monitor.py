@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import importlib.util
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from schemas.base import Section
+from schemas.base import Entry, Section, honoured
+
+
+def _wandb_missing(value: Any, config: Any) -> bool:
+    return importlib.util.find_spec("wandb") is None
 
 
 class GateConfig(Section):
@@ -29,6 +34,16 @@ class GateConfig(Section):
 
 class MonitorConfig(Section):
     """Experiment tracking."""
+
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        "monitor_type[wandb]": honoured().refuse_if(
+            _wandb_missing, "'wandb' needs the wandb package (pip install wandb); it logs offline unless WANDB_API_KEY "
+                            "or WANDB_MODE is set"),
+        "enable_ray_timeline": honoured(note="a Chrome trace in {experiment_dir}/log/"),
+        "gate": honoured(note="after the last stage").refuse_if(
+            lambda v, c: v is not None and c.monitor.monitor_type != "mlflow",
+            "a gate moves an MLflow registry alias: it needs monitor.monitor_type 'mlflow'"),
+    }
 
     monitor_type: Literal["mlflow", "tensorboard", "wandb", "none"] = Field(
         "mlflow",

@@ -342,7 +342,7 @@ def _monitor(r: Resolver[ExperimentFields]) -> None:
 
 # ----------------------------------------------------------------------------- what the runtime does not honour
 def _support(r: Resolver[ExperimentFields]) -> None:
-    """Settings the runtime does not honour, listed in schemas/support.py: refused (an error naming the
+    """Settings the runtime does not honour, listed in a `SETTINGS` entry: refused (an error naming the
     field and why) or warned (`warnings`). Inside `support_check.collecting()` (the Trinity import) refusals are
     recorded there instead of raised, so that every one can be listed."""
     collected = support_check.collect_mode()

@@ -1,4 +1,4 @@
-"""The schema, walked: every place of `ExperimentConfig` that can have an entry in schemas/support.py (each field,
+"""The schema, walked: every place of `ExperimentConfig` that can have a `SETTINGS` entry (each field,
 tagged-union variant, list item, algorithm preset and function of a registry), for the checks and generated pages
 that go over all of them."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -58,15 +59,19 @@ def _is_model(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
-def walk(root: type[BaseModel]) -> list[Node]:
+# Called with each settings class the walk enters and the key prefix of its fields (`buffer.explorer_input.`).
+Visit = Callable[[str, type[BaseModel]], None]
+
+
+def walk(root: type[BaseModel], visit: Visit | None = None) -> list[Node]:
     """Every node of the schema of `root` (ExperimentConfig), function registries included.
 
     A stage's sections (`stages[].algorithm`, ...) are not walked: each stage is resolved into a whole
     ExperimentConfig and validated by the same rules, so the top-level entries apply to it.
     """
     stage = _list_models(root.model_fields["stages"].annotation)[0]
-    nodes = walk_model(root, "", skip={"stages"})
-    nodes += walk_model(stage, "stages[].", skip=set(SECTIONS))
+    nodes = walk_model(root, "", skip={"stages"}, visit=visit)
+    nodes += walk_model(stage, "stages[].", skip=set(SECTIONS), visit=visit)
     nodes += _registry_nodes()
     return nodes
 
@@ -76,7 +81,9 @@ def is_function_field(name: str) -> bool:
     return name in FUNCTION_REGISTRIES or name.removesuffix("_args") in FUNCTION_REGISTRIES
 
 
-def walk_model(model: type[BaseModel], prefix: str, skip: set[str] | None = None) -> list[Node]:
+def walk_model(model: type[BaseModel], prefix: str, skip: set[str] | None = None, visit: Visit | None = None) -> list[Node]:
+    if visit is not None:
+        visit(prefix, model)
     nodes: list[Node] = []
     tag_field = getattr(model, "TAG", None)  # a variant's tag: its variant node stands for it
     for name, info in model.model_fields.items():
@@ -92,16 +99,16 @@ def walk_model(model: type[BaseModel], prefix: str, skip: set[str] | None = None
         dicts = [a for a in (args or [ann]) if typing.get_origin(a) is dict and _is_model(typing.get_args(a)[1])]
         if dicts:  # a mapping of named sections (buffer.trainer_input.auxiliary_buffers): its items, like a list's
             nodes.append(Node(key, name, "section", False))
-            nodes += walk_model(typing.get_args(dicts[0])[1], f"{key}[].")
+            nodes += walk_model(typing.get_args(dicts[0])[1], f"{key}[].", visit=visit)
         elif len(models) > 1:  # a tagged union of sections
             nodes.append(Node(key, name, "section", False))
             for variant in models:
                 tag = _variant_tag(variant)
                 nodes.append(Node(f"{key}[{tag}]", tag, "variant", True, parent_field=key))
-                nodes += walk_model(variant, f"{key}[{tag}].")
+                nodes += walk_model(variant, f"{key}[{tag}].", visit=visit)
         elif models:
             nodes.append(Node(key, name, "section", False))
-            nodes += walk_model(models[0], f"{key}.")
+            nodes += walk_model(models[0], f"{key}.", visit=visit)
         elif lists and _list_models(lists[0]):
             nodes.append(Node(key, name, "section", False))
             item_models = _list_models(lists[0])
@@ -109,9 +116,9 @@ def walk_model(model: type[BaseModel], prefix: str, skip: set[str] | None = None
                 for variant in item_models:
                     tag = _variant_tag(variant)
                     nodes.append(Node(f"{key}[][{tag}]", tag, "variant", True, parent_field=f"{key}[]"))
-                    nodes += walk_model(variant, f"{key}[][{tag}].")
+                    nodes += walk_model(variant, f"{key}[][{tag}].", visit=visit)
             else:
-                nodes += walk_model(item_models[0], f"{key}[].")
+                nodes += walk_model(item_models[0], f"{key}[].", visit=visit)
         else:
             literals = _literals(ann)
             nodes.append(Node(key, name, "field", True, literals=literals, model=model))

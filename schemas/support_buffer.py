@@ -1,4 +1,4 @@
-"""What the runtime does with the buffer's settings beyond reading them (schemas/support.py's words): the task sets the
+"""What the runtime does with the buffer's settings beyond reading them (schemas/base.py's words): the task sets the
 explorer rolls out, what the trainer reads (a dataset, or in RL modes the experiment's own buffer), its auxiliary
 datasets and held-out pairs, and Trinity's data processor; with the conditions those entries are refused or warned
 under."""
@@ -9,12 +9,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from algorithms import is_preference_loss
+from schemas.base import Entry, honoured, refused, resolved, validated, warned
 from schemas.buffer import FEATURE_SELECTORS, DifficultyArgs, TaskSelectorConfig
 from schemas.rewards import MATH_WORKFLOW_REWARD_FNS
 from schemas.stage_kind import stage_kind
 from schemas.trinity.workflows import CLASS_PATH, R3L, REFUSED_REWARD_FNS, is_class_path, is_r3l
 from schemas.trinity.workflows import NOT_BUILT as TRINITY_WORKFLOWS_NOT_BUILT
-from schemas.wiring import Entry, honoured, refused, validated, warned
 
 if TYPE_CHECKING:
     from schemas.experiment_fields import ExperimentFields
@@ -112,7 +112,18 @@ RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite 
 
 def buffer_entries() -> dict[str, Entry]:
     """The buffer's and the data processor's entries, keyed by schema path."""
-    out: dict[str, Entry] = {}
+    out: dict[str, Entry] = {
+        # the defaults are derived into each task set (derived values are not checked): the same refusals
+        "buffer.explorer_input.default_workflow_type": refuse_trinity_workflows(honoured()),
+        "buffer.explorer_input.default_eval_workflow_type": refuse_trinity_workflows(resolved(
+            "buffer.explorer_input.eval_tasksets[].default_workflow_type")),
+        "buffer.trainer_input.sft_warmup_dataset": refused(
+            "Trinity's old warm-up is not run; add a first stage instead (stage_name sft_warmup, mode train, "
+            "algorithm_type sft, this dataset as its buffer.trainer_input.experience_buffer), then a stage rft"),
+        "buffer.trainer_input.sft_warmup_steps": refused(
+            "Trinity's old warm-up is not run; use a first stage with algorithm sft and buffer.total_steps (see "
+            "buffer.trainer_input.sft_warmup_dataset)"),
+    }
     # Task sets the explorer rolls out (training and evaluation): the same fields, the same runtime.
     for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_tasksets[]"):
         out |= {
@@ -146,6 +157,10 @@ def buffer_entries() -> dict[str, Entry]:
             **{f"{_ts}.task_selector.kwargs.{_arg}": honoured().warn_if(
                 _not_difficulty_based, "only the difficulty_based selector reads kwargs") for _arg in DifficultyArgs.model_fields},
         }
+    # The explorer_input default is derived into each taskset (derived values are not checked): the same rules.
+    out["buffer.explorer_input.default_reward_fn_type"] = replace(
+        resolved("buffer.explorer_input.taskset.default_reward_fn_type"),
+        rules=out["buffer.explorer_input.taskset.default_reward_fn_type"].rules)
     # Evaluation reads every task once, in file order.
     out |= {f"buffer.explorer_input.eval_tasksets[].task_selector.{_field}": warned(
         "evaluation reads every task of the eval taskset once; the order does not matter")

@@ -1,25 +1,131 @@
-"""A config checked against schemas/support.py: every refusal and warning its settings meet (`scan`), and the Trinity
-import's way of collecting refusals instead of raising them (`collecting`, `path_prefix`)."""
+"""The entries of every settings class collected over the schema (`SUPPORT`, `entry_for`), and a config checked
+against them: every refusal and warning its settings meet (`scan`), and the Trinity import's way of collecting
+refusals instead of raising them (`collecting`, `path_prefix`).
+
+A setting without an entry is honoured: the runtime reads it, and the suite's real runs are the evidence
+(schemas/read_trace.py, checked by tests/settings_reads.py). Entries sit beside their fields, in each class's
+`SETTINGS` (the words are schemas/base.py's); the buffer's, which depend on where its shared classes sit, in
+schemas/support_buffer.py; the algorithm functions' in schemas/algorithm_registry.py. Collected, each is keyed by its
+schema path:
+
+    buffer.batch_size                             a field
+    buffer.explorer_input.eval_tasksets[].split   a field of every list item
+    trainer[torch].dtype                          a field of one variant of a tagged union
+    algorithm.algorithm_type[grpo]                one preset (a value of algorithm_type)
+    algorithm.policy_loss_fn[ppo].clip_range      one argument of one function of a registry
+    algorithm.policy_loss_fn[*].loss_agg_mode     ... of every function (used when no exact entry exists)
+    mode[serve]                                   one value of a Literal field
+
+A refused or warned variant or section covers everything below it. What every trainer implements itself (the
+optimizer, the arguments of each loss it runs: `trainer_claims`) is read in that backend's own modules
+(`TrainerBase.MODULES`) or refused or warned for it (`TrainerBase.ALGORITHM_SETTINGS`). Values the schema derived
+itself (listed in `derived`) are never refused or warned: they are not the user's.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
-from schemas.algorithm_registry import FUNCTION_REGISTRIES
-from schemas.base import KEPT_REASONS, SECTIONS
-from schemas.schema_walk import _literals
+from schemas.algorithm_registry import BUILT, FUNCTION_REGISTRIES
+from schemas.base import KEPT_REASONS, SECTIONS, Entry, Level, Rule, Section
+from schemas.experiment_fields import ExperimentFields
+from schemas.schema_walk import _literals, walk
 from schemas.stage_kind import stage_kind
-from schemas.support import SUPPORT, entry_for, trainer_entry
-from schemas.wiring import Level, Rule
+from schemas.support_buffer import buffer_entries
+from schemas.trainer import TrainerBase
 
-if TYPE_CHECKING:
-    from schemas.experiment_fields import ExperimentFields
+
+def _collect() -> dict[str, Entry]:
+    """Every class's entries at each place it sits, the buffer's, and (derived) each implemented function and
+    argument without one: honoured in the module that defines it (tests/test_settings_wired.py checks it reads it)."""
+    found: dict[str, Entry] = {}
+
+    def visit(prefix: str, model: type[BaseModel]) -> None:
+        if issubclass(model, Section):
+            found.update({f"{prefix}{key}": entry for key, entry in model.settings_at(prefix).items()})
+
+    walk(ExperimentFields, visit)
+    found |= buffer_entries()
+    return found
+
+
+SUPPORT: dict[str, Entry] = _collect()
+_VARIANT = re.compile(r"\[(?!\])[^\]]+\]")
+
+
+def ancestors(key: str) -> list[str]:
+    """`a.b[x].c` → [`a.b[x]`, `a.b`, `a`]: the places above a key, nearest first."""
+    out = []
+    for match in reversed(list(re.finditer(r"\.|\[", key))):
+        parent = key[: match.start()]
+        if parent and parent not in out:
+            out.append(parent)
+    return out
+
+
+def entry_for(key: str) -> tuple[str, Entry] | None:
+    """The entry that governs `key`: its own, else a refused/warned place above it, else its `[*]` form."""
+    if key in SUPPORT:
+        return key, SUPPORT[key]
+    for parent in ancestors(key):
+        entry = SUPPORT.get(parent)
+        if entry is not None and entry.covers:
+            return parent, entry
+    generic = _VARIANT.sub("[*]", key)
+    if generic != key and generic in SUPPORT:
+        return generic, SUPPORT[generic]
+    return None
+
+
+def _derive_function_entries() -> None:
+    for fn, registry in BUILT.items():
+        for name, args_model in registry.args.items():
+            key = f"algorithm.{fn}[{name}]"
+            if entry_for(key) is None:
+                SUPPORT[key] = Entry(where=(registry.module_path(name),))
+            for arg in args_model.model_fields:
+                if entry_for(f"{key}.{arg}") is None:
+                    SUPPORT[f"{key}.{arg}"] = Entry(where=(registry.module_path(name),))
+
+
+_derive_function_entries()
+
+# Function arguments each trainer backend implements itself (its loss); the optimizer's fields are per_trainer().
+TRAINER_FUNCTIONS = ("policy_loss_fn", "kl_loss_fn", "entropy_loss_fn")
+
+
+def trainer_claims(variant: type[TrainerBase]) -> list[str]:
+    """The keys of the algorithm settings `variant`'s backend implements itself: the optimizer's fields, and
+    the arguments of each policy loss, KL and entropy term it runs (those refused for every trainer aside)."""
+    keys = [key for key, entry in SUPPORT.items() if entry.per_trainer]
+    runs = {"policy_loss_fn": variant.policy_losses(), "kl_loss_fn": variant.KL_LOSSES,
+            "entropy_loss_fn": variant.ENTROPY_LOSSES}
+    for fn in TRAINER_FUNCTIONS:
+        registry = BUILT[fn]
+        for name in registry if runs[fn] is None else [n for n in runs[fn] if n in registry]:
+            for arg in registry.args[name].model_fields:
+                key = f"algorithm.{fn}[{name}].{arg}"
+                found = entry_for(key)
+                if found is None or not found[1].covers:
+                    keys.append(key)
+    return keys
+
+
+def trainer_entry(variant: type[TrainerBase], key: str) -> Entry:
+    """How `variant`'s backend treats the setting at `key`: its ALGORITHM_SETTINGS entry (exact, or the
+    `[*]` form), else nothing (a setting it implements is read in its MODULES)."""
+    own = variant.ALGORITHM_SETTINGS
+    if key in own:
+        return own[key]
+    generic = _VARIANT.sub("[*]", key)
+    return own.get(generic, Entry())
 
 
 @dataclass(frozen=True)

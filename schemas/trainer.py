@@ -14,7 +14,7 @@ settings they are about):
   refusal is generated from the need it lacks), the KL terms and entropy terms it runs, the sync methods
   its weights can travel by, where its weights live, the modules that implement it;
 - `SETTINGS`: how the backend treats each of its settings, and `ALGORITHM_SETTINGS`: where it departs
-  from "read in its MODULES" for the algorithm settings every trainer implements (schemas/support.py
+  from "read in its MODULES" for the algorithm settings every trainer implements (a `SETTINGS` entry
   collects both; tests/test_settings_wired.py checks them against the code);
 - `check(r)`: its own rules — refusals naming the field and why, derived values, warnings — which
   schemas/rules.py calls for the chosen trainer.
@@ -27,10 +27,10 @@ from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import Field
 
+from schemas.base import Entry
 from schemas.trainer_base import CRITIC_SETTINGS, DEFAULT_TRAINER_TYPE, TRAINER_TYPES, CriticConfig, TrainerBase, critic_field
 from schemas.trainer_tinker import TinkerTrainerConfig
 from schemas.trainer_verl import VerlTrainerConfig
-from schemas.wiring import Entry
 
 
 class TorchTrainerConfig(TrainerBase):

@@ -14,10 +14,9 @@ from algorithms import POLICY_LOSS_FNS, needs_critic
 from algorithms.needs import pieces
 from algorithms.registry import NEED_TEXT, NEEDS, Need
 from schemas.algorithm_registry import SAMPLE_STRATEGY_NEEDS
-from schemas.base import Section, Variant
+from schemas.base import Entry, Section, Variant, honoured
 from schemas.resolver import Resolver
 from schemas.stage_kind import stage_kind
-from schemas.wiring import Entry, honoured
 
 if TYPE_CHECKING:
     from schemas.explorer import InferenceBase

@@ -11,11 +11,10 @@ from pydantic import Field
 
 from algorithms import has_kl_term
 from algorithms.registry import Need, is_off
-from schemas.base import ALIAS, set_unmarked
+from schemas.base import ALIAS, Entry, honoured, set_unmarked, warned
 from schemas.resolver import Resolver
 from schemas.rewards import RewardArgsError, step_arg
 from schemas.stage_kind import stage_kind
-from schemas.wiring import Entry, honoured, warned
 
 if TYPE_CHECKING:
     from schemas.explorer import InferenceBase

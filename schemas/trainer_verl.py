@@ -11,9 +11,9 @@ from pydantic import Field
 from algorithms import POLICY_LOSS_FNS, has_kl_term, is_preference_loss
 from algorithms.kl import VERL_ESTIMATORS
 from algorithms.registry import Need
+from schemas.base import Entry, honoured, refused, warned
 from schemas.resolver import Resolver
 from schemas.stage_kind import stage_kind
-from schemas.wiring import Entry, honoured, refused, warned
 
 if TYPE_CHECKING:
     from schemas.explorer import InferenceBase

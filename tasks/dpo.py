@@ -35,7 +35,7 @@ def pair_messages(row: dict[str, Any], fmt: FormatConfig, where: str) -> tuple[M
         prompt = prompt_messages(row, fmt)
     elif fmt.prompt_type == "messages":
         prompt = list(row[fmt.messages_key] or [])
-    else:  # validation refuses it (schemas/support.py)
+    else:  # validation refuses it (a `SETTINGS` entry)
         raise ValueError(f"format.prompt_type {fmt.prompt_type!r} is not read for DPO data; use plaintext or messages")
     if not prompt:
         raise TasksetError(f"{where}: the prompt ('{fmt.messages_key}') has no message")

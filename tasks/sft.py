@@ -79,7 +79,7 @@ def supervised_examples(
                 raise TasksetError(f"{item.task_id}: the last message of '{fmt.messages_key}' must be the assistant's")
         elif fmt.prompt_type == "plaintext":  # Trinity's name: a prompt and a response column, as one chat turn
             messages = prompt_messages(row, fmt) + [{"role": "assistant", "content": str(row[fmt.response_key])}]
-        else:  # validation refuses it (schemas/support.py)
+        else:  # validation refuses it (a `SETTINGS` entry)
             raise ValueError(f"format.prompt_type {fmt.prompt_type!r} is not read for SFT data; use messages or plaintext")
         examples.append(supervised_row(renderer, messages[:-1], messages[-1:], max_prompt, max_response,
                                        eid=item.task_id, task_id=item.task_id))

@@ -3,7 +3,7 @@
     python -m tests.settings_reads FOLDER     # after a whole traced run of the suite (scripts/test.sh --ci, --full)
 
 Fails, listing each, for a field of ExperimentConfig that no runtime code read in any run and that
-schemas/support.py does not refuse, warn, or give a meaning in validation alone (resolved into other fields,
+no `SETTINGS` entry refuses, warns, or gives a meaning in validation alone (resolved into other fields,
 validated). An `*_args` field counts when read as a whole (its keys are a dict's, which the trace does not see: each function's
 arguments are checked in the code, tests/test_settings_wired.py). A field of a tagged-union variant counts only when
 it was read on that variant (a trainer's
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from schemas import AlgorithmConfig, ExperimentConfig, schema_walk, support
+from schemas import AlgorithmConfig, ExperimentConfig, schema_walk, support_check
 
 
 def places() -> list[tuple[str, type[BaseModel], str]]:
@@ -34,7 +34,7 @@ def places() -> list[tuple[str, type[BaseModel], str]]:
 def needs_a_reader(key: str) -> bool:
     """Whether the field's meaning is the runtime reading it: not when the ledger refuses or warns it whatever its
     value, turns it into other fields, or gives it its meaning in validation."""
-    found = support.entry_for(key)
+    found = support_check.entry_for(key)
     if found is None:
         return True  # no entry: honoured, so some run must read it
     entry = found[1]
@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
     if missing:
         print(f"settings reads: {len(missing)} setting(s) accepted by the schema were read by no runtime code in any "
               "run of the suite (tests/settings_reads.py). Read each where it takes effect, or refuse or warn it in "
-              "schemas/support.py, or cover it with a test that runs it:")
+              "a `SETTINGS` entry, or cover it with a test that runs it:")
         print("\n".join(f"  - {key}" for key in missing))
         return 1
     print(f"settings reads: every setting that needs a reader was read ({len(read(folder))} field reads recorded)")

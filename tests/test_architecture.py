@@ -21,7 +21,7 @@ Layers, bottom to top (a module may import its own package and the packages belo
 
 No import circle between modules: imports inside functions count (they run), and so do imports under
 `if TYPE_CHECKING:` (a reader follows them too). A section's rules read the rest of the config through
-schemas/sections.py's Protocol; only the rules that join sections (schemas/rules.py, schemas/support.py) see
+schemas/sections.py's Protocol; only the rules that join sections (schemas/rules.py, schemas/support_check.py) see
 every section, as schemas/experiment_fields.py's `ExperimentFields`, below the `ExperimentConfig` that applies them.
 """
 
@@ -130,7 +130,7 @@ def test_no_import_circle_between_modules(graph: grimp.ImportGraph) -> None:
 
 # Within schemas/, the modules that may name the root config (ExperimentConfig) or the fields all of its rules read.
 ROOT_CONFIG_IMPORTERS = {"schemas.experiment": {"schemas", "schemas.trinity.importer", "schemas.trinity.recipe_source"},
-                         "schemas.experiment_fields": {"schemas", "schemas.experiment", "schemas.rules", "schemas.support",
+                         "schemas.experiment_fields": {"schemas", "schemas.experiment", "schemas.rules",
                                                        "schemas.support_check", "schemas.support_buffer", "schemas.rules_buffer",
                                                        "schemas.rules_explorer"}}
 

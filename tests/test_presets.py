@@ -23,7 +23,7 @@ from backends.torch_trainer import TorchTrainer
 from buffer.experience import Experience
 from cli.main import app
 from deployments import load_recipe
-from schemas import ExperimentConfig, support
+from schemas import ExperimentConfig, support_check
 from schemas.algorithm_registry import ALGORITHM_PRESETS
 from tasks.expert import expert_rows
 from tasks.explore import fill_advantages
@@ -100,8 +100,8 @@ def trainer(tiny_model_path: str) -> TorchTrainer:
 
 def test_every_preset_is_trained_here_or_refused():
     assert sorted(TRAINED + REFUSED) == sorted(ALGORITHM_PRESETS) and not set(TRAINED) & set(REFUSED)
-    for preset in ALGORITHM_PRESETS:  # and schemas/support.py says the same
-        found = support.entry_for(f"algorithm.algorithm_type[{preset}]")  # none: honoured
+    for preset in ALGORITHM_PRESETS:  # and a `SETTINGS` entry says the same
+        found = support_check.entry_for(f"algorithm.algorithm_type[{preset}]")  # none: honoured
         refusal = found[1].unconditional if found is not None else None
         assert (refusal is not None and refusal.level == "refuse") == (preset in REFUSED), preset
 

@@ -2,11 +2,11 @@
 tests/settings_reads.py, after a whole run).
 
 The schema is walked whole (each tagged-union variant, list item, algorithm preset and `*_args` function registry).
-An entry of `schemas/support.py` must name places that exist; a field it resolves into must be a place of the
-schema; a module it says validates a field must read it. Each value of a Literal field must appear as a string in
-the runtime's code (outside schemas/, tests/ and deployments/), unless it has its own refused/warned entry or the
-field's values are a library's own names (`passthrough`). Each function of a registry is honoured in the module that
-defines it, which reads each of its arguments.
+An entry of a class's `SETTINGS` (collected by `schemas/support_check.py`) must name places that exist; a field it
+resolves into must be a place of the schema; a module it says validates a field must read it. Each value of a Literal
+field must appear as a string in the runtime's code (outside schemas/, tests/ and deployments/), unless it has its own
+refused/warned entry or the field's values are a library's own names (`passthrough`). Each function of a registry is
+honoured in the module that defines it, which reads each of its arguments.
 
 Per backend: what every trainer implements itself (the optimizer, the arguments of each loss and term it runs) is
 checked for each trainer backend on its own: read in that backend's modules (`TrainerBase.MODULES`), or refused or
@@ -23,13 +23,13 @@ from typing import Literal
 import pytest
 from pydantic import Field
 
-from schemas import ExperimentConfig, schema_walk, support
+from schemas import ExperimentConfig, base, schema_walk, support_check
 from schemas.monitor import MonitorConfig
 from schemas.trainer import TRAINER_VARIANTS, TinkerTrainerConfig, TorchTrainerConfig, TrainerBase
 
 ROOT = Path(__file__).resolve().parents[1]
 HOW_TO = """\
-{n} problem(s) between schemas/support.py and the code (see its docstring; a setting without an entry is honoured, and
+{n} problem(s) between the `SETTINGS` entries and the code (see its docstring; a setting without an entry is honoured, and
 a whole run of the suite shows that it is read):
 """
 
@@ -76,8 +76,8 @@ def wiring_problems(nodes: list[schema_walk.Node]) -> list[str]:
     keys = {node.key for node in nodes}
     problems: list[str] = []
     for node in nodes:
-        found = support.entry_for(node.key)
-        entry_key, entry = found if found is not None else (node.key, support.honoured())
+        found = support_check.entry_for(node.key)
+        entry_key, entry = found if found is not None else (node.key, base.honoured())
         if entry_key != node.key and not entry_key.endswith("[*]") and "[*]" not in entry_key:
             continue  # below a refused or warned variant/section
         # a function's argument: read in its function's module (derived from its registry) or those read_in names
@@ -91,18 +91,18 @@ def wiring_problems(nodes: list[schema_walk.Node]) -> list[str]:
             problems.append(f"{node.key}: validated in {', '.join(entry.validated_in)}, which never read "
                             f"{node.leaf!r}")
         for target in entry.resolved_into:
-            if target not in keys and support.entry_for(target) is None:
+            if target not in keys and support_check.entry_for(target) is None:
                 problems.append(f"{node.key}: resolved into {target!r}, which is not a place of the schema")
         if entry.passthrough or entry.covers or entry.unconditional or entry.resolved_into or entry.validated_in \
                 or node.kind != "field":
             continue
         for value in node.literals:
-            own = support.SUPPORT.get(f"{node.key}[{value}]")
+            own = support_check.SUPPORT.get(f"{node.key}[{value}]")
             if own is not None and (own.covers or own.where):
                 continue
             if value not in runtime_strings():
                 problems.append(f"{node.key}: value {value!r} appears nowhere in the runtime's code (handle it, or give "
-                                f"'{node.key}[{value}]' a refused/warned entry in schemas/support.py)")
+                                f"'{node.key}[{value}]' a refused/warned `SETTINGS` entry)")
     return problems
 
 
@@ -115,9 +115,9 @@ def trainer_problems(variant: type[TrainerBase], nodes: list[schema_walk.Node]) 
     for module in variant.MODULES:
         if not (ROOT / module).exists():
             problems.append(f"trainer[{tag}]: MODULES names {module!r}, which is not in this repository")
-    for key in support.trainer_claims(variant):
+    for key in support_check.trainer_claims(variant):
         node = by_key[key]
-        entry = support.trainer_entry(variant, key)
+        entry = support_check.trainer_entry(variant, key)
         if entry.unconditional is not None or entry.covers:
             continue  # refused or warned for this backend
         where = own
@@ -131,8 +131,8 @@ def trainer_problems(variant: type[TrainerBase], nodes: list[schema_walk.Node]) 
                 if not any(value in names_read(m)[1] for m in where):
                     problems.append(f"trainer[{tag}]: {key} value {value!r} appears in none of "
                                     f"{', '.join(variant.MODULES)}")
-    claims = support.trainer_claims(variant)
-    generic = {support._VARIANT.sub("[*]", key) for key in claims}
+    claims = support_check.trainer_claims(variant)
+    generic = {support_check._VARIANT.sub("[*]", key) for key in claims}
     for key in variant.ALGORITHM_SETTINGS:
         if key not in claims and key not in generic:
             problems.append(f"trainer[{tag}]: ALGORITHM_SETTINGS names {key!r}, which it does not implement")
@@ -141,8 +141,8 @@ def trainer_problems(variant: type[TrainerBase], nodes: list[schema_walk.Node]) 
 
 def stale_entries(nodes: list[schema_walk.Node]) -> list[str]:
     keys = {node.key for node in nodes}
-    generic = {support._VARIANT.sub("[*]", key) for key in keys}
-    return sorted(key for key in support.SUPPORT if key not in keys and key not in generic)
+    generic = {support_check._VARIANT.sub("[*]", key) for key in keys}
+    return sorted(key for key in support_check.SUPPORT if key not in keys and key not in generic)
 
 
 def _fail(problems: list[str]) -> str:
@@ -174,8 +174,8 @@ def test_no_entry_names_a_setting_that_does_not_exist():
 
 
 def test_an_entry_the_code_contradicts_fails(monkeypatch):
-    monkeypatch.setitem(support.SUPPORT, "monitor.tracking_uri", support.validated("tasks/train.py"))
-    monkeypatch.setitem(support.SUPPORT, "monitor.experiment_name", support.resolved("monitor.nowhere"))
+    monkeypatch.setitem(support_check.SUPPORT, "monitor.tracking_uri", base.validated("tasks/train.py"))
+    monkeypatch.setitem(support_check.SUPPORT, "monitor.experiment_name", base.resolved("monitor.nowhere"))
     problems = wiring_problems(schema_walk.walk_model(MonitorConfig, "monitor."))
     assert "monitor.tracking_uri: validated in tasks/train.py, which never read 'tracking_uri'" in problems
     assert "monitor.experiment_name: resolved into 'monitor.nowhere', which is not a place of the schema" in problems

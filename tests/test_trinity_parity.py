@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from deployments import load_recipe
-from schemas import ConfigRuleError, ExperimentConfig, describe_errors, support
+from schemas import ConfigRuleError, ExperimentConfig, describe_errors, support_check
 from schemas.algorithm_registry import BUILT, FUNCTION_REGISTRIES
 from schemas.errors import error_items
 
@@ -84,7 +84,7 @@ def test_trinity_presets_have_trinity_s_defaults(algorithm_type: str, expected: 
 @pytest.mark.parametrize(("kind", "name"), [(k, n) for k, names in TRINITY_FUNCTIONS.items() for n in names])
 def test_trinity_function_is_built_or_refused_with_a_reason(kind: str, name: str) -> None:
     assert name in FUNCTION_REGISTRIES[kind], f"{kind} {name!r} is unknown"
-    entry = support.entry_for(f"algorithm.{kind}[{name}]")
+    entry = support_check.entry_for(f"algorithm.{kind}[{name}]")
     assert entry is not None, name
     refusal = entry[1].unconditional
     if refusal is not None and refusal.level == "refuse":

@@ -1,6 +1,6 @@
 """Weights & Biases: offline into {experiment_dir}/log/wandb unless WANDB_MODE or WANDB_API_KEY says
 otherwise (no network call without a key). Needs the wandb package: validation refuses monitor_type
-wandb without it (schemas/support.py)."""
+wandb without it (a `SETTINGS` entry)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ class StepWiseGRPOArgs(Args):
 
     epsilon: float = Field(1e-6, gt=0, description="Added to the std to avoid division by zero.")
     enable_step_norm: bool = Field(False, description="Divide by the run's number of steps (one experience per "
-                                                      "episode here: refused, schemas/support.py).")
+                                                      "episode here: refused at validation).")
     std_cal_level: Literal["group", "batch"] = Field("group", description="Std of the task's group, or of the batch.")
     std_threshold: float | None = Field(
         None, ge=0, description="Groups whose reward std is at or below this are zeroed; None keeps all.")

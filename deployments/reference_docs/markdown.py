@@ -1,5 +1,5 @@
 """What both pages are written with: markdown cells and tables, a type or a default in words, and what happens with a
-setting in words (an entry of schemas/support.py, each trainer's own entries, the places that agree merged): the
+setting in words (a `SETTINGS` entry, each trainer's own entries, the places that agree merged): the
 settings page's "what happens" column and the parity page's "here" column."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from schemas import support
+from schemas import support_check
 from schemas.algorithm_registry import BUILT
+from schemas.base import RULES_MODULES, Entry, Rule
 from schemas.trainer import TRAINER_VARIANTS
-from schemas.wiring import RULES_MODULES, Entry, Rule
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = "python -m deployments.reference_docs"  # named on the settings page and by --check
@@ -131,7 +131,7 @@ def _rule(rule: Rule) -> str:
 
 
 def describe(entry: Entry) -> str:
-    """One entry of schemas/support.py in words: what reads the setting, what it becomes, its refusals and warnings."""
+    """One `SETTINGS` entry in words: what reads the setting, what it becomes, its refusals and warnings."""
     parts = []
     if entry.where:  # a function's argument: its function's module, or those read_in names
         parts.append("read in " + ", ".join(code(m) for m in entry.where))
@@ -154,7 +154,7 @@ def describe(entry: Entry) -> str:
 
 def verdict(key: str) -> str:
     """What happens with the setting at schema key `key` (the ledger's entry, or the refused place above it)."""
-    found = support.entry_for(key)
+    found = support_check.entry_for(key)
     if found is None:
         return "read by the runtime"  # no entry: honoured, as a whole run of the suite shows (tests/settings_reads.py)
     at, entry = found
@@ -172,7 +172,7 @@ def trainer_departures(key: str) -> list[str]:
                 "entropy_loss_fn": variant.ENTROPY_LOSSES}
         if function and runs.get(function[1]) is not None and function[2] not in runs[function[1]]:
             continue  # a function this trainer does not run (algorithm-matrix.md)
-        own = support.trainer_entry(variant, key)
+        own = support_check.trainer_entry(variant, key)
         if own != Entry():
             out.append(f"on {code(tag)}: {describe(own)}")
     return out
@@ -185,7 +185,7 @@ def merged(places: list[tuple[str, str]], rel: str, extra: Callable[[str], list[
     groups: dict[str, list[str]] = {}
     for label, prefix in places:
         key = f"{prefix}{rel}"
-        if sections and support.entry_for(key) is None and not (extra and extra(key)):
+        if sections and support_check.entry_for(key) is None and not (extra and extra(key)):
             continue
         text = "<br>".join([verdict(key), *(extra(key) if extra else [])])
         groups.setdefault(text, []).append(label)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from deployments.reference_docs.markdown import ROOT, cell, code, describe, needs, preset_needs, table
-from schemas import support
+from schemas import support_check
 from schemas.algorithm_registry import ALGORITHM_PRESETS, BUILT, FUNCTION_REGISTRIES
 from schemas.data_processor import DATA_JUICER, OPERATOR_ARGS
 from schemas.rewards import MATH_WORKFLOW_REWARD_FNS
@@ -84,7 +84,7 @@ def parity_functions() -> list[str]:
             elif kind in BUILT and name in BUILT[kind]:
                 what = f"built: {code(BUILT[kind].module_path(name))}"
             else:
-                found = support.entry_for(f"algorithm.{kind}[{name}]")
+                found = support_check.entry_for(f"algorithm.{kind}[{name}]")
                 what = describe(found[1]) if found else "—"
                 what = "built" + (f": {what}" if what != "—" else "")
             if (kind, name) in FUNCTION_NOTES:

@@ -7,7 +7,7 @@ trinity/algorithm/advantage_fn/__init__.py's ADVANTAGE_FN) and the definitions t
   "unknown algorithm".
 - `NOT_BUILT_FUNCTIONS`: names of `algorithm.<kind>_fn` that Trinity registers and no module of algorithms/ implements;
   schemas/algorithm_registry.py lists them beside the built ones, with Trinity's arguments of each (`NOT_BUILT_ARGS`,
-  checked like any function's, so a Trinity file reads the same), and schemas/support.py refuses each with its reason.
+  checked like any function's, so a Trinity file reads the same), and refuses each with its reason (`FUNCTION_SETTINGS`).
 Trinity's other names of a preset here (`grpo_verl`) are in `schemas.trinity.names`.
 
 Docs: docs/trinity-parity.md.

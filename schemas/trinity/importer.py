@@ -15,7 +15,7 @@
   a replay buffer, an over-rollout or a dynamic timeout that is off, bypass_old_logprobs true) are left out
   with a warning and an ALIAS note in `derived`; their other values are reported with why (UNSUPPORTED_WHY).
 - Every key we do not support is returned by its dotted path (never dropped silently), and so is every
-  key that maps onto a field the runtime refuses (schemas/support.py), with the reason; the caller
+  key that maps onto a field the runtime refuses (a `SETTINGS` entry), with the reason; the caller
   decides whether that is fatal (`rft import-trinity` fails unless `--allow-unsupported`). Keys that map
   onto a warned field are kept and listed in the config's `warnings`.
 - Trinity's defaults of the experiment identity apply when the file omits them (project "Trinity-RFT", name "rft");
@@ -57,7 +57,7 @@ from schemas.trinity.yaml_file import TrinityImportError, load_resolved
 def import_trinity(path: str | Path) -> tuple[ExperimentConfig, list[str]]:
     """Read a Trinity-RFT YAML; return the validated config and what could not be imported: keys we do
     not have (their dotted paths, `path=value` for an unsupported value) and keys that map onto a field
-    the runtime refuses (`path: why`, see schemas/support.py), all left out of the config. Keys that map
+    the runtime refuses (`path: why`, see a `SETTINGS` entry), all left out of the config. Keys that map
     onto a warned field stay, and are listed in the config's (and its stages') `warnings`.
 
     Trinity's trainer is veRL (its default). Where the veRL trainer here cannot run what the file asks (a

@@ -30,7 +30,7 @@ Trinity's `async_*` workflows are the same workflows through the engine's asynch
 runs here become it (ASYNC_TWINS), the others are refused with their twin's reason.
 
 Each mapping is noted in `derived` under an ALIAS reason, per task set. The other workflows are not built here:
-`NOT_BUILT` says why, and validation refuses them by name (schemas/support.py), as it does R3L's
+`NOT_BUILT` says why, and validation refuses them by name (a `SETTINGS` entry), as it does R3L's
 RAFT_baseline_<task>_workflow and a Python class path (Trinity loads a workflow from its plugin folders by path).
 """
 
