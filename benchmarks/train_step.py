@@ -34,10 +34,10 @@ sys.path.insert(0, str(ROOT))
 import backends.batch as batch_module  # noqa: E402
 import backends.torch_trainer as trainer_module  # noqa: E402
 from buffer.experience import Experience  # noqa: E402
-from buffer.generators import generate  # noqa: E402
 from checkpointing.models import resolve_model_path  # noqa: E402
 from deployments import load_recipe  # noqa: E402
 from deployments.recipes.arith import ARITH_SYSTEM_PROMPT  # noqa: E402
+from generators import generate  # noqa: E402
 from tasks.sft import dataset_key, supervised_examples  # noqa: E402
 
 SAMPLES = 8

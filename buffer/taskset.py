@@ -2,7 +2,7 @@
 
 One reader for every source `datasets.load_dataset` understands: a local folder holding
 `{split}.jsonl` / `.json` / `.parquet` (our bundled `data/gsm8k`), a single file, or a Hugging Face hub
-id; and generated tasksets (`path: "generator:arith"`, rows made in memory by buffer/generators.py).
+id; and generated tasksets (`path: "generator:arith"`, rows made in memory by generators/).
 Split slicing (`"test[:64]"`, `"train[10%:20%]"`) works everywhere, and task ids always use the
 *absolute* row index so a task keeps its id whatever slice it was read through.
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from buffer.selectors import SELECTORS, build_selector
 from buffer.task import Task
-from schemas.generators import generator_name
+from generators import generator_name
 
 if TYPE_CHECKING:
     from schemas import TaskSelectorConfig, TasksetConfig
@@ -145,7 +145,7 @@ def _generated_split(name: str, generator: str, args: dict[str, Any], split: str
     import datasets
     from pydantic import ValidationError
 
-    from buffer.generators import generate
+    from generators import generate
 
     try:
         rows = generate(generator, args, split)

@@ -42,7 +42,7 @@ def check_tasksets(config: ExperimentConfig) -> list[str]:
     lines, problems = [], []
     for field, taskset, keys in todo:
         try:
-            generated = taskset.path.startswith("generator:")  # rows made in memory (buffer/generators.py)
+            generated = taskset.path.startswith("generator:")  # rows made in memory (generators/)
             if taskset.path and not generated and resolve_local_path(taskset.path) is None and not _looks_local(taskset.path):
                 lines.append(f"{field}: {_hub_dataset(f'{field}.path', taskset.path)}")
                 continue

@@ -176,7 +176,7 @@ class TasksetConfig(_DatasetFields):
     reward_fn_args: dict[str, Any] = Field(default_factory=dict, description="Extra arguments of the reward fn.")
     generator_args: dict[str, Any] = Field(
         default_factory=dict, description="Arguments of a generated taskset (path 'generator:NAME'), checked and "
-        "completed with the generator's defaults (schemas/generators.py), e.g. arith's mul_range."
+        "completed with the generator's defaults (generators/), e.g. arith's mul_range."
     )
     repeat_times: int | None = Field(
         None, ge=1, description="Rollouts per task; None: algorithm.repeat_times (training) or 1 (evaluation)."

@@ -11,11 +11,11 @@ from pydantic import ValidationError
 from algorithms import POLICY_LOSS_FNS, is_preference_loss, uses_expert_rows
 from algorithms.advantage.gigpo import STEP_STATE_WORKFLOWS
 from algorithms.needs import needs_critic, needs_groups, needs_steps
+from generators import GENERATOR_ARGS, generator_name, same_held_out
 from schemas.algorithm_registry import ALGORITHM_PRESETS
 from schemas.base import set_unmarked
 from schemas.buffer import FormatConfig, StorageConfig, TasksetConfig
 from schemas.data_processor import DATA_JUICER, OPERATOR_ARGS
-from schemas.generators import GENERATOR_ARGS, generator_name, same_held_out
 from schemas.resolver import Resolver
 from schemas.rewards import RewardArgsError, dapo_overlong_args, reasoning_gym_answer_format, step_arg
 from schemas.stage_kind import stage_kind

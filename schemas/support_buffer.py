@@ -143,8 +143,8 @@ def buffer_entries() -> dict[str, Entry]:
                                                    "kept", when=lambda v, c: v is not None and v > 0),
             f"{_ts}.workflow_args": honoured(note="math_workflow takes none").refuse_if(
                 _args_of_math_workflow, "math_workflow takes no workflow_args (q20, gsm8k_tool_agent and llm_judge_workflow do)"),
-            f"{_ts}.generator_args": honoured(note="checked in schemas/rules.py, rows from "
-                                              "buffer/generators.py"),
+            f"{_ts}.generator_args": honoured(note="checked against its generator's model, rows from "
+                                              "generators/"),
             f"{_ts}.default_workflow_type": refuse_trinity_workflows(honoured()),
             f"{_ts}.default_reward_fn_type": _refuse_trinity_reward_fns(honoured(note="math_workflow checks it")).refuse_if(
                 _unknown_reward_fn, f"math_workflow scores with its own reward; known: {', '.join(MATH_WORKFLOW_REWARD_FNS)}"

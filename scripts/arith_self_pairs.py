@@ -26,10 +26,10 @@ from typing import Any
 
 from backends.local.vllm_engine import EngineSettings, VLLMEngine, cpu_engine_env
 from backends.rollout import SamplingSettings
-from buffer.generators import generate
 from deployments.recipes.arith import ARITH_SFT
 from deployments.recipes.arith_dpo import PAIR_FORMAT, WARMUP_ROWS
 from deployments.recipes.arith_dpo import config as recipe
+from generators import generate
 from tasks.sft import prompt_messages
 from workflows.math_workflow import score_math
 from workflows.render import renderer_for

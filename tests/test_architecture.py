@@ -3,6 +3,7 @@
 Layers, bottom to top (a module may import its own package and the packages below it, never above):
 
     algorithms     the RL math; imports nothing of the project, and neither torch nor veRL at import time
+    generators     generated tasksets: each generator's rows and the model of its arguments; the games' rules
     schemas        the settings: their shapes, each backend's facts and rules (its settings class), the
                    cross-section rules; derives its function registries from algorithms'
     checkpointing  the experiment folder on disk, model folders, checkpoint formats
@@ -36,8 +37,8 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("algorithms", "schemas", "checkpointing", "buffer", "backends", "workflows", "tracking", "preflight", "tasks",
-          "flows", "deployments", "cli")
+LAYERS = ("algorithms", "generators", "schemas", "checkpointing", "buffer", "backends", "workflows", "tracking", "preflight",
+          "tasks", "flows", "deployments", "cli")
 PACKAGES = LAYERS
 # What only a policy may touch: the Ray runtime, the local actors, the Tinker clients and SDK, and the
 # trainer implementations.

@@ -8,11 +8,11 @@ from collections import Counter
 import pytest
 from pydantic import ValidationError
 
-from buffer.generators import arith, generate
 from buffer.taskset import TasksetError, load_taskset
 from deployments import load_recipe
+from generators import generate
+from generators.arith import ArithArgs, arith
 from schemas import TasksetConfig, error_items
-from schemas.generators import ArithArgs
 from workflows.math_workflow import score_math
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from backends.rollout import Sample, SamplingSettings, TokenIds
-from buffer.games import frozenlake_demonstration, shortest_moves, shortest_path
-from buffer.generators import generate
 from buffer.taskset import Task, load_taskset
+from generators import generate
+from generators.games import frozenlake_demonstration, shortest_moves, shortest_path
 from schemas import TasksetConfig
 from tests.env_recipe import run_env_recipe
 from tests.stand_in_engine import StandInEngine

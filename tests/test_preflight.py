@@ -211,7 +211,7 @@ def test_rft_run_with_mistakes_ends_before_ray_or_any_engine_starts(tmp_path: Pa
 
 
 def test_generated_tasksets_pass_without_a_file_or_the_hub() -> None:
-    """`path: generator:arith` (buffer/generators.py) is neither a file nor a hub id: its rows are made."""
+    """`path: generator:arith` (generators/) is neither a file nor a hub id: its rows are made."""
     lines = check_tasksets(load_recipe("arith"))
     assert any("tasks of generator:arith [train]" in line for line in lines)
     assert any(line.startswith("buffer.explorer_input.eval_tasksets.0: ") for line in lines)

@@ -13,9 +13,9 @@ import pytest
 from pydantic import ValidationError
 
 from backends.rollout import Sample, SamplingSettings, TokenIds
-from buffer.generators import generate
 from buffer.taskset import TasksetError, load_taskset
 from deployments import load_recipe
+from generators import generate
 from schemas import TasksetConfig, error_items
 from tests.stand_in_engine import StandInEngine
 from workflows.reasoning_gym import SYSTEM_PROMPTS, extract_answer, score_reasoning_gym

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from buffer.generators import generate
 from buffer.taskset import Task
+from generators import generate
 from tests.env_recipe import run_env_recipe
 from tests.test_frozenlake import RENDERER, Player, scripted
 from workflows import get_workflow

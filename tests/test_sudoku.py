@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from buffer.games import conflict, is_solved, is_valid, parse_board, sudoku_puzzle, sudoku_solution
-from buffer.generators import generate
 from buffer.taskset import Task, load_taskset
+from generators import generate
+from generators.games import conflict, is_solved, is_valid, parse_board, sudoku_puzzle, sudoku_solution
 from schemas import TasksetConfig
 from tests.env_recipe import run_env_recipe
 from tests.test_frozenlake import RENDERER, Player

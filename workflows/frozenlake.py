@@ -34,7 +34,7 @@ from typing import Any
 
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
 
-from buffer.games import find_cell, frozenlake_map, frozenlake_rules, frozenlake_turn, frozenlake_view, shortest_path
+from generators.games import find_cell, frozenlake_map, frozenlake_rules, frozenlake_turn, frozenlake_view, shortest_path
 from workflows.base import register_workflow
 from workflows.multi_turn import DEFAULT_MAX_TURNS, Env, EnvStep, MultiTurnWorkflow
 from workflows.render import Messages

@@ -1,5 +1,5 @@
 """`reasoning_gym_reward`: an answer scored by reasoning-gym's own verifier of its dataset, which math_workflow scores
-with when a task set names it (the rows of `generator:reasoning_gym`, buffer/generators.py).
+with when a task set names it (the rows of `generator:reasoning_gym`, generators/).
 
 The row's `reasoning_gym` column (JSON: dataset, seed, size, config, index) names the entry; it is regenerated as the
 generator made it (its question must equal the row's, else reasoning-gym generates differently than when the rows
@@ -55,7 +55,7 @@ def score_reasoning_gym(response: str, source: str, question: str | None = None,
                         fmt: str = "answer_tag") -> dict[str, float]:
     """Reward breakdown in math_workflow's keys (accuracy + format_bonus, strict / lenient / format) of one response
     to the entry the `reasoning_gym` column `source` names; `question` (the row's) is checked against the entry."""
-    from buffer.generators import reasoning_gym_entry
+    from generators.reasoning_gym import reasoning_gym_entry
 
     dataset, entry = reasoning_gym_entry(source)
     if question is not None and entry["question"] != question:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from buffer.games import box_size, conflict, is_solved, parse_board
+from generators.games import box_size, conflict, is_solved, parse_board
 from workflows.base import register_workflow
 from workflows.multi_turn import DEFAULT_MAX_TURNS, Env, EnvStep, MultiTurnWorkflow
 from workflows.render import Messages

@@ -6,7 +6,7 @@ a difference's ones named and compared first ("ones 4 and 7: 4 < 7, so 14 - 7 = 
 84 - 57 = 27", the generator's `solution` column in its `columns-ones` style), stopped while the model still makes mistakes, then
 DAPO on the same problems' rewards, where the groups whose answers differ carry the signal. Numbers and minutes: docs/recipes/arith.md.
 
-Run it:  rft run arith          (inspect first: rft validate arith; the data: schemas/generators.py)
+Run it:  rft run arith          (inspect first: rft validate arith; the data: generators/)
 """
 
 from schemas import (

@@ -1,5 +1,5 @@
 """The puzzles of the generated game tasksets and their rules: FrozenLake maps (`generator:frozenlake`) and Sudoku
-boards (`generator:sudoku`). The generators (buffer/generators.py) make them; the workflows that play them
+boards (`generator:sudoku`). The generators (generators/) make them; the workflows that play them
 (workflows/frozenlake.py, workflows/sudoku.py) read them back and judge moves with the same rules.
 
 A FrozenLake map is rows of S (start), F (frozen), H (hole), G (goal), gymnasium's `desc`. A Sudoku board is
