@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from schemas.base import ConfigRuleError, set_unmarked
 from schemas.sections import Sections
@@ -27,6 +27,14 @@ class Resolver(Generic[C]):
 
     def error(self, path: str, msg: str) -> None:
         self.errors.append((path, msg))
+
+    def args_errors(self, path: str, owner: str, model: type[BaseModel], exc: ValidationError) -> None:
+        """Each error in the arguments of `owner` (a function, a generator) given at `path`, naming its key."""
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            msg = (f"{owner} has no argument {loc!r}; its arguments: {sorted(model.model_fields)}"
+                   if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, "))
+            self.error(f"{path}.{loc}", msg)
 
     def warn(self, msg: str) -> None:
         self.config.warnings.append(msg)

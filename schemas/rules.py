@@ -145,13 +145,7 @@ def _algorithm(r: Resolver[ExperimentFields]) -> None:
         try:
             validated = args_model.model_validate(given)
         except ValidationError as exc:
-            for err in exc.errors():
-                loc = ".".join(str(p) for p in err["loc"])
-                if err["type"] == "extra_forbidden":
-                    msg = f"{fn_field} {name!r} has no argument {loc!r}; its arguments: {sorted(args_model.model_fields)}"
-                else:
-                    msg = err["msg"]
-                r.error(f"algorithm.{args_field}.{loc}", msg)
+            r.args_errors(f"algorithm.{args_field}", f"{fn_field} {name!r}", args_model, exc)
             continue
         resolved = validated.model_dump()
         for key in resolved:

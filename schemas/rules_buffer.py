@@ -156,13 +156,7 @@ def _generator_args(r: Resolver[ExperimentFields], ts: TasksetConfig, path: str)
     try:
         resolved = args_model.model_validate(given).model_dump(mode="json")
     except ValidationError as exc:
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"])
-            if err["type"] == "extra_forbidden":
-                msg = f"generator {name!r} has no argument {loc!r}; its arguments: {sorted(args_model.model_fields)}"
-            else:
-                msg = err["msg"].removeprefix("Value error, ")
-            r.error(f"{path}.generator_args.{loc}", msg)
+        r.args_errors(f"{path}.generator_args", f"generator {name!r}", args_model, exc)
         return
     for key in resolved:
         if key not in given:
