@@ -13,6 +13,10 @@ evaluation recorded beside it; after RL is the RL stage's `eval`. `--base-eval` 
 JSONs (a fresh engine) of the untrained and the final model on the same maps. A standard error is
 sqrt(p (1 - p) / n); that of RL's gain is sqrt(se_warmup² + se_rl²), the two evaluations taken as independent (the
 same maps both times, so it is conservative). `rl_signal` is true when the gain is more than twice its standard error.
+
+`paired` reads the RL stage's per-map evaluation tables back from its MLflow run (eval/<taskset>/step_NNNNN.json,
+one row per map): held-out success at each evaluated step, and RL's gain as the mean of per-map differences with
+its standard error (sd of the differences / sqrt(n)), with how many maps it newly solves and how many it loses.
 """
 
 from __future__ import annotations
@@ -62,6 +66,40 @@ def learning(run: Path, eval_name: str = EVAL) -> dict[str, Any]:
     }
 
 
+def eval_tables(run: Path, eval_name: str = EVAL, tracking_uri: str | None = None) -> dict[int, dict[str, float]]:
+    """{step: {map id: success}} of the RL stage's evaluations, from the tables its MLflow run holds."""
+    from mlflow.tracking import MlflowClient
+
+    summary = json.loads((run / "grpo" / "summary.json").read_text())
+    uri = tracking_uri or f"sqlite:///{run.parent.parent.resolve() / 'mlflow.db'}"  # <root>/<project>/<name>
+    client, run_id = MlflowClient(tracking_uri=uri), summary["mlflow_run_id"]
+    tables: dict[int, dict[str, float]] = {}
+    for item in client.list_artifacts(run_id, f"eval/{eval_name}"):
+        step = int(Path(item.path).stem.removeprefix("step_"))
+        table = json.loads(Path(client.download_artifacts(run_id, item.path)).read_text())
+        rows = [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
+        tables[step] = {str(row["task_id"]): float(row["reward"]) for row in rows}
+    return dict(sorted(tables.items()))
+
+
+def paired(tables: dict[int, dict[str, float]]) -> dict[str, Any]:
+    """The success curve over RL's evaluations, and the first-to-last gain as a paired difference over maps."""
+    first, last = tables[min(tables)], tables[max(tables)]
+    maps = sorted(first.keys() & last.keys())
+    diffs = [last[m] - first[m] for m in maps]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1) / n) if n > 1 else math.nan
+    return {
+        "curve": [{"rl_step": step, **{k: v for k, v in point({"success_rate": sum(t.values()) / len(t),
+                                                                 "tasks": len(t)}).items() if k != "steps_per_episode"}}
+                  for step, t in tables.items()],
+        "maps": n, "gain": mean, "gain_se": se, "gain_over_se": mean / se if se else None,
+        "maps_solved_newly": sum(d > 0 for d in diffs), "maps_lost": sum(d < 0 for d in diffs),
+        "rl_signal": mean > 2 * se,
+    }
+
+
 def rft_eval(path: Path, eval_name: str = EVAL) -> dict[str, Any]:
     """An `rft eval` JSON's model, split, minutes and success on the eval taskset."""
     found = json.loads(path.read_text())
@@ -79,8 +117,10 @@ def main() -> None:
     parser.add_argument("--base-eval", type=Path, help="`rft eval` JSON of the untrained model")
     parser.add_argument("--final-eval", type=Path, help="`rft eval` JSON of the final model")
     parser.add_argument("--note", default="", help="what to know when reading the numbers")
+    parser.add_argument("--tracking-uri", help="the MLflow store [default: sqlite:///<checkpoint root>/mlflow.db]")
     args = parser.parse_args()
-    result = {"command": args.command, "machine": args.machine, "note": args.note, **learning(args.run)}
+    result = {"command": args.command, "machine": args.machine, "note": args.note, **learning(args.run),
+              "paired": paired(eval_tables(args.run, tracking_uri=args.tracking_uri))}
     for key, path in (("rft_eval_untrained", args.base_eval), ("rft_eval_final", args.final_eval)):
         if path is not None:
             result[key] = rft_eval(path)
@@ -89,7 +129,7 @@ def main() -> None:
         result["wall_minutes"] = round(args.wall_s / 60, 1)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: result[k] for k in ("before_training", "after_warmup", "after_rl", "rl_gain", "rl_gain_se",
-                                              "rl_signal")}, indent=2))
+                                              "rl_signal", "paired")}, indent=2))
 
 
 if __name__ == "__main__":

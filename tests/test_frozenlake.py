@@ -214,6 +214,23 @@ def test_bad_generator_arguments_are_refused() -> None:
         generate("frozenlake", {"size": 2, "train_size": 500}, "train")
 
 
+def test_the_learning_script_pairs_each_held_out_map_before_and_after() -> None:
+    """scripts/frozenlake_learning.py: RL's gain is the mean of per-map differences, its standard error theirs."""
+    import importlib.util
+    import math
+
+    spec = importlib.util.spec_from_file_location("frozenlake_learning", Path(__file__).parents[1] / "scripts" /
+                                                  "frozenlake_learning.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    found = script.paired({0: {"a": 0.0, "b": 0.0, "c": 1.0, "d": 0.0}, 20: {"a": 1.0, "b": 1.0, "c": 0.0, "d": 0.0}})
+    # differences 1, 1, -1, 0: mean 0.25, sample variance 2.75 / 3
+    assert found["gain"] == 0.25 and math.isclose(found["gain_se"], math.sqrt(2.75 / 3 / 4))
+    assert (found["maps_solved_newly"], found["maps_lost"], found["rl_signal"]) == (2, 1, False)
+    assert [(p["rl_step"], p["successes"]) for p in found["curve"]] == [(0, 1), (20, 2)]
+
+
 # -- the recipe, end to end (slow) -------------------------------------------------------------------------------
 
 
