@@ -35,7 +35,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, create_model
 
 from schemas.base import ALIAS, ConfigRuleError, Section
 from schemas.errors import error_items
@@ -44,17 +44,15 @@ from schemas.trinity.names import SYNC_METHOD_ALIASES
 from schemas.trinity.operators import map_operators
 from schemas.trinity.workflows import map_workflows
 
-
-class TrinityTinkerConfig(Section):
-    """Trinity's `model.tinker` block (an alias: its values land in the `trainer` section)."""
-
-    enable: bool = Field(False, description="Train and sample on the Tinker service.")
-    base_model: str | None = Field(None, description="The service's base model; None: model.model_path.")
-    rank: int = Field(32, ge=1, description="LoRA rank.")
-    seed: int | None = Field(None, description="Seed of the training client.")
-    train_mlp: bool = Field(True, description="Adapters on MLP layers.")
-    train_attn: bool = Field(True, description="Adapters on attention layers.")
-    train_unembed: bool = Field(True, description="An adapter on the unembedding.")
+# Trinity's `model.tinker` block (an alias: its values land in the `trainer` section): `enable`, and these settings of
+# the Tinker trainer under the same names, checked as the trainer checks them.
+TINKER_BLOCK = ("base_model", "rank", "seed", "train_mlp", "train_attn", "train_unembed")
+TrinityTinkerConfig = create_model(
+    "TrinityTinkerConfig", __base__=Section, __doc__="Trinity's `model.tinker` block.",
+    enable=(bool, Field(False, description="Train and sample on the Tinker service.")),
+    **{key: (TRAINER_VARIANTS["tinker"].model_fields[key].annotation, TRAINER_VARIANTS["tinker"].model_fields[key])
+       for key in TINKER_BLOCK},
+)
 
 
 def apply_aliases(data: dict[str, Any], note: bool = True, refused: list[tuple[str, str]] | None = None) -> dict[str, Any]:
