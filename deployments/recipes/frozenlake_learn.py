@@ -30,7 +30,8 @@ MAPS = {**FROZENLAKE_MAPS, "min_path": 1, "max_path": 3, "test_size": EVAL_MAPS}
 ARGS = {**FROZENLAKE_ARGS, "max_turns": 4}
 # 15 steps at lr 1e-4 taught the form but one move for every map (`Up`, 3 of 100 held-out maps of `frozenlake`'s)
 WARMUP_STEPS = 40
-GRPO_STEPS = 20
+GRPO_STEPS = 60
+EVAL_EVERY = 20  # held-out success at 0, 20, 40 and 60 GRPO steps: a curve, not two points
 
 # The warm-up's rows: every move of the train maps' shortest walks (2,016 rows from 1,000 maps), trained on the move.
 DEMONSTRATIONS = StorageConfig(
@@ -51,12 +52,12 @@ EVAL = _taskset("frozenlake-eval", "test", repeat_times=1, rollout_args={"temper
 config = frozenlake.with_overrides({
     "name": "frozenlake-learn",
     "algorithm.repeat_times": 8,
-    "algorithm.optimizer.lr": 2e-5,
+    "algorithm.optimizer.lr": 5e-5,  # 20 steps at 2e-5 moved held-out success by 0.035 ± 0.036 (noise)
     "buffer.batch_size": 8,  # 8 maps x 8 episodes a step
     "buffer.total_steps": GRPO_STEPS,
     "buffer.explorer_input.taskset": _taskset("frozenlake", "train", rollout_args={"temperature": 1.0}),
     "buffer.explorer_input.eval_tasksets": [EVAL],
-    "explorer.eval_interval": GRPO_STEPS,
+    "explorer.eval_interval": EVAL_EVERY,
     "trainer.save_interval": GRPO_STEPS,
     "trainer.micro_batch_size": 16,
     "stages": [
