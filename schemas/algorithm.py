@@ -89,7 +89,6 @@ class FilterGroupsConfig(Section):
         lambda v, c: v and not c.algorithm.filter_groups.enable,
         "has no effect without dynamic sampling (algorithm.filter_groups.enable)")}
 
-
     enable: bool | None = Field(
         None, description="Drop groups whose responses all got the same metric value and sample more tasks to "
         "fill the step; None: the preset's value (on for dapo, off for the others)."

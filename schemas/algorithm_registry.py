@@ -272,4 +272,3 @@ _ARGS: dict[str, Entry] = {
 }
 FUNCTION_SETTINGS: dict[str, Entry] = {
     **{f"{fn}[{name}]": entry for fn, entries in _FUNCTIONS.items() for name, entry in entries.items()}, **_ARGS}
-

@@ -32,7 +32,7 @@ def places() -> list[tuple[str, type[BaseModel], str]]:
 
 
 def needs_a_reader(key: str) -> bool:
-    """Whether the field's meaning is the runtime reading it: not when the ledger refuses or warns it whatever its
+    """Whether the field's meaning is the runtime reading it: not when its `SETTINGS` entry refuses or warns it whatever its
     value, turns it into other fields, or gives it its meaning in validation."""
     found = support_check.entry_for(key)
     if found is None:
