@@ -76,13 +76,22 @@ def frozenlake_rules(max_turns: int, is_slippery: bool) -> str:
             f"You have {max_turns} moves.")
 
 
-def frozenlake_turn(view: str, note: str = "") -> str:
-    """The user turn that shows the map and asks for the next move."""
-    return f"{note}The map:\n{view}\nYour move?"
+def frozenlake_positions(rows: Sequence[str], at: tuple[int, int]) -> str:
+    """The player's and the goal's cells in words (workflow_args `show_positions`): SmolLM2-135M does not learn to
+    find P and G on the drawn map alone (docs/recipes/frozenlake.md)."""
+    goal = find_cell(rows, "G")
+    return f"You are at row {at[0] + 1}, column {at[1] + 1}. The goal is at row {goal[0] + 1}, column {goal[1] + 1}.\n"
 
 
-def frozenlake_demonstration(rows: Sequence[str], max_turns: int) -> list[list[dict[str, str]]]:
-    """A shortest walk of a (non-slippery) map as the frozenlake workflow shows it with `max_turns`: one chat per
+def frozenlake_turn(view: str, note: str = "", where: str = "") -> str:
+    """The user turn that shows the map (and, with `show_positions`, where P and G are) and asks for the next move."""
+    return f"{note}The map:\n{view}\n{where}Your move?"
+
+
+def frozenlake_demonstration(rows: Sequence[str], max_turns: int,
+                              show_positions: bool = False) -> list[list[dict[str, str]]]:
+    """A shortest walk of a (non-slippery) map as the frozenlake workflow shows it with `max_turns` (and
+    `show_positions`): one chat per
     move, the episode so far (rules, maps, moves) ending with that move as the assistant's ```Move```. The rows of
     an SFT warm-up (generator:frozenlake with `demonstrations`): each teaches one turn, the earlier ones as context.
     A shortest walk never meets an edge or a hole, so the map after each move is the player's new cell."""
@@ -90,14 +99,17 @@ def frozenlake_demonstration(rows: Sequence[str], max_turns: int) -> list[list[d
     if moves is None or len(moves) > max_turns:
         raise ValueError(f"no walk of at most {max_turns} moves on {list(rows)}")
     at = find_cell(rows, "S")
-    chat = [{"role": "system", "content": frozenlake_rules(max_turns, False)},
-            {"role": "user", "content": frozenlake_turn(frozenlake_view(rows, at))}]
+
+    def turn() -> str:
+        return frozenlake_turn(frozenlake_view(rows, at), where=frozenlake_positions(rows, at) if show_positions else "")
+
+    chat = [{"role": "system", "content": frozenlake_rules(max_turns, False)}, {"role": "user", "content": turn()}]
     chats = []
     for move in moves:
         chat = [*chat, {"role": "assistant", "content": f"```{move.capitalize()}```"}]
         chats.append(chat)
         at = (at[0] + MOVES[move][0], at[1] + MOVES[move][1])
-        chat = [*chat, {"role": "user", "content": frozenlake_turn(frozenlake_view(rows, at))}]
+        chat = [*chat, {"role": "user", "content": turn()}]
     return chats
 
 

@@ -17,6 +17,10 @@ same maps both times, so it is conservative). `rl_signal` is true when the gain 
 `paired` reads the RL stage's per-map evaluation tables back from its MLflow run (eval/<taskset>/step_NNNNN.json,
 one row per map): held-out success at each evaluated step, and RL's gain as the mean of per-map differences with
 its standard error (sd of the differences / sqrt(n)), with how many maps it newly solves and how many it loses.
+
+`scripted_walks` puts the model's numbers beside two walkers that read nothing but the positions, on the recipe's
+(`--recipe`) held-out maps with its turns, computed exactly: a random walk (each move 1 in 4), and a walk toward the
+goal (a move that shortens the distance to G, 1 in 2 when there are two) that does not see the holes.
 """
 
 from __future__ import annotations
@@ -24,10 +28,55 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from generators import generate
+from generators.games import MOVES, find_cell
+
 EVAL = "frozenlake-eval"
+Walker = Callable[[tuple[int, int], tuple[int, int]], list[str]]
+
+
+def random_walk(at: tuple[int, int], goal: tuple[int, int]) -> list[str]:
+    return list(MOVES)
+
+
+def toward_goal(at: tuple[int, int], goal: tuple[int, int]) -> list[str]:
+    return [m for m, (dr, dc) in MOVES.items()
+            if abs(goal[0] - at[0] - dr) + abs(goal[1] - at[1] - dc) < abs(goal[0] - at[0]) + abs(goal[1] - at[1])]
+
+
+def walk_success(rows: list[str], max_turns: int, walker: Walker) -> float:
+    """The exact probability that `walker` (its moves equally likely) reaches G within max_turns on a non-slippery
+    map, as the frozenlake workflow plays it: a hole ends the episode, a move into the edge stays."""
+    size, goal = len(rows), find_cell(rows, "G")
+
+    def go(at: tuple[int, int], turns: int) -> float:
+        moves = walker(at, goal)
+        total = 0.0
+        for move in moves:
+            r, c = at[0] + MOVES[move][0], at[1] + MOVES[move][1]
+            r, c = (r, c) if 0 <= r < size and 0 <= c < size else at
+            cell = rows[r][c]
+            total += 1.0 if cell == "G" else 0.0 if cell == "H" or turns == 1 else go((r, c), turns - 1)
+        return total / len(moves)
+
+    return go(find_cell(rows, "S"), max_turns)
+
+
+def scripted_walks(recipe: str, eval_name: str = EVAL) -> dict[str, Any]:
+    """Held-out success of the random and the toward-the-goal walkers on the recipe's eval maps."""
+    from deployments import load_recipe
+
+    config = load_recipe(recipe)
+    (taskset,) = [t for t in config.buffer.explorer_input.eval_tasksets if t.name == eval_name]
+    maps = [row["map"].split("\n") for row in generate("frozenlake", taskset.generator_args, taskset.split)]
+    turns = int(taskset.workflow_args["max_turns"])
+    return {"recipe": recipe, "maps": len(maps), "max_turns": turns,
+            **{name: sum(walk_success(m, turns, walker) for m in maps) / len(maps)
+               for name, walker in (("random_walk", random_walk), ("toward_goal", toward_goal))}}
 
 
 def point(metrics: dict[str, Any]) -> dict[str, float]:
@@ -118,9 +167,11 @@ def main() -> None:
     parser.add_argument("--final-eval", type=Path, help="`rft eval` JSON of the final model")
     parser.add_argument("--note", default="", help="what to know when reading the numbers")
     parser.add_argument("--tracking-uri", help="the MLflow store [default: sqlite:///<checkpoint root>/mlflow.db]")
+    parser.add_argument("--recipe", default="frozenlake-learn", help="the recipe whose eval maps the walkers play")
     args = parser.parse_args()
     result = {"command": args.command, "machine": args.machine, "note": args.note, **learning(args.run),
-              "paired": paired(eval_tables(args.run, tracking_uri=args.tracking_uri))}
+              "paired": paired(eval_tables(args.run, tracking_uri=args.tracking_uri)),
+              "scripted_walks": scripted_walks(args.recipe)}
     for key, path in (("rft_eval_untrained", args.base_eval), ("rft_eval_final", args.final_eval)):
         if path is not None:
             result[key] = rft_eval(path)
@@ -129,7 +180,7 @@ def main() -> None:
         result["wall_minutes"] = round(args.wall_s / 60, 1)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: result[k] for k in ("before_training", "after_warmup", "after_rl", "rl_gain", "rl_gain_se",
-                                              "rl_signal", "paired")}, indent=2))
+                                              "rl_signal", "paired", "scripted_walks")}, indent=2))
 
 
 if __name__ == "__main__":

@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from backends.rollout import Sample, SamplingSettings, TokenIds
 from buffer.taskset import Task, load_taskset
 from generators import generate
-from generators.games import frozenlake_demonstration, shortest_moves, shortest_path
+from generators.games import find_cell, frozenlake_demonstration, shortest_moves, shortest_path
 from schemas import TasksetConfig
 from tests.env_recipe import run_env_recipe
 from tests.stand_in_engine import StandInEngine
@@ -176,10 +177,11 @@ def test_the_generator_is_the_same_per_seed_and_holds_out_its_test_maps() -> Non
     assert all(len(r["map"].split("\n")) == 6 and r["shortest_path"] >= 6 for r in big)
 
 
-def test_a_demonstration_is_the_episode_the_workflow_shows_for_its_moves() -> None:
+@pytest.mark.parametrize("show_positions", [False, True])
+def test_a_demonstration_is_the_episode_the_workflow_shows_for_its_moves(show_positions: bool) -> None:
     """The SFT rows of frozenlake-learn's warm-up: each move of a shortest walk, after exactly the chat the workflow
-    renders for the model at that turn, and the walk reaches the goal."""
-    chats = frozenlake_demonstration(MAP, 6)
+    renders for the model at that turn (with or without the positions in words), and the walk reaches the goal."""
+    chats = frozenlake_demonstration(MAP, 6, show_positions)
     assert [c[-1]["content"] for c in chats] == [f"```{m.capitalize()}```" for m in shortest_moves(MAP)]
     assert len(chats) == len(PATH) == shortest_path(MAP)  # one of the map's shortest walks
     seen: list[str] = []
@@ -188,9 +190,13 @@ def test_a_demonstration_is_the_episode_the_workflow_shows_for_its_moves() -> No
         seen.append(text)
         return chats[turn][-1]["content"]
 
-    (episode,) = run(Player(answer), repeat=1, max_turns=6)
+    (episode,) = run(Player(answer), repeat=1, max_turns=6, show_positions=show_positions)
     assert episode.info["success"] and episode.reward == 1.0
     assert seen == [RENDERER.text(chat[:-1], add_generation_prompt=True) for chat in chats]
+    goal = find_cell(MAP, "G")
+    where = [f"You are at row {r + 1}, column {c + 1}. The goal is at row {goal[0] + 1}, column {goal[1] + 1}."
+             for r, c in episode.info["positions"]]
+    assert [w in text for w, text in zip(where, seen, strict=True)] == [show_positions] * len(seen)
 
 
 def test_the_demonstrations_are_the_train_maps_shortest_walks() -> None:
@@ -205,6 +211,9 @@ def test_the_demonstrations_are_the_train_maps_shortest_walks() -> None:
         assert "You have 5 moves." in chat[0]["content"]
     assert generate("frozenlake", {**args, "demonstrations": 5}, "test")[0]["map"] in {
         r["map"] for r in generate("frozenlake", args, "test")}
+    shown = generate("frozenlake", {**args, "demonstrations": 5, "show_positions": True}, "train")
+    assert [r["map"] for r in shown] == [r["map"] for r in rows]  # the same walks, told where P and G are
+    assert all("The goal is at row" in r["messages"][1]["content"] for r in shown)
 
 
 def test_bad_generator_arguments_are_refused() -> None:
@@ -214,21 +223,37 @@ def test_bad_generator_arguments_are_refused() -> None:
         generate("frozenlake", {"size": 2, "train_size": 500}, "train")
 
 
-def test_the_learning_script_pairs_each_held_out_map_before_and_after() -> None:
-    """scripts/frozenlake_learning.py: RL's gain is the mean of per-map differences, its standard error theirs."""
+def learning_script() -> Any:
     import importlib.util
-    import math
 
     spec = importlib.util.spec_from_file_location("frozenlake_learning", Path(__file__).parents[1] / "scripts" /
                                                   "frozenlake_learning.py")
     assert spec is not None and spec.loader is not None
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
+    return script
+
+
+def test_the_learning_script_pairs_each_held_out_map_before_and_after() -> None:
+    """scripts/frozenlake_learning.py: RL's gain is the mean of per-map differences, its standard error theirs."""
+    import math
+
+    script = learning_script()
     found = script.paired({0: {"a": 0.0, "b": 0.0, "c": 1.0, "d": 0.0}, 20: {"a": 1.0, "b": 1.0, "c": 0.0, "d": 0.0}})
     # differences 1, 1, -1, 0: mean 0.25, sample variance 2.75 / 3
     assert found["gain"] == 0.25 and math.isclose(found["gain_se"], math.sqrt(2.75 / 3 / 4))
     assert (found["maps_solved_newly"], found["maps_lost"], found["rl_signal"]) == (2, 1, False)
     assert [(p["rl_step"], p["successes"]) for p in found["curve"]] == [(0, 1), (20, 2)]
+
+
+def test_the_scripted_walkers_success_is_exact() -> None:
+    """The walkers the model is compared with: on S H / F G, a random walk reaches G only by Down then Right within
+    two turns (1/16); the walk toward the goal picks Down or Right first (Right is the hole): 1/2."""
+    script = learning_script()
+    assert script.walk_success(["SH", "FG"], 2, script.random_walk) == 1 / 16
+    assert script.walk_success(["SH", "FG"], 2, script.toward_goal) == 1 / 2
+    assert script.walk_success(["SH", "FG"], 1, script.toward_goal) == 0.0
+    assert script.walk_success(["SG", "FF"], 1, script.random_walk) == 1 / 4
 
 
 # -- the recipe, end to end (slow) -------------------------------------------------------------------------------

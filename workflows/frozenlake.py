@@ -22,7 +22,8 @@ each turn saw: the state of GiGPO's step groups), `step_actions` (each turn's mo
 player's [row, column] before each turn).
 
 workflow_args: max_turns, max_tokens_per_turn, episode_timeout_s (see workflows.multi_turn), is_slippery
-  (overrides the row's), invalid_action_reward (default 0.0).
+  (overrides the row's), invalid_action_reward (default 0.0), show_positions (default false: true adds "You are at
+  row r, column c. The goal is at row R, column C." under each map).
 """
 
 from __future__ import annotations
@@ -34,7 +35,15 @@ from typing import Any
 
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
 
-from generators.games import find_cell, frozenlake_map, frozenlake_rules, frozenlake_turn, frozenlake_view, shortest_path
+from generators.games import (
+    find_cell,
+    frozenlake_map,
+    frozenlake_positions,
+    frozenlake_rules,
+    frozenlake_turn,
+    frozenlake_view,
+    shortest_path,
+)
 from workflows.base import register_workflow
 from workflows.multi_turn import DEFAULT_MAX_TURNS, Env, EnvStep, MultiTurnWorkflow
 from workflows.render import Messages
@@ -86,8 +95,9 @@ def task_map(raw: dict[str, Any], max_moves: int) -> list[str]:
 
 class FrozenLakeEnv(Env):
     def __init__(self, rows: list[str], *, is_slippery: bool, max_turns: int, seed: int,
-                 invalid_reward: float = DEFAULT_INVALID_ACTION_REWARD) -> None:
+                 invalid_reward: float = DEFAULT_INVALID_ACTION_REWARD, show_positions: bool = False) -> None:
         self.rows = rows
+        self.show_positions = show_positions
         self.is_slippery = is_slippery
         self.max_turns = max_turns
         self.invalid_reward = invalid_reward
@@ -107,9 +117,14 @@ class FrozenLakeEnv(Env):
         """The map as the model sees it: P on the player's cell."""
         return frozenlake_view(self.rows, self.position)
 
+    def turn(self, note: str = "") -> str:
+        """The user turn that shows the map (with show_positions, where P and G are) and asks for a move."""
+        where = frozenlake_positions(self.rows, self.position) if self.show_positions else ""
+        return frozenlake_turn(self.observation(), note, where)
+
     def initial_messages(self) -> Messages:
         return [{"role": "system", "content": frozenlake_rules(self.max_turns, self.is_slippery)},
-                {"role": "user", "content": frozenlake_turn(self.observation())}]
+                {"role": "user", "content": self.turn()}]
 
     def state(self) -> str:
         return self.observation()
@@ -122,7 +137,7 @@ class FrozenLakeEnv(Env):
             self.invalid += 1
             return EnvStep([{"role": "user", "content": (
                 "That is not a move. Answer with one of ```Up```, ```Down```, ```Left```, ```Right```.\n"
-                + frozenlake_turn(self.observation()))}], reward=self.invalid_reward, metrics=self.metrics())
+                + self.turn())}], reward=self.invalid_reward, metrics=self.metrics())
         before = self.position
         _, reward, terminated, _, _ = self.gym.step(GYM_ACTIONS[action])
         self.moves += 1
@@ -130,7 +145,7 @@ class FrozenLakeEnv(Env):
             self.success = reward > 0
             return EnvStep([], reward=float(reward), done=True, metrics=self.metrics())
         note = "You hit the edge and did not move. " if self.position == before else ""
-        return EnvStep([{"role": "user", "content": frozenlake_turn(self.observation(), note)}],
+        return EnvStep([{"role": "user", "content": self.turn(note)}],
                        metrics=self.metrics())
 
     def metrics(self) -> dict[str, float]:
@@ -161,4 +176,5 @@ class FrozenLakeWorkflow(MultiTurnWorkflow):
             max_turns=max_turns,
             seed=zlib.crc32(f"{self.task.task_id}/{index}".encode()),
             invalid_reward=float(args.get("invalid_action_reward", DEFAULT_INVALID_ACTION_REWARD)),
+            show_positions=bool(args.get("show_positions", False)),
         )
