@@ -13,7 +13,7 @@ class Task:
 
     task_id: str  # stable: "{taskset name}/{split}/{absolute row index}"
     raw: dict[str, Any]
-    format: Any = None  # schemas.FormatConfig of the taskset
+    format: Any = None  # schemas.TaskFormat of the taskset (a dataset row: its DataFormat)
     rollout_args: Any = None  # schemas rollout args (temperature, top_p, top_k, logprobs, max_tokens)
     workflow_args: dict[str, Any] = field(default_factory=dict)
     reward_fn_args: dict[str, Any] = field(default_factory=dict)

@@ -21,9 +21,13 @@ from typing import TYPE_CHECKING, Any
 from buffer.selectors import SELECTORS, build_selector
 from buffer.task import Task
 from generators import generator_name
+from schemas import StorageConfig, TasksetConfig
 
 if TYPE_CHECKING:
-    from schemas import TaskSelectorConfig, TasksetConfig
+    from schemas import TaskSelectorConfig
+
+# A task set the explorer rolls out, or a dataset the trainer reads (its rows as tasks with no rollout settings)
+Source = TasksetConfig | StorageConfig
 
 # File types a local taskset may be, and the `datasets` builder that reads each.
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
@@ -163,7 +167,7 @@ _READ: dict[tuple[str, tuple[str, ...] | None, tuple], list[Task]] = {}
 _READ_KEEP = 4
 
 
-def load_taskset(config: TasksetConfig, required_keys: Sequence[str] | None = None) -> list[Task]:
+def load_taskset(config: Source, required_keys: Sequence[str] | None = None) -> list[Task]:
     """`read_taskset`, kept for the next call with the same settings while the files it read are unchanged
     (Tasks are not changed by their users; the list returned is the caller's own)."""
     key = (config.model_dump_json(), tuple(required_keys) if required_keys is not None else None, _source_stamp(config))
@@ -175,7 +179,7 @@ def load_taskset(config: TasksetConfig, required_keys: Sequence[str] | None = No
     return list(_READ[key])
 
 
-def _source_stamp(config: TasksetConfig) -> tuple:
+def _source_stamp(config: Source) -> tuple:
     """Size and modification time of a local taskset's files (a generated or hub taskset: none)."""
     if not config.path or generator_name(config.path):
         return ()
@@ -187,8 +191,9 @@ def _source_stamp(config: TasksetConfig) -> tuple:
     return tuple((str(f), st.st_size, st.st_mtime_ns) for f, st in stats)
 
 
-def read_taskset(config: TasksetConfig, required_keys: Sequence[str] | None = None) -> list[Task]:
-    """Read every row of a taskset (after split slicing) into `Task`s, validating required keys.
+def read_taskset(config: Source, required_keys: Sequence[str] | None = None) -> list[Task]:
+    """Read every row of a taskset (after split slicing) into `Task`s, validating required keys (a dataset's rows
+    too: tasks without rollout settings).
 
     `required_keys` defaults to the prompt key of the taskset's format; a workflow can add more
     (see `Workflow.required_keys`, e.g. the math workflow also needs the answer key). A row's
@@ -202,8 +207,6 @@ def read_taskset(config: TasksetConfig, required_keys: Sequence[str] | None = No
     split_spec = config.split or "train"
     fmt = config.format
     keys = list(required_keys) if required_keys is not None else [fmt.prompt_key]
-    workflow_key = getattr(fmt, "workflow_key", "") or ""
-    reward_fn_key = getattr(fmt, "reward_fn_key", "") or ""
     generator = generator_name(config.path)
     local = None if generator else resolve_local_path(config.path)
     if generator is None and local is None and _looks_local(config.path):
@@ -249,25 +252,29 @@ def read_taskset(config: TasksetConfig, required_keys: Sequence[str] | None = No
                         f"taskset '{name}': key '{key}' missing in row {index} of {label}"
                         + (f" (line {index + 1})" if label.endswith(".jsonl") else "")
                     )
-            tasks.append(
-                Task(
-                    task_id=f"{name}/{part.splitname}/{index}",
-                    raw=dict(row),
-                    format=config.format,
-                    rollout_args=config.rollout_args,
-                    workflow_args=dict(config.workflow_args or {}),
-                    reward_fn_args=dict(config.reward_fn_args or {}),
-                    repeat_times=config.repeat_times,
-                    workflow_type=(workflow_key and row.get(workflow_key))
-                    or config.default_workflow_type,
-                    reward_fn_type=(reward_fn_key and row.get(reward_fn_key))
-                    or config.default_reward_fn_type,
-                    taskset_name=name,
-                )
-            )
+            tasks.append(_task(config, f"{name}/{part.splitname}/{index}", dict(row), name))
     if not tasks:
         raise TasksetError(f"taskset '{name}': split '{split_spec}' of '{config.path}' is empty")
     return tasks
+
+
+def _task(config: Source, task_id: str, row: dict[str, Any], name: str) -> Task:
+    """A row as a task: with its task set's rollout settings, or, a dataset's row, without any."""
+    if not isinstance(config, TasksetConfig):
+        return Task(task_id=task_id, raw=row, format=config.format, taskset_name=name)
+    fmt = config.format
+    return Task(
+        task_id=task_id,
+        raw=row,
+        format=fmt,
+        rollout_args=config.rollout_args,
+        workflow_args=dict(config.workflow_args or {}),
+        reward_fn_args=dict(config.reward_fn_args or {}),
+        repeat_times=config.repeat_times,
+        workflow_type=(fmt.workflow_key and row.get(fmt.workflow_key)) or config.default_workflow_type,
+        reward_fn_type=(fmt.reward_fn_key and row.get(fmt.reward_fn_key)) or config.default_reward_fn_type,
+        taskset_name=name,
+    )
 
 
 # --------------------------------------------------------------------------------------------------

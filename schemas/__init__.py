@@ -4,10 +4,11 @@ from schemas.algorithm import AlgorithmConfig, FilterGroupsConfig, OptimizerConf
 from schemas.base import ConfigRuleError, Section
 from schemas.buffer import (
     BufferConfig,
+    DataFormat,
     ExplorerInput,
-    FormatConfig,
     GenerationConfig,
     StorageConfig,
+    TaskFormat,
     TaskSelectorConfig,
     TasksetConfig,
     TrainerInput,
@@ -32,7 +33,8 @@ __all__ = [
     "ExplorerConfig",
     "ExplorerInput",
     "FilterGroupsConfig",
-    "FormatConfig",
+    "DataFormat",
+    "TaskFormat",
     "GenerationConfig",
     "InferenceModelConfig",
     "LoRAConfig",

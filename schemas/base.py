@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic_core import PydanticCustomError
 
 from schemas import read_trace
 
@@ -32,6 +33,8 @@ STAGE_CHAIN = "stage chaining: "
 ALIAS = "alias: "
 ADJUSTED = "adjusted: "
 KEPT_REASONS = (STAGE_CHAIN, ALIAS, ADJUSTED)
+# The error type of a key a section lists in NOT_HERE (schemas/errors.py names the key in its path)
+NOT_HERE_ERROR = "not_here"
 
 
 Level = Literal["refuse", "warn"]
@@ -123,6 +126,16 @@ class Section(BaseModel):
     # How the runtime treats its settings beyond reading them, keyed by field (`name`, `name[value]`) or by a place
     # below it (`taskset.format.prompt_type`) where that depends on where a shared class sits.
     SETTINGS: ClassVar[dict[str, Entry]] = {}
+    # Keys a config may bring here (Trinity's, or a sibling section's) that this section does not have, with why: a
+    # feature that is not supported is not a field, and its refusal still explains itself.
+    NOT_HERE: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_here(cls, data: Any) -> Any:
+        if isinstance(data, dict) and cls.NOT_HERE and (keys := [k for k in data if k in cls.NOT_HERE]):
+            raise PydanticCustomError(NOT_HERE_ERROR, "{why}", {"key": keys[0], "why": cls.NOT_HERE[keys[0]]})
+        return data
 
     @classmethod
     def settings_at(cls, prefix: str) -> dict[str, Entry]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -25,26 +25,58 @@ def _storage_alias(data: Any) -> Any:
     return data
 
 
-class FormatConfig(Section):
-    """How dataset rows map to prompts and answers."""
+# Why a column setting of one kind of data is not a setting of the other (Section.NOT_HERE)
+NOT_TASKS = "a trainer input is not rolled out as tasks: the setting has no effect"
+ONLY_SFT_DATA = "only a dataset's rows (mode train with algorithm sft or dpo) are read through this format"
+PAIRS_NOT_TASKS = ("preference pairs are read from the trainer's dataset (buffer.trainer_input.experience_buffer, "
+                   "algorithm_type dpo); a task set is rolled out, its answers are sampled")
+NO_TOOLS = ("no workflow reads tools from the data: gsm8k_tool_agent's calculator is in its code "
+            "(workflows/tool_agent.py)")
+NO_REPLY_PREFIX = "no workflow forces the start of the reply"
 
-    prompt_type: Literal["messages", "chatpair", "plaintext"] = Field(
-        "messages", description="Row layout for SFT/DPO data: messages list, chat pair or plain text."
-    )
+
+class _Format(Section):
+    """The columns every kind of row has."""
+
+    NOT_HERE: ClassVar[dict[str, str]] = {"tools_key": NO_TOOLS, "reply_prefix": NO_REPLY_PREFIX}
+
     prompt_key: str = Field("prompt", description="Column holding the user prompt.")
     response_key: str = Field("response", description="Column holding the reference answer / response.")
     system_prompt_key: str | None = Field(None, description="Column holding a per-row system prompt.")
     system_prompt: str | None = Field(None, description="System prompt for every row (after system_prompt_key).")
+
+
+class TaskFormat(_Format):
+    """How a task set's rows map to prompts and answers."""
+
+    NOT_HERE: ClassVar[dict[str, str]] = {
+        **_Format.NOT_HERE,
+        "prompt_type": "math_workflow renders the prompt_key column as a chat; prompt_type applies to SFT data",
+        "messages_key": ONLY_SFT_DATA, "chosen_key": PAIRS_NOT_TASKS, "rejected_key": PAIRS_NOT_TASKS,
+        "chat_template": "rollouts use model.custom_chat_template; set that instead"}
+
     base_model_prompt: bool = Field(
         False, description="Prompt a base model: send 'System:' + system prompt + '\\nUser:\\n' + prompt + "
         "'\\nAssistant:\\n' as plain text, without the chat template (no system prompt: from 'User:'); "
         "math_workflow only (Trinity's math_boxed_workflow use_base)."
     )
-    messages_key: str = Field("message", description="Column holding a message list (prompt_type messages).")
-    tools_key: str = Field("tools", description="Column holding tool definitions.")
-    reply_prefix: str | None = Field(None, description="Text the assistant reply is forced to start with.")
     workflow_key: str = Field("", description="Column naming a per-row workflow; '' : none.")
     reward_fn_key: str = Field("", description="Column naming a per-row reward function; '' : none.")
+
+
+class DataFormat(_Format):
+    """How the rows of a dataset the trainer reads (SFT, DPO) map to prompts and responses."""
+
+    NOT_HERE: ClassVar[dict[str, str]] = {
+        **_Format.NOT_HERE,
+        "base_model_prompt": "SFT and DPO rows are rendered with the chat template (format.chat_template); a "
+                             "plain-text prompt is math_workflow's, for rollouts",
+        "workflow_key": NOT_TASKS, "reward_fn_key": NOT_TASKS}
+
+    prompt_type: Literal["messages", "chatpair", "plaintext"] = Field(
+        "messages", description="Row layout for SFT/DPO data: messages list, chat pair or plain text."
+    )
+    messages_key: str = Field("message", description="Column holding a message list (prompt_type messages).")
     chosen_key: str = Field(
         "chosen", description="Column of the preferred response (DPO): its text (plaintext) or its assistant messages "
         "(messages)."
@@ -160,7 +192,10 @@ class _DatasetFields(Section):
     )
     subset_name: str | None = Field(None, description="Dataset config/subset name (datasets' `name`).")
     split: str = Field("train", description="Split, with slicing (e.g. 'test[:64]').")
-    format: FormatConfig = Field(default_factory=FormatConfig, description="Column mapping.")
+    generator_args: dict[str, Any] = Field(
+        default_factory=dict, description="Arguments of generated rows (path 'generator:NAME'), checked and "
+        "completed with the generator's defaults (generators/), e.g. arith's mul_range."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -171,13 +206,10 @@ class _DatasetFields(Section):
 class TasksetConfig(_DatasetFields):
     """A set of tasks the explorer rolls out (training or evaluation)."""
 
+    format: TaskFormat = Field(default_factory=TaskFormat, description="Column mapping.")
     rollout_args: GenerationConfig = Field(default_factory=GenerationConfig, description="Sampling settings.")
     workflow_args: dict[str, Any] = Field(default_factory=dict, description="Extra arguments of the workflow.")
     reward_fn_args: dict[str, Any] = Field(default_factory=dict, description="Extra arguments of the reward fn.")
-    generator_args: dict[str, Any] = Field(
-        default_factory=dict, description="Arguments of a generated taskset (path 'generator:NAME'), checked and "
-        "completed with the generator's defaults (generators/), e.g. arith's mul_range."
-    )
     repeat_times: int | None = Field(
         None, ge=1, description="Rollouts per task; None: algorithm.repeat_times (training) or 1 (evaluation)."
     )
@@ -193,10 +225,20 @@ class TasksetConfig(_DatasetFields):
     )
 
 
-class StorageConfig(TasksetConfig):
-    """Where experiences (or SFT/DPO rows) are kept for the trainer; has a task set's fields too (as in
-    Trinity) so a storage can also be replayed as tasks."""
+# Trinity's storage has a task set's fields too; a dataset the trainer reads is never rolled out here.
+_IN_FILE_ORDER = "SFT rows are read in file order, batch after batch"
 
+
+class StorageConfig(_DatasetFields):
+    """Where experiences (or SFT/DPO rows) are kept for the trainer: a dataset it reads, or in an RL mode the
+    experiment's own buffer."""
+
+    NOT_HERE: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("rollout_args", "workflow_args", "reward_fn_args", "repeat_times", "default_workflow_type",
+                         "default_reward_fn_type"), NOT_TASKS),
+        "task_selector": _IN_FILE_ORDER, "data_selector": _IN_FILE_ORDER}
+
+    format: DataFormat = Field(default_factory=DataFormat, description="Column mapping.")
     capacity: int = Field(10000, ge=1, description="Queue capacity in experiences (queue storage).")
     max_read_timeout: float = Field(1800, gt=0, description="Seconds a reader waits for data before failing.")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from schemas.base import ConfigRuleError
+from schemas.base import NOT_HERE_ERROR, ConfigRuleError
 
 # Sections that are tagged unions: pydantic puts the chosen tag into an error's location
 # (trainer.torch.dtype); users name the setting without it (trainer.dtype).
@@ -40,7 +40,10 @@ def error_items(exc: ValidationError) -> list[tuple[str, str]]:
         parts, variant = _without_tags(err["loc"])
         path = ".".join(parts)
         msg = err["msg"]
-        if err["type"] == "extra_forbidden":
+        if err["type"] == NOT_HERE_ERROR:  # a key the section does not have, and why (Section.NOT_HERE)
+            ctx = err.get("ctx") or {}
+            path, msg = ".".join([*parts, ctx["key"]]), ctx["why"]
+        elif err["type"] == "extra_forbidden":
             msg = f"not a setting of {variant}" if variant else "unknown setting (not a field of this section)"
         elif err["type"] == "union_tag_invalid":
             tag = (err.get("ctx") or {}).get("discriminator", "").strip("'")

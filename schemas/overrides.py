@@ -78,6 +78,8 @@ def check_path(model_cls: type[BaseModel], path: str) -> None:
             variants = ann if isinstance(ann, tuple) else (ann,)
             owner = next((v for v in variants if part in v.model_fields), None)
             if owner is None:
+                if any(part in getattr(v, "NOT_HERE", {}) for v in variants):
+                    return  # validation refuses it, with why (Section.NOT_HERE)
                 where = ".".join(walked) or "the experiment config"
                 fields = dict.fromkeys(f for v in variants for f in v.model_fields)
                 raise UnknownSettingError(

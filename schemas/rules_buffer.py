@@ -14,7 +14,7 @@ from algorithms.needs import needs_critic, needs_groups, needs_steps
 from generators import GENERATOR_ARGS, generator_name, same_held_out
 from schemas.algorithm_registry import ALGORITHM_PRESETS
 from schemas.base import set_unmarked
-from schemas.buffer import FormatConfig, StorageConfig, TasksetConfig
+from schemas.buffer import DataFormat, StorageConfig, TasksetConfig
 from schemas.data_processor import DATA_JUICER, OPERATOR_ARGS
 from schemas.resolver import Resolver
 from schemas.rewards import RewardArgsError, dapo_overlong_args, reasoning_gym_answer_format, step_arg
@@ -284,7 +284,7 @@ def data_processor_rules(r: Resolver[ExperimentFields]) -> None:
                 f"{where!r}: a path inside the experiment folder (relative, no '..')")
 
 
-def _pair_columns(r: Resolver[ExperimentFields], fmt: FormatConfig, path: str) -> None:
+def _pair_columns(r: Resolver[ExperimentFields], fmt: DataFormat, path: str) -> None:
     """A preference pair's columns (Trinity's names): the prompt, the chosen and the rejected response, each its own."""
     prompt_field = "messages_key" if fmt.prompt_type == "messages" else "prompt_key"
     for field in ("chosen_key", "rejected_key"):

@@ -97,14 +97,6 @@ def _not_preference(value: Any, config: ExperimentFields) -> bool:
 
 
 
-NOT_TASKS = "a trainer input is not rolled out as tasks: the setting has no effect"
-ONLY_SFT_DATA = "only a dataset's rows (mode train with algorithm sft or dpo) are read through this format"
-NO_TOOLS = ("no workflow reads tools from the data: gsm8k_tool_agent's calculator is in its code "
-            "(workflows/tool_agent.py)")
-NO_REPLY_PREFIX = "no workflow forces the start of the reply"
-# Preference pairs (chosen, rejected) are the rows of a DPO stage's dataset, not tasks.
-PAIRS_NOT_TASKS = ("preference pairs are read from the trainer's dataset (buffer.trainer_input.experience_buffer, "
-                   "algorithm_type dpo); a task set is rolled out, its answers are sampled")
 ONLY_PREFERENCE = "only a preference loss (algorithm_type dpo, policy_loss_fn dpo) reads it"
 RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite buffer "
              "(buffer/experiences.db in the experiment folder)")
@@ -128,17 +120,9 @@ def buffer_entries() -> dict[str, Entry]:
     for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_tasksets[]"):
         out |= {
             f"{_ts}.storage_type": validated(note="task sets are read from files"),
-            f"{_ts}.format.prompt_type": refused("math_workflow renders the prompt_key column as a chat; prompt_type applies "
-                                                 "to SFT data"),
             f"{_ts}.format.base_model_prompt": honoured().refuse_if(
                 _base_prompt_outside_math_workflow, "only math_workflow writes a plain-text prompt; the other workflows "
                 "chat through the chat template"),
-            f"{_ts}.format.messages_key": refused(ONLY_SFT_DATA),
-            f"{_ts}.format.tools_key": refused(NO_TOOLS),
-            f"{_ts}.format.reply_prefix": refused(NO_REPLY_PREFIX),
-            f"{_ts}.format.chosen_key": refused(PAIRS_NOT_TASKS),
-            f"{_ts}.format.rejected_key": refused(PAIRS_NOT_TASKS),
-            f"{_ts}.format.chat_template": refused("rollouts use model.custom_chat_template; set that instead"),
             f"{_ts}.rollout_args.logprobs": warned("engines record the sampled token's logprob only; top logprobs are not "
                                                    "kept", when=lambda v, c: v is not None and v > 0),
             f"{_ts}.workflow_args": honoured(note="math_workflow takes none").refuse_if(
@@ -181,22 +165,9 @@ def buffer_entries() -> dict[str, Entry]:
         f"{_EB}.format.response_key": honoured().warn_if(
             lambda v, c: is_preference_loss(c.algorithm.policy_loss_fn),
             "not read: a preference pair's responses are the columns format.chosen_key and format.rejected_key"),
-        f"{_EB}.format.base_model_prompt": refused("SFT and DPO rows are rendered with the chat template (format.chat_template); "
-                                                   "a plain-text prompt is math_workflow's, for rollouts"),
-        f"{_EB}.format.tools_key": refused(NO_TOOLS),
-        f"{_EB}.format.reply_prefix": refused(NO_REPLY_PREFIX),
-        f"{_EB}.format.workflow_key": refused(NOT_TASKS),
-        f"{_EB}.format.reward_fn_key": refused(NOT_TASKS),
         f"{_EB}.format.chosen_key": honoured().warn_if(_not_preference, ONLY_PREFERENCE),
         f"{_EB}.format.rejected_key": honoured().warn_if(_not_preference, ONLY_PREFERENCE),
-        f"{_EB}.rollout_args": refused(NOT_TASKS),
-        f"{_EB}.workflow_args": refused(NOT_TASKS),
-        f"{_EB}.reward_fn_args": refused(NOT_TASKS),
         f"{_EB}.generator_args": honoured(note="the rows of SFT data at path generator:NAME"),
-        f"{_EB}.repeat_times": refused(NOT_TASKS),
-        f"{_EB}.default_workflow_type": refused(NOT_TASKS),
-        f"{_EB}.default_reward_fn_type": refused(NOT_TASKS),
-        f"{_EB}.task_selector": refused("SFT rows are read in file order, batch after batch"),
         f"{_EB}.capacity": warned(
             "the SQLite buffer has no capacity limit (the schedule bounds how far the explorer runs ahead)"),
         f"{_EB}.max_read_timeout": warned(

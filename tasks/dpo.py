@@ -22,14 +22,14 @@ from buffer.experience import Experience
 from buffer.taskset import TasksetError, load_taskset
 from checkpointing.models import resolve_model_path
 from schemas import ExperimentConfig, StorageConfig
-from schemas.buffer import FormatConfig
+from schemas.buffer import DataFormat
 from tasks.sft import dataset_key, prompt_messages, supervised_row, train_on_rows
 from workflows.render import renderer_for
 
 Messages = list[dict[str, Any]]
 
 
-def pair_messages(row: dict[str, Any], fmt: FormatConfig, where: str) -> tuple[Messages, Messages, Messages]:
+def pair_messages(row: dict[str, Any], fmt: DataFormat, where: str) -> tuple[Messages, Messages, Messages]:
     """(prompt, chosen, rejected) messages of one preference row; `where` names the row in errors."""
     if fmt.prompt_type == "plaintext":
         prompt = prompt_messages(row, fmt)
@@ -63,7 +63,7 @@ def preference_pairs(
     fmt = dataset.format
     renderer = renderer_for(model_dir, fmt.chat_template or model_template)
     pairs = []
-    for item in load_taskset(dataset, required_keys=fmt.row_keys(pairs=True)):  # type: ignore[arg-type]
+    for item in load_taskset(dataset, required_keys=fmt.row_keys(pairs=True)):
         prompt, chosen, rejected = pair_messages(item.raw, fmt, item.task_id)
         chosen_row, rejected_row = (
             supervised_row(renderer, prompt, reply, max_prompt, max_response,

@@ -16,7 +16,7 @@ from backends.policy import policy_for
 from buffer.experience import Experience
 from buffer.taskset import TasksetError, load_taskset
 from schemas import ExperimentConfig, StorageConfig
-from schemas.buffer import FormatConfig
+from schemas.buffer import DataFormat
 from tasks.usage import SideUsage
 from workflows.render import ChatRenderer, renderer_for
 
@@ -29,7 +29,7 @@ def sft_dataset(config: ExperimentConfig) -> StorageConfig:
     return dataset
 
 
-def prompt_messages(row: dict[str, Any], fmt: FormatConfig) -> list[dict[str, Any]]:
+def prompt_messages(row: dict[str, Any], fmt: DataFormat) -> list[dict[str, Any]]:
     """A plaintext row's prompt as a chat (Trinity's layout): the system prompt (the row's format.system_prompt_key
     column, else format.system_prompt), then the prompt_key column as the user's turn."""
     system = row.get(fmt.system_prompt_key) if fmt.system_prompt_key else fmt.system_prompt
@@ -71,7 +71,7 @@ def supervised_examples(
     fmt = dataset.format
     renderer = renderer_for(model_dir, fmt.chat_template or model_template)  # the data's own, else the model's
     examples = []
-    for item in load_taskset(dataset, required_keys=fmt.row_keys()):  # type: ignore[arg-type]
+    for item in load_taskset(dataset, required_keys=fmt.row_keys()):
         row = item.raw
         if fmt.prompt_type == "messages":
             messages = list(row[fmt.messages_key])

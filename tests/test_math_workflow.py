@@ -18,7 +18,7 @@ import pytest
 from backends.rollout import RolloutEngine, Sample, SamplingSettings, TokenIds
 from buffer.experience import Experience
 from buffer.taskset import Task, load_taskset
-from schemas import FormatConfig
+from schemas import TaskFormat
 from tests.stand_in_engine import StandInEngine
 from tests.test_taskset import taskset_config
 from workflows import WORKFLOWS, Workflow, get_workflow, register_workflow
@@ -487,7 +487,7 @@ def test_countdown_evaluates_arithmetic_only() -> None:
 
 def test_math_workflow_scores_countdown_tasks_by_their_json_column() -> None:
     task = Task("countdown/train/0", {"question": "Using [3, 4, 5, 6] make 24.", "answer": '{"target": 24, "numbers": [3, 4, 5, 6]}'},
-                format=FormatConfig(prompt_key="question", response_key="answer"), reward_fn_type="countdown_reward")
+                format=TaskFormat(prompt_key="question", response_key="answer"), reward_fn_type="countdown_reward")
     engine = ScriptedEngine(lambda chat, i: ["<answer>(5 + 3 - 4) * 6</answer>", "<answer>6 * 4</answer>", "24"][i])
     assert [e.reward for e in run_math(task, engine, repeat_times=3)] == [1.0, 0.1, 0.0]
     broken = Task("countdown/train/1", {"question": "q", "answer": "24"}, format=task.format, reward_fn_type="countdown_reward")

@@ -66,7 +66,7 @@ def test_every_model_forbids_unknown_keys_and_describes_every_field():
 
 def test_package_reexports_every_section_model():
     for name in ("ExperimentConfig", "AlgorithmConfig", "OptimizerConfig", "ModelConfig", "TrinityTinkerConfig",
-                 "LoRAConfig", "ClusterConfig", "BufferConfig", "TasksetConfig", "StorageConfig", "FormatConfig",
+                 "LoRAConfig", "ClusterConfig", "BufferConfig", "TasksetConfig", "StorageConfig", "TaskFormat", "DataFormat",
                  "ExplorerConfig", "InferenceModelConfig", "VllmModelConfig", "TinkerSamplerConfig", "TrainerConfig",
                  "TorchTrainerConfig", "VerlTrainerConfig", "TinkerTrainerConfig",
                  "SynchronizerConfig", "MonitorConfig", "StageConfig", "parse_set_args"):
@@ -240,6 +240,25 @@ def test_trinity_aliases_in_the_schema():
     c = ExperimentConfig.model_validate(data)
     assert c.algorithm.optimizer.lr_scheduler_type == "cosine"
     assert (c.synchronizer.sync_method, c.synchronizer.sync_style) == ("checkpoint", "trainer_driven")
+
+
+def test_a_task_set_and_a_dataset_have_only_their_own_settings_and_refuse_the_others_with_why():
+    """A task set's and a dataset's settings differ (TaskFormat, DataFormat; a StorageConfig has no rollout
+    settings): a key of the other kind is refused at its path with why (Section.NOT_HERE), from a file as from --set."""
+    data = gsm8k_data()
+    data["buffer"]["explorer_input"]["taskset"]["format"]["chosen_key"] = "good"
+    data["buffer"]["trainer_input"] = {"experience_buffer": {"path": "data/x", "task_selector": {"seed": 1}}}
+    with pytest.raises(ValidationError) as exc:
+        ExperimentConfig.model_validate(data)
+    found = dict(schemas.error_items(exc.value))
+    assert "preference pairs are read from" in found["buffer.explorer_input.taskset.format.chosen_key"]
+    assert found["buffer.trainer_input.experience_buffer.task_selector"] == "SFT rows are read in file order, batch after batch"
+    with pytest.raises(ValidationError) as exc:
+        load_recipe("smoke").with_overrides({"buffer.trainer_input.experience_buffer.format.workflow_key": "kind"})
+    assert dict(schemas.error_items(exc.value)) == {
+        "buffer.trainer_input.experience_buffer.format.workflow_key": "a trainer input is not rolled out as tasks: the "
+                                                                      "setting has no effect"}
+    assert "rollout_args" not in schemas.StorageConfig.model_fields and "messages_key" not in schemas.TaskFormat.model_fields
 
 
 # ----------------------------------------------------------------------------- malformed configs

@@ -235,6 +235,8 @@ def test_trinity_keys_without_effect_are_left_out_with_a_warning(tmp_path):
     data = OmegaConf.to_container(OmegaConf.load(FIXTURES / "math_boxed.yaml"))
     data["buffer"].update(max_retry_times=3, max_retry_interval=1)
     data["buffer"]["explorer_input"]["taskset"]["rollout_args"] = {"temperature": 1.0, "n": 8}
+    # Trinity's format has every kind of row's columns: at its defaults, the ones a task set lacks say nothing
+    data["buffer"]["explorer_input"]["taskset"]["format"].update(prompt_type="messages", tools_key="tools")
     data["buffer"]["trainer_input"] = {"experience_buffer": {"name": "b", "storage_type": "queue",
                                                              "replay_buffer": {"enable": False}}}
     data["explorer"]["runner_num"] = 32
@@ -243,6 +245,7 @@ def test_trinity_keys_without_effect_are_left_out_with_a_warning(tmp_path):
     (tmp_path / "c.yaml").write_text(OmegaConf.to_yaml(data))
     config, unsupported = import_trinity(tmp_path / "c.yaml")
     left_out = ["buffer.max_retry_times", "buffer.max_retry_interval", "buffer.explorer_input.taskset.rollout_args.n",
+                "buffer.explorer_input.taskset.format.prompt_type", "buffer.explorer_input.taskset.format.tools_key",
                 "buffer.trainer_input.experience_buffer.replay_buffer", "explorer.runner_num", "trainer.enable_preview", "log"]
     assert unsupported == []
     assert sorted(w.split(": left out: ")[0] for w in config.warnings if ": left out: " in w) == sorted(left_out)
@@ -335,12 +338,15 @@ REFUSED_AND_WARNED = FIXTURES / "refused_and_warned.yaml"
 
 def test_keys_mapped_onto_refused_fields_are_listed_with_the_reason_and_left_out():
     config, unsupported = import_trinity(REFUSED_AND_WARNED)
-    assert [item.split(": ", 1)[0] for item in unsupported] == [
-        "algorithm.kl_loss_fn_args.adaptive", "algorithm.kl_loss_fn_args.target_kl", "algorithm.kl_loss_fn_args.horizon",
+    why = dict(item.split(": ", 1) for item in unsupported)
+    assert sorted(why) == [
+        "algorithm.kl_loss_fn_args.adaptive", "algorithm.kl_loss_fn_args.horizon", "algorithm.kl_loss_fn_args.target_kl",
         "buffer.explorer_input.taskset.format.chat_template", "buffer.explorer_input.taskset.workflow_args",
         "buffer.trainer_input.sft_warmup_dataset", "buffer.trainer_input.sft_warmup_steps",
     ]
-    assert "add a first stage instead" in unsupported[-2]
+    assert "add a first stage instead" in why["buffer.trainer_input.sft_warmup_dataset"]
+    # a key a task set's format does not have (TaskFormat.NOT_HERE), with why
+    assert "model.custom_chat_template" in why["buffer.explorer_input.taskset.format.chat_template"]
     # left out: the imported config runs without them; the auxiliary model is kept (docs/distill.md)
     assert config.algorithm.kl_loss_fn_args["adaptive"] is False and config.buffer.trainer_input.sft_warmup_steps == 0
     assert config.buffer.explorer_input.taskset.workflow_args == {}

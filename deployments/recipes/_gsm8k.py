@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas import ExplorerInput, FormatConfig, GenerationConfig, StorageConfig, TasksetConfig
+from schemas import DataFormat, ExplorerInput, GenerationConfig, StorageConfig, TaskFormat, TasksetConfig
 from workflows.math_workflow import DEFAULT_SYSTEM_PROMPT
 
-GSM8K_FORMAT = FormatConfig(prompt_key="question", response_key="answer")
+GSM8K_FORMAT = TaskFormat(prompt_key="question", response_key="answer")
 HUB = {"path": "openai/gsm8k", "subset_name": "main"}
 BUNDLED = {"path": "data/gsm8k"}
 # SFT rows: the bundled train split's worked solutions ending in \\boxed{} (scripts/gsm8k_worked.py), under the
 # system prompt the RL prompts get (math_workflow's default), so the warm-up teaches the form RL asks for.
 WORKED_SFT = StorageConfig(
     name="gsm8k-worked", path="data/gsm8k-worked", split="train",
-    format=FormatConfig(prompt_type="plaintext", prompt_key="question", response_key="solution",
+    format=DataFormat(prompt_type="plaintext", prompt_key="question", response_key="solution",
                         system_prompt=DEFAULT_SYSTEM_PROMPT),
 )
 

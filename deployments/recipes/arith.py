@@ -13,11 +13,11 @@ from schemas import (
     AlgorithmConfig,
     BufferConfig,
     ClusterConfig,
+    DataFormat,
     ExperimentConfig,
     ExplorerConfig,
     ExplorerInput,
     FilterGroupsConfig,
-    FormatConfig,
     GenerationConfig,
     ModelConfig,
     MonitorConfig,
@@ -25,6 +25,7 @@ from schemas import (
     StageConfig,
     StorageConfig,
     SynchronizerConfig,
+    TaskFormat,
     TasksetConfig,
     TorchTrainerConfig,
     VllmModelConfig,
@@ -34,14 +35,14 @@ from schemas import (
 ARITH_SYSTEM_PROMPT = (
     "Solve the arithmetic problem step by step. Put the final answer, a number only, in \\boxed{}, e.g. \\boxed{42}."
 )
-ARITH_FORMAT = FormatConfig(prompt_key="question", response_key="answer", system_prompt=ARITH_SYSTEM_PROMPT)
+ARITH_FORMAT = TaskFormat(prompt_key="question", response_key="answer", system_prompt=ARITH_SYSTEM_PROMPT)
 
 
 def arith_sft(**generator_args: object) -> StorageConfig:
     """The warm-up's rows: the generated train split, the worked `solution` column as the response."""
     return StorageConfig(
         name="arith-sft", path="generator:arith", split="train", generator_args=dict(generator_args),
-        format=FormatConfig(prompt_type="plaintext", prompt_key="question", response_key="solution",
+        format=DataFormat(prompt_type="plaintext", prompt_key="question", response_key="solution",
                             system_prompt=ARITH_SYSTEM_PROMPT),
     )
 

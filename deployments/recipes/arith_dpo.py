@@ -11,14 +11,14 @@ Run it:  rft run arith-dpo          (inspect first: rft validate arith-dpo)
 
 from deployments.recipes.arith import ARITH_EVAL, ARITH_SFT, ARITH_SYSTEM_PROMPT, sft_warmup
 from deployments.recipes.arith import config as arith
-from schemas import AlgorithmConfig, BufferConfig, ExplorerInput, FormatConfig, OptimizerConfig, StorageConfig
+from schemas import AlgorithmConfig, BufferConfig, DataFormat, ExplorerInput, OptimizerConfig, StorageConfig
 
 # The warm-up's length: 50 steps of the arith warm-up's batch (16 rows), the train split's first 800 rows.
 WARMUP_STEPS = 50
 # The tens-ones warm-up its pairs were sampled from (data/arith-self-pairs/meta.json), decayed to 0 over its 50 steps.
 WARMUP = sft_warmup(ARITH_SFT, total_steps=WARMUP_STEPS, min_lr_ratio=0.0)
 WARMUP_ROWS = WARMUP_STEPS * WARMUP.buffer.train_batch_size
-PAIR_FORMAT = FormatConfig(prompt_type="plaintext", prompt_key="question", chosen_key="solution", rejected_key="rejected",
+PAIR_FORMAT = DataFormat(prompt_type="plaintext", prompt_key="question", chosen_key="solution", rejected_key="rejected",
                            system_prompt=ARITH_SYSTEM_PROMPT)
 # The worked answer (chosen) against the warm-up model's own wrong answer (rejected), sampled from this recipe's
 # warm-up model by scripts/arith_self_pairs.py on the train rows after the warm-up's (data/arith-self-pairs/meta.json).

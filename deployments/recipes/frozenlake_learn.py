@@ -18,8 +18,8 @@ from deployments.recipes.frozenlake import config as frozenlake
 from schemas import (
     AlgorithmConfig,
     BufferConfig,
+    DataFormat,
     ExplorerInput,
-    FormatConfig,
     ModelConfig,
     OptimizerConfig,
     StageConfig,
@@ -41,7 +41,7 @@ EVAL_EVERY = 20  # held-out success at 0, 20, 40 and 60 GRPO steps: a curve, not
 DEMONSTRATIONS = StorageConfig(
     name="frozenlake-demonstrations", path="generator:frozenlake", split="train",
     generator_args={**MAPS, "demonstrations": ARGS["max_turns"], "show_positions": ARGS["show_positions"]},
-    format=FormatConfig(prompt_type="messages", messages_key="messages"),
+    format=DataFormat(prompt_type="messages", messages_key="messages"),
 )
 
 

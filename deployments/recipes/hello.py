@@ -14,18 +14,18 @@ from schemas import (
     ExperimentConfig,
     ExplorerConfig,
     ExplorerInput,
-    FormatConfig,
     GenerationConfig,
     LoRAConfig,
     ModelConfig,
     OptimizerConfig,
     SynchronizerConfig,
+    TaskFormat,
     TasksetConfig,
     TorchTrainerConfig,
     VllmModelConfig,
 )
 
-HELLO_FORMAT = FormatConfig(prompt_key="prompt", response_key="target")
+HELLO_FORMAT = TaskFormat(prompt_key="prompt", response_key="target")
 
 config = ExperimentConfig(
     mode="both",

@@ -158,6 +158,8 @@ class SettingsPage:
                 block.rows.append([code(setting), cell(type_text(info.annotation)), default_text(info), desc,
                                    f"{what}<br>its settings: [below](#{slug(title)})" if what else
                                    f"its settings: [below](#{slug(title)})"])
+        for key, why in getattr(model, "NOT_HERE", {}).items():  # keys it does not have (Trinity's), refused with why
+            block.rows.append([code(f"{rel}{key}"), "not a setting here", "", "", f"**refused**: {cell(why)}"])
 
     def _leaf_verdict(self, block: Block, setting: str, info: FieldInfo,
                       extra: Callable[[str], list[str]] | None) -> str:

@@ -290,7 +290,8 @@ def _filter(data: dict[str, Any], model: type[BaseModel], prefix: str, unsupport
             ignored[path] = why
             continue
         else:
-            unsupported.append(path)
+            not_here = getattr(model, "NOT_HERE", {}).get(target)  # a Trinity key this section has not, and why
+            unsupported.append(f"{path}: {not_here}" if not_here else path)
             continue
         if path in UNSUPPORTED_VALUES and value in UNSUPPORTED_VALUES[path]:
             unsupported.append(f"{path}={value}")

@@ -53,8 +53,15 @@ NO_EFFECT: dict[str, dict[str, str]] = {
         "max_inflight_batches": "the explore steps in flight of Trinity's fully_async sync style only (refused here)",
     },
 }
+# Trinity's format has the columns of every kind of row; here a task set's and a dataset's differ (TaskFormat,
+# DataFormat). A column setting of the other kind at Trinity's default changes nothing.
+_FORMAT_DEFAULTS: dict[str, Any] = {"prompt_type": "messages", "messages_key": "message", "chosen_key": "chosen",
+                                    "rejected_key": "rejected", "chat_template": None, "tools_key": "tools",
+                                    "reply_prefix": None, "workflow_key": "", "reward_fn_key": ""}
 # Trinity settings without effect in some of their values ({model class name: {trinity key: (no effect?, why)}}).
 NO_EFFECT_WHEN: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
+    "_Format": {key: (lambda v, default=default: v == default, f"Trinity's default ({default!r}), which this kind of "
+                      "row does not read") for key, default in _FORMAT_DEFAULTS.items()},
     "StorageConfig": {"replay_buffer": (lambda v: not _get(v, "enable"), "Trinity's replay buffer, off")},
     "ExplorerConfig": {
         "over_rollout": (lambda v: not _get(v, "ratio"), "Trinity's over-rollout with ratio 0: each step waits for all "
