@@ -33,12 +33,10 @@ def check_tasksets(config: ExperimentConfig) -> list[str]:
                         or explorer_input.default_workflow_type)
             todo.append((f"buffer.explorer_input.eval_tasksets.{i}", taskset, _workflow_keys(taskset, workflow)))
     if not ALGORITHM_PRESETS[config.algorithm.algorithm_type].needs_rollout:  # a dataset's rows: SFT rows or pairs
-        trainer_input = config.buffer.trainer_input
-        name = "experience_buffer" if trainer_input.experience_buffer else "sft_warmup_dataset"
-        dataset = trainer_input.experience_buffer or trainer_input.sft_warmup_dataset
+        dataset = config.buffer.trainer_input.experience_buffer
         if dataset is not None and dataset.storage_type == "file":
             keys = dataset.format.row_keys(pairs=is_preference_loss(config.algorithm.policy_loss_fn))
-            todo.append((f"buffer.trainer_input.{name}", dataset, keys))
+            todo.append(("buffer.trainer_input.experience_buffer", dataset, keys))
     lines, problems = [], []
     for field, taskset, keys in todo:
         try:

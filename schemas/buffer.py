@@ -276,14 +276,17 @@ class ExplorerInput(Section):
 class TrainerInput(Section):
     """What the trainer reads."""
 
+    NOT_HERE: ClassVar[dict[str, str]] = {
+        "sft_warmup_dataset": "Trinity's old warm-up is not run; add a first stage instead (stage_name sft_warmup, mode "
+                              "train, algorithm_type sft, this dataset as its buffer.trainer_input.experience_buffer), "
+                              "then a stage rft",
+        "sft_warmup_steps": "Trinity's old warm-up is not run; use a first stage with algorithm sft and "
+                            "buffer.total_steps (see buffer.trainer_input.sft_warmup_dataset)"}
+
     experience_buffer: StorageConfig | None = Field(
         None, description="Experiences from the explorer (mode both: a queue, derived when unset), "
         "or a dataset (mode train, e.g. SFT)."
     )
-    sft_warmup_dataset: StorageConfig | None = Field(
-        None, description="SFT data for a warm-up before RL (prefer a `stages:` entry with algorithm sft)."
-    )
-    sft_warmup_steps: int = Field(0, ge=0, description="Steps of SFT warm-up on sft_warmup_dataset.")
     auxiliary_buffers: dict[str, StorageConfig] = Field(
         default_factory=dict, description="Datasets the trainer reads beside its experiences, by name: the mix "
         "sample strategy's expert rows (algorithm.sample_strategy_args.sft_dataset_name, default 'sft_dataset'; "

@@ -1,10 +1,10 @@
 """`data_processor` (Trinity-RFT's section): the experience pipeline's operators, applied to each explore step's
-experiences before their advantages (buffer/operators.py), and Data-Juicer's task pipeline (refused where
-Data-Juicer is not installed: a `SETTINGS` entry)."""
+experiences before their advantages (buffer/operators.py). Data-Juicer's task pipeline is refused with why
+(Data-Juicer is not installed: NOT_HERE)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -36,20 +36,24 @@ class OperatorConfig(Section):
 class ExperiencePipelineConfig(Section):
     """Operators applied in order to every explore step's experiences, before their advantages and the buffer."""
 
+    NOT_HERE: ClassVar[dict[str, str]] = dict.fromkeys(
+        ("inputs", "output"), "Trinity's experimental pipeline buffers: the pipeline here reads the explore step's "
+        "experiences and writes the trainer's buffer")
+
     operators: list[OperatorConfig] = Field(default_factory=list, description="The operators, in order.")
     save_input: bool = Field(True, description="Also keep the experiences as they were before the operators (JSON "
                              "lines in the experiment folder).")
     input_save_path: str | None = Field(
         None, description="Where save_input writes, relative to the experiment folder; None: "
         "experience_pipeline/input.jsonl.")
-    inputs: dict[str, Any] = Field(default_factory=dict, description="Trinity's extra input buffers (experimental).")
-    output: dict[str, Any] | None = Field(None, description="Trinity's output buffer (experimental): the trainer's.")
 
 
 class DataProcessorConfig(Section):
-    """Trinity's data processor: the experience pipeline, and the task pipeline (Data-Juicer)."""
+    """Trinity's data processor: the experience pipeline (Trinity's task pipeline runs Data-Juicer: NOT_HERE)."""
+
+    NOT_HERE: ClassVar[dict[str, str]] = {
+        "task_pipeline": "a Data-Juicer pipeline over the task set: Data-Juicer (py-data-juicer) is not a dependency "
+                         "here; prepare the task set before the run"}
 
     experience_pipeline: ExperiencePipelineConfig | None = Field(
         None, description="Operators on each explore step's experiences (buffer/operators.py).")
-    task_pipeline: dict[str, Any] | None = Field(
-        None, description="A Data-Juicer pipeline over the task set before training (needs Data-Juicer).")

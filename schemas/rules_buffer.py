@@ -214,9 +214,6 @@ def _trainer_input(r: Resolver[ExperimentFields]) -> None:
         if generator_name(pairs.path):
             _generator_args(r, pairs, "buffer.trainer_input.eval_pairs")
         _pair_columns(r, pairs.format, "buffer.trainer_input.eval_pairs.format")
-    if ti.sft_warmup_steps and ti.sft_warmup_dataset is None:
-        r.error("buffer.trainer_input.sft_warmup_dataset",
-                f"required when buffer.trainer_input.sft_warmup_steps is {ti.sft_warmup_steps}")
 
 
 # Workflows that reach an auxiliary model by name: {workflow: (its workflow_args key, whether it needs one)}.

@@ -109,12 +109,6 @@ def buffer_entries() -> dict[str, Entry]:
         "buffer.explorer_input.default_workflow_type": refuse_trinity_workflows(honoured()),
         "buffer.explorer_input.default_eval_workflow_type": refuse_trinity_workflows(resolved(
             "buffer.explorer_input.eval_tasksets[].default_workflow_type")),
-        "buffer.trainer_input.sft_warmup_dataset": refused(
-            "Trinity's old warm-up is not run; add a first stage instead (stage_name sft_warmup, mode train, "
-            "algorithm_type sft, this dataset as its buffer.trainer_input.experience_buffer), then a stage rft"),
-        "buffer.trainer_input.sft_warmup_steps": refused(
-            "Trinity's old warm-up is not run; use a first stage with algorithm sft and buffer.total_steps (see "
-            "buffer.trainer_input.sft_warmup_dataset)"),
     }
     # Task sets the explorer rolls out (training and evaluation): the same fields, the same runtime.
     for _ts in ("buffer.explorer_input.taskset", "buffer.explorer_input.eval_tasksets[]"):
@@ -175,14 +169,6 @@ def buffer_entries() -> dict[str, Entry]:
     }
     # Trinity's data processor: the experience pipeline's built-in operators run on the explorer (buffer/operators.py).
     _DP = "data_processor"
-    _EXPERIMENTAL = "Trinity's experimental pipeline buffers: the pipeline here reads the explore step's experiences and " \
-                    "writes the trainer's buffer"
-    out |= {
-        f"{_DP}.experience_pipeline.inputs": refused(_EXPERIMENTAL),
-        f"{_DP}.experience_pipeline.output": refused(_EXPERIMENTAL),
-        f"{_DP}.task_pipeline": refused("a Data-Juicer pipeline over the task set: Data-Juicer (py-data-juicer) is not a "
-                                        "dependency here; prepare the task set before the run"),
-    }
 
     # The trainer's auxiliary datasets are read by the SFT reader (tasks/sft.py) for the mix sample strategy: the same
     # entries as an SFT dataset's, without the warnings of an RL mode's experience buffer (which they are not).

@@ -23,7 +23,7 @@ from workflows.render import ChatRenderer, renderer_for
 
 def sft_dataset(config: ExperimentConfig) -> StorageConfig:
     trainer_input = config.buffer.trainer_input
-    dataset = trainer_input.experience_buffer or trainer_input.sft_warmup_dataset
+    dataset = trainer_input.experience_buffer
     if dataset is None:
         raise ValueError("buffer.trainer_input.experience_buffer: a stage that learns from a dataset (sft, dpo) needs one")
     return dataset

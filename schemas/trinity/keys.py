@@ -62,6 +62,11 @@ _FORMAT_DEFAULTS: dict[str, Any] = {"prompt_type": "messages", "messages_key": "
 NO_EFFECT_WHEN: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
     "_Format": {key: (lambda v, default=default: v == default, f"Trinity's default ({default!r}), which this kind of "
                       "row does not read") for key, default in _FORMAT_DEFAULTS.items()},
+    "TrainerInput": {"sft_warmup_steps": (lambda v: not v, "Trinity's old warm-up, off (0 steps)"),
+                     "sft_warmup_dataset": (lambda v: v is None, "Trinity's old warm-up's dataset, none")},
+    "ExperiencePipelineConfig": {"inputs": (lambda v: not v, "Trinity's experimental input buffers, none"),
+                                 "output": (lambda v: v is None, "Trinity's experimental output buffer, none")},
+    "DataProcessorConfig": {"task_pipeline": (lambda v: v is None, "Trinity's Data-Juicer task pipeline, none")},
     "StorageConfig": {"replay_buffer": (lambda v: not _get(v, "enable"), "Trinity's replay buffer, off")},
     "ExplorerConfig": {
         "over_rollout": (lambda v: not _get(v, "ratio"), "Trinity's over-rollout with ratio 0: each step waits for all "
