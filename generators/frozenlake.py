@@ -22,7 +22,7 @@ class FrozenLakeArgs(GeneratorArgs):
     `train_size`: no map is in both. With `demonstrations` the rows are shortest walks of those maps, one a move.
     """
 
-    TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset({"train_size", "demonstrations", "show_positions"})
+    TRAIN_ONLY: ClassVar[frozenset[str]] = frozenset({"train_size", "demonstrations", "goal_hint"})
 
     seed: int = Field(0, description="Seed of the maps.")
     size: int = Field(4, ge=2, le=12, description="Rows (and columns) of a map.")
@@ -37,9 +37,9 @@ class FrozenLakeArgs(GeneratorArgs):
                                 "each map's shortest walk: `messages`, the episode so far as the frozenlake workflow "
                                 "with max_turns N shows it, ending with that move (the same maps; an SFT warm-up's "
                                 "data).")
-    show_positions: bool = Field(False, description="With `demonstrations`: the episode as the workflow shows it with "
-                                 "workflow_args.show_positions (the player's and the goal's row and column under each "
-                                 "map). Set both alike.")
+    goal_hint: bool = Field(False, description="With `demonstrations`: the episode as the workflow shows it with "
+                                 "workflow_args.goal_hint (where the goal lies from the player, under each map). "
+                                 "Set both alike.")
 
     @model_validator(mode="after")
     def _path_range(self) -> FrozenLakeArgs:
@@ -68,11 +68,11 @@ def _frozenlake_splits(args_json: str) -> dict[str, list[dict[str, Any]]]:
 @lru_cache(maxsize=4)
 def _frozenlake_demonstrations(args_json: str, split: str) -> list[dict[str, Any]]:
     args = FrozenLakeArgs.model_validate_json(args_json)
-    maps = _frozenlake_splits(args.model_copy(update={"demonstrations": 0, "show_positions": False}).model_dump_json())[split]
+    maps = _frozenlake_splits(args.model_copy(update={"demonstrations": 0, "goal_hint": False}).model_dump_json())[split]
     rows = [{"map": row["map"], "shortest_path": row["shortest_path"], "turn": turn, "messages": chat}
             for row in maps
             for turn, chat in enumerate(frozenlake_demonstration(row["map"].split(), args.demonstrations,
-                                                                 args.show_positions))]
+                                                                 args.goal_hint))]
     random.Random(f"{args.seed}/demonstrations/{split}").shuffle(rows)  # a step's rows from many maps and turns
     return rows
 

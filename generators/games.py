@@ -76,22 +76,30 @@ def frozenlake_rules(max_turns: int, is_slippery: bool) -> str:
             f"You have {max_turns} moves.")
 
 
-def frozenlake_positions(rows: Sequence[str], at: tuple[int, int]) -> str:
-    """The player's and the goal's cells in words (workflow_args `show_positions`): SmolLM2-135M does not learn to
-    find P and G on the drawn map alone (docs/recipes/frozenlake.md)."""
+def _steps(count: int, way: str) -> str:
+    return f"{count} step{'s' * (count != 1)} {way}"
+
+
+def frozenlake_goal_hint(rows: Sequence[str], at: tuple[int, int]) -> str:
+    """Where the goal lies from the player, in words (workflow_args `goal_hint`), e.g. "The goal is 2 steps down and 1
+    step left.": SmolLM2-135M does not learn to find P and G on the drawn map alone (docs/recipes/frozenlake.md).
+    It says nothing of the holes."""
     goal = find_cell(rows, "G")
-    return f"You are at row {at[0] + 1}, column {at[1] + 1}. The goal is at row {goal[0] + 1}, column {goal[1] + 1}.\n"
+    rows_away, cols_away = goal[0] - at[0], goal[1] - at[1]
+    ways = [_steps(abs(n), way) for n, way in ((rows_away, "down" if rows_away > 0 else "up"),
+                                                (cols_away, "right" if cols_away > 0 else "left")) if n]
+    return f"The goal is {' and '.join(ways)}.\n"
 
 
 def frozenlake_turn(view: str, note: str = "", where: str = "") -> str:
-    """The user turn that shows the map (and, with `show_positions`, where P and G are) and asks for the next move."""
+    """The user turn that shows the map (and, with `goal_hint`, where the goal lies) and asks for the next move."""
     return f"{note}The map:\n{view}\n{where}Your move?"
 
 
 def frozenlake_demonstration(rows: Sequence[str], max_turns: int,
-                              show_positions: bool = False) -> list[list[dict[str, str]]]:
+                              goal_hint: bool = False) -> list[list[dict[str, str]]]:
     """A shortest walk of a (non-slippery) map as the frozenlake workflow shows it with `max_turns` (and
-    `show_positions`): one chat per
+    `goal_hint`): one chat per
     move, the episode so far (rules, maps, moves) ending with that move as the assistant's ```Move```. The rows of
     an SFT warm-up (generator:frozenlake with `demonstrations`): each teaches one turn, the earlier ones as context.
     A shortest walk never meets an edge or a hole, so the map after each move is the player's new cell."""
@@ -101,7 +109,7 @@ def frozenlake_demonstration(rows: Sequence[str], max_turns: int,
     at = find_cell(rows, "S")
 
     def turn() -> str:
-        return frozenlake_turn(frozenlake_view(rows, at), where=frozenlake_positions(rows, at) if show_positions else "")
+        return frozenlake_turn(frozenlake_view(rows, at), where=frozenlake_goal_hint(rows, at) if goal_hint else "")
 
     chat = [{"role": "system", "content": frozenlake_rules(max_turns, False)}, {"role": "user", "content": turn()}]
     chats = []

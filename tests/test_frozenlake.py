@@ -14,7 +14,7 @@ import pytest
 from backends.rollout import Sample, SamplingSettings, TokenIds
 from buffer.taskset import Task, load_taskset
 from generators import generate
-from generators.games import find_cell, frozenlake_demonstration, shortest_moves, shortest_path
+from generators.games import frozenlake_demonstration, shortest_moves, shortest_path
 from schemas import TasksetConfig
 from tests.env_recipe import run_env_recipe
 from tests.stand_in_engine import StandInEngine
@@ -177,11 +177,11 @@ def test_the_generator_is_the_same_per_seed_and_holds_out_its_test_maps() -> Non
     assert all(len(r["map"].split("\n")) == 6 and r["shortest_path"] >= 6 for r in big)
 
 
-@pytest.mark.parametrize("show_positions", [False, True])
-def test_a_demonstration_is_the_episode_the_workflow_shows_for_its_moves(show_positions: bool) -> None:
+@pytest.mark.parametrize("goal_hint", [False, True])
+def test_a_demonstration_is_the_episode_the_workflow_shows_for_its_moves(goal_hint: bool) -> None:
     """The SFT rows of frozenlake-learn's warm-up: each move of a shortest walk, after exactly the chat the workflow
     renders for the model at that turn (with or without the positions in words), and the walk reaches the goal."""
-    chats = frozenlake_demonstration(MAP, 6, show_positions)
+    chats = frozenlake_demonstration(MAP, 6, goal_hint)
     assert [c[-1]["content"] for c in chats] == [f"```{m.capitalize()}```" for m in shortest_moves(MAP)]
     assert len(chats) == len(PATH) == shortest_path(MAP)  # one of the map's shortest walks
     seen: list[str] = []
@@ -190,13 +190,12 @@ def test_a_demonstration_is_the_episode_the_workflow_shows_for_its_moves(show_po
         seen.append(text)
         return chats[turn][-1]["content"]
 
-    (episode,) = run(Player(answer), repeat=1, max_turns=6, show_positions=show_positions)
+    (episode,) = run(Player(answer), repeat=1, max_turns=6, goal_hint=goal_hint)
     assert episode.info["success"] and episode.reward == 1.0
     assert seen == [RENDERER.text(chat[:-1], add_generation_prompt=True) for chat in chats]
-    goal = find_cell(MAP, "G")
-    where = [f"You are at row {r + 1}, column {c + 1}. The goal is at row {goal[0] + 1}, column {goal[1] + 1}."
-             for r, c in episode.info["positions"]]
-    assert [w in text for w, text in zip(where, seen, strict=True)] == [show_positions] * len(seen)
+    where = ["3 steps down and 3 steps right", "2 steps down and 3 steps right", "1 step down and 3 steps right",
+             "1 step down and 2 steps right", "2 steps right", "1 step right"]  # the goal from each cell of the walk
+    assert [f"The goal is {w}.\n" in text for w, text in zip(where, seen, strict=True)] == [goal_hint] * len(seen)
 
 
 def test_the_demonstrations_are_the_train_maps_shortest_walks() -> None:
@@ -211,9 +210,9 @@ def test_the_demonstrations_are_the_train_maps_shortest_walks() -> None:
         assert "You have 5 moves." in chat[0]["content"]
     assert generate("frozenlake", {**args, "demonstrations": 5}, "test")[0]["map"] in {
         r["map"] for r in generate("frozenlake", args, "test")}
-    shown = generate("frozenlake", {**args, "demonstrations": 5, "show_positions": True}, "train")
-    assert [r["map"] for r in shown] == [r["map"] for r in rows]  # the same walks, told where P and G are
-    assert all("The goal is at row" in r["messages"][1]["content"] for r in shown)
+    shown = generate("frozenlake", {**args, "demonstrations": 5, "goal_hint": True}, "train")
+    assert [r["map"] for r in shown] == [r["map"] for r in rows]  # the same walks, told where the goal lies
+    assert all("The goal is " in r["messages"][1]["content"] for r in shown)
 
 
 def test_bad_generator_arguments_are_refused() -> None:

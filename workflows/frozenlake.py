@@ -22,8 +22,8 @@ each turn saw: the state of GiGPO's step groups), `step_actions` (each turn's mo
 player's [row, column] before each turn).
 
 workflow_args: max_turns, max_tokens_per_turn, episode_timeout_s (see workflows.multi_turn), is_slippery
-  (overrides the row's), invalid_action_reward (default 0.0), show_positions (default false: true adds "You are at
-  row r, column c. The goal is at row R, column C." under each map).
+  (overrides the row's), invalid_action_reward (default 0.0), goal_hint (default false: true adds where the goal
+  lies from the player under each map, e.g. "The goal is 2 steps down and 1 step left."; not the holes).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
 
 from generators.games import (
     find_cell,
+    frozenlake_goal_hint,
     frozenlake_map,
-    frozenlake_positions,
     frozenlake_rules,
     frozenlake_turn,
     frozenlake_view,
@@ -95,9 +95,9 @@ def task_map(raw: dict[str, Any], max_moves: int) -> list[str]:
 
 class FrozenLakeEnv(Env):
     def __init__(self, rows: list[str], *, is_slippery: bool, max_turns: int, seed: int,
-                 invalid_reward: float = DEFAULT_INVALID_ACTION_REWARD, show_positions: bool = False) -> None:
+                 invalid_reward: float = DEFAULT_INVALID_ACTION_REWARD, goal_hint: bool = False) -> None:
         self.rows = rows
-        self.show_positions = show_positions
+        self.goal_hint = goal_hint
         self.is_slippery = is_slippery
         self.max_turns = max_turns
         self.invalid_reward = invalid_reward
@@ -118,8 +118,8 @@ class FrozenLakeEnv(Env):
         return frozenlake_view(self.rows, self.position)
 
     def turn(self, note: str = "") -> str:
-        """The user turn that shows the map (with show_positions, where P and G are) and asks for a move."""
-        where = frozenlake_positions(self.rows, self.position) if self.show_positions else ""
+        """The user turn that shows the map (with goal_hint, where the goal lies) and asks for a move."""
+        where = frozenlake_goal_hint(self.rows, self.position) if self.goal_hint else ""
         return frozenlake_turn(self.observation(), note, where)
 
     def initial_messages(self) -> Messages:
@@ -176,5 +176,5 @@ class FrozenLakeWorkflow(MultiTurnWorkflow):
             max_turns=max_turns,
             seed=zlib.crc32(f"{self.task.task_id}/{index}".encode()),
             invalid_reward=float(args.get("invalid_action_reward", DEFAULT_INVALID_ACTION_REWARD)),
-            show_positions=bool(args.get("show_positions", False)),
+            goal_hint=bool(args.get("goal_hint", False)),
         )
