@@ -8,7 +8,7 @@ from schemas.base import NOT_HERE_ERROR, ConfigRuleError
 
 # Sections that are tagged unions: pydantic puts the chosen tag into an error's location
 # (trainer.torch.dtype); users name the setting without it (trainer.dtype).
-TAGGED_SECTIONS = {"trainer": "trainer_type", "rollout_model": "engine_type", "auxiliary_models": "engine_type"}
+TAGGED_SECTIONS = {"trainer": "trainer_type", "rollout_model": "engine_type"}
 
 
 def _without_tags(loc: tuple) -> tuple[list[str], str | None]:

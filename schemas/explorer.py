@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from schemas.base import Entry, Section, Variant, honoured, refused, warned
 from schemas.resolver import Resolver
@@ -40,18 +40,13 @@ class InferenceBase(Variant):
     # Whether the run's engines and trainer hold GPUs of its own cluster (where there are any): what its GPU
     # seconds count (tracking/usage.py); a service's GPUs are not counted.
     HOLDS_GPUS: ClassVar[bool] = True
-    # Whether engines of this type can be auxiliary models, and whether a rollout model of this type has them
-    # started beside it (explorer.auxiliary_models: the local policy's vLLM engines).
+    # Whether a rollout model of this type has auxiliary models started beside it (explorer.auxiliary_models: vLLM
+    # engines the local policy starts).
     AUXILIARY: ClassVar[bool] = False
     SETTINGS: ClassVar[dict[str, Entry]] = {}
-    AUXILIARY_SETTINGS: ClassVar[dict[str, Entry]] = {}  # an auxiliary model's entries that differ from SETTINGS
-
-    @classmethod
-    def settings_at(cls, prefix: str) -> dict[str, Entry]:
-        """As an auxiliary model its own entries differ; a type that cannot be one is refused as a whole (ExplorerConfig)."""
-        if prefix.startswith("explorer.auxiliary_models[]"):
-            return cls.SETTINGS | cls.AUXILIARY_SETTINGS if cls.AUXILIARY else {}
-        return cls.SETTINGS
+    NOT_HERE: ClassVar[dict[str, str]] = {
+        "model_path": "the rollout model always serves model.model_path (model_path is an auxiliary model's)",
+        "name": "the rollout model is served as model.model_path and 'policy'; name is for auxiliary models"}
 
     def check(self, r: Resolver[Sections], auxiliary: Sequence[InferenceBase], trainer: TrainedWeights) -> None:
         """This engine's own rules (for the rollout model), run by schemas/rules.py; `auxiliary`: the explorer's
@@ -61,17 +56,6 @@ class InferenceBase(Variant):
         """GPUs its engines take."""
         return 0
 
-    def auxiliary_name(self) -> str:
-        """The name an auxiliary model is known by: its `name`, else the last part of its model_path."""
-        return self.name or str(self.model_path or "").rstrip("/").rsplit("/", 1)[-1]
-
-    model_path: str | None = Field(
-        None, description="Only for auxiliary models; the rollout model always serves model.model_path."
-    )
-    name: str | None = Field(
-        None, description="Only for auxiliary models: the name workflows and the endpoint know it by; None: the last "
-        "part of its model_path."
-    )
     engine_num: int = Field(1, ge=1, description="Number of engines.")
     seed: int = Field(42, description="Sampling seed.")
     enable_thinking: bool = Field(False, description="Chat-template thinking mode (Qwen3).")
@@ -118,21 +102,12 @@ class VllmModelConfig(InferenceBase):
 
     AUXILIARY: ClassVar[bool] = True
     SETTINGS: ClassVar[dict[str, Entry]] = {
-        "model_path": refused("the rollout model always serves model.model_path"),
-        "name": refused("the rollout model is served as model.model_path and 'policy'; name is for auxiliary models"),
         "enable_thinking": honoured(note="passed to the chat template"),
         "enable_history": honoured(note="calls recorded per rollout id for agent workflows"),
         "openai_api_key_secret": honoured(note="schemas/secrets.py reads the key"),
         "tool_call_parser": honoured(passthrough=True),
         "reasoning_parser": honoured(passthrough=True),
         "dtype": honoured(passthrough=True),
-    }
-    # An auxiliary model (explorer.auxiliary_models) reads the same settings, but these differently.
-    AUXILIARY_SETTINGS: ClassVar[dict[str, Entry]] = {
-        "model_path": honoured(note="an auxiliary model's own (the rollout model's is refused)"),
-        "name": honoured(note="served model name; auxiliary_name() here"),
-        "enable_thinking": warned("no workflow renders a chat for an auxiliary model: the teacher scores the "
-                                  "student's own tokens"),
     }
 
     engine_type: Literal["vllm"] = Field("vllm", description="vLLM engines.")
@@ -184,8 +159,6 @@ class TinkerSamplerConfig(InferenceBase):
     WEIGHTS: ClassVar[str] = "tinker"
     HOLDS_GPUS: ClassVar[bool] = False  # the service samples and trains
     SETTINGS: ClassVar[dict[str, Entry]] = {
-        "model_path": refused("the rollout model always serves model.model_path"),
-        "name": refused("the rollout model is served as model.model_path and 'policy'; name is for auxiliary models"),
         "engine_num": warned("Tinker's sampler is one service (no engines to count)"),
         "seed": honoured(note="seeds each request's sampling seed"),
         "enable_thinking": honoured(note="passed to the chat template"),
@@ -208,6 +181,35 @@ class TinkerSamplerConfig(InferenceBase):
                     "built yet")
 
 
+class AuxiliaryModelConfig(VllmModelConfig):
+    """An auxiliary model (explorer.auxiliary_models): vLLM engines of another model that workflows call (a judge, an
+    answerer) or that scores the samples (the distillation teacher, the first one), started beside the policy's."""
+
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        **VllmModelConfig.SETTINGS,
+        "name": honoured(note="served model name; auxiliary_name() here"),
+        "enable_thinking": warned("no workflow renders a chat for an auxiliary model: the teacher scores the "
+                                  "student's own tokens"),
+    }
+    NOT_HERE: ClassVar[dict[str, str]] = {}
+
+    model_path: str = Field(..., min_length=1, description="The model its engines serve (a folder or hub id).")
+    name: str | None = Field(
+        None, description="The name workflows and the endpoint know it by; None: the last part of its model_path."
+    )
+
+    @field_validator("engine_type", mode="before")
+    @classmethod
+    def _vllm_only(cls, value: object) -> object:
+        if value != "vllm":
+            raise ValueError(f"an auxiliary model runs on vLLM engines; {value!r} engines are not started as one")
+        return value
+
+    def auxiliary_name(self) -> str:
+        """The name it is known by: its `name`, else the last part of its model_path."""
+        return self.name or self.model_path.rstrip("/").rsplit("/", 1)[-1]
+
+
 InferenceModelConfig = Annotated[Union[VllmModelConfig, TinkerSamplerConfig], Field(discriminator="engine_type")]
 ENGINE_VARIANTS: dict[str, type[InferenceBase]] = {"vllm": VllmModelConfig, "tinker": TinkerSamplerConfig}
 
@@ -228,11 +230,6 @@ class ExplorerConfig(Section):
         "max_timeout": honoured(note="per workflow task, inside the runner"),
         "max_retry_times": honoured(note="retries of a workflow task, and of the explore/evaluate Prefect tasks"),
         "auxiliary_models": honoured(note="vLLM engines of other models; the first is the distillation teacher"),
-        # auxiliary models (docs/distill.md): engines of the types that can be one (InferenceBase.settings_at)
-        **{f"auxiliary_models[][{tag}]": honoured(note="the type of the local policy's engines, which starts them "
-                                                       "beside its own") if engine.AUXILIARY else
-           refused(f"an auxiliary model runs on vLLM engines; {tag!r} engines are not started as one")
-           for tag, engine in ENGINE_VARIANTS.items()},
     }
 
     runner_per_model: int = Field(8, ge=1, description="Concurrent workflow runners per rollout engine.")
@@ -249,7 +246,7 @@ class ExplorerConfig(Section):
     rollout_model: InferenceModelConfig = Field(
         default_factory=VllmModelConfig, description="Engines that serve the policy (engine_type vllm or tinker)."
     )
-    auxiliary_models: list[InferenceModelConfig] = Field(
+    auxiliary_models: list[AuxiliaryModelConfig] = Field(
         default_factory=list, description="Extra engines workflows may call (judges, teachers); model_path required."
     )
 

@@ -26,20 +26,15 @@ def explorer_rules(r: Resolver[ExperimentFields]) -> None:
     # the chosen engine's own rules (schemas/explorer.py), first: what they derive is shared
     e.rollout_model.check(r, e.auxiliary_models, c.trainer)
     for i, aux in enumerate(e.auxiliary_models):
-        if not aux.model_path:
-            r.error(f"explorer.auxiliary_models.{i}.model_path", "required for an auxiliary model")
-        if type(aux) is type(e.rollout_model):  # what it leaves unset is as the rollout engines run (memory, dtype)
+        if e.rollout_model.AUXILIARY:  # what it leaves unset is as the rollout engines run (memory, dtype)
             for name in ENGINE_SETTINGS_SHARED:
-                if name in type(aux).model_fields and name not in aux.model_fields_set:
+                if name not in aux.model_fields_set:
                     r.derive(aux, name, getattr(e.rollout_model, name), f"explorer.auxiliary_models.{i}.{name}",
                              f"explorer.rollout_model.{name}")
-        if not aux.AUXILIARY:
-            r.error(f"explorer.auxiliary_models.{i}.engine_type", f"an auxiliary model runs on vLLM engines; "
-                    f"{aux.engine_type!r} engines are not started as auxiliary models")
     if e.auxiliary_models and not e.rollout_model.AUXILIARY:
         r.error("explorer.auxiliary_models", f"auxiliary models start beside a local policy's vLLM engines; the "
                 f"{e.rollout_model.engine_type!r} policy samples on its service and starts none")
-    names = [aux.auxiliary_name() for aux in e.auxiliary_models if aux.model_path]
+    names = [aux.auxiliary_name() for aux in e.auxiliary_models]
     if len(set(names)) != len(names):
         r.error("explorer.auxiliary_models", f"two auxiliary models share a name ({', '.join(names)}): set `name` on each")
     if needs_teacher(c.algorithm) and stage_kind(c).explores and not e.auxiliary_models:
