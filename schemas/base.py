@@ -137,11 +137,6 @@ class Section(BaseModel):
             raise PydanticCustomError(NOT_HERE_ERROR, "{why}", {"key": keys[0], "why": cls.NOT_HERE[keys[0]]})
         return data
 
-    @classmethod
-    def settings_at(cls, prefix: str) -> dict[str, Entry]:
-        """Its entries when it sits at `prefix` (an engine's differ where it is an auxiliary model)."""
-        return cls.SETTINGS
-
     def is_set(self, field: str) -> bool:
         """True when the user gave `field` (as opposed to a schema default or a derived value)."""
         return field in self.model_fields_set

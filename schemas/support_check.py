@@ -49,7 +49,7 @@ def _collect() -> dict[str, Entry]:
 
     def visit(prefix: str, model: type[BaseModel]) -> None:
         if issubclass(model, Section):
-            found.update({f"{prefix}{key}": entry for key, entry in model.settings_at(prefix).items()})
+            found.update({f"{prefix}{key}": entry for key, entry in model.SETTINGS.items()})
 
     walk(ExperimentFields, visit)
     found |= buffer_entries()
