@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from schemas.base import Entry, Section, Variant, honoured, refused, warned
+from schemas.base import Entry, Section, Variant, honoured, warned
 from schemas.resolver import Resolver
 from schemas.stage_kind import stage_kind
 from schemas.trinity.names import ENGINE_TYPE_ALIASES
@@ -28,6 +28,10 @@ DEFAULT_ENGINE_TYPE = "vllm"
 
 NO_TINKER_ENDPOINT = ("the OpenAI endpoint (and its call history) is built on the vLLM engines only; the Tinker "
                       "sampler's is not built yet")
+# The OpenAI endpoint's settings (VllmModelConfig's): what a rollout model without one does not have
+ENDPOINT_SETTINGS = ("enable_openai_api", "enable_history", "openai_api_host", "openai_api_port", "openai_api_key_secret",
+                     "openai_max_concurrent_requests", "openai_max_request_bytes", "openai_max_tokens",
+                     "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser")
 
 
 class InferenceBase(Variant):
@@ -59,38 +63,6 @@ class InferenceBase(Variant):
     engine_num: int = Field(1, ge=1, description="Number of engines.")
     seed: int = Field(42, description="Sampling seed.")
     enable_thinking: bool = Field(False, description="Chat-template thinking mode (Qwen3).")
-    enable_openai_api: bool = Field(
-        False,
-        description="Serve an OpenAI-compatible chat endpoint on each engine (vLLM's own server), for agents written "
-        "against the openai client; the address is in each engine's info and the serve mode's artifact.",
-    )
-    enable_history: bool = Field(
-        False,
-        description="Record the prompt/response token ids and logprobs of every endpoint call under its rollout id "
-        "(base URL .../rollouts/<id>/v1 or header X-Rollout-Id), so agent workflows train on them.",
-    )
-    openai_api_host: str = Field("127.0.0.1", description="Address the endpoint binds (0.0.0.0: every interface).")
-    openai_api_port: int = Field(0, ge=0, le=65535, description="Port of engine 0 (engine i: port + i); 0: any free port.")
-    openai_api_key_secret: str | None = Field(
-        None,
-        description="Where the endpoint's API key is kept, never the key itself: the name of a Prefect Secret block, "
-        "or 'env:VAR' (an environment variable of the worker). Clients send it as the openai client's api_key. "
-        "None: no key, allowed only on a loopback openai_api_host.",
-    )
-    openai_max_concurrent_requests: int = Field(
-        256, ge=1, description="Endpoint requests in flight at once per engine; more are answered 429 (retry later). "
-        "Agent workflows keep up to runner_per_model × repeat_times in flight.",
-    )
-    openai_max_request_bytes: int = Field(4 * 2**20, ge=1024, description="Largest request body (413 above it).")
-    openai_max_tokens: int | None = Field(
-        None, ge=1, description="Most tokens one endpoint request may ask for, and the default when it asks for "
-        "none; None: model.max_response_tokens.",
-    )
-    enable_auto_tool_choice: bool = Field(
-        False, description="Let the model decide to call tools (tool_choice 'auto'); needs tool_call_parser."
-    )
-    tool_call_parser: str | None = Field(None, description="vLLM's tool-call parser for the model's format, e.g. 'hermes'.")
-    reasoning_parser: str | None = Field(None, description="vLLM's reasoning parser (e.g. 'qwen3'), or None.")
 
 
 # On CPU: ~46k tokens of SmolLM2-135M's float32 KV, a whole evaluation batch of the embedded recipes.
@@ -126,6 +98,39 @@ class VllmModelConfig(InferenceBase):
     enforce_eager: bool = Field(False, description="Disable graph capture (faster start, needed on CPU).")
     enable_prefix_caching: bool = Field(True, description="Reuse KV cache of shared prompt prefixes.")
     enable_chunked_prefill: bool = Field(True, description="Chunk long prefills.")
+    # vLLM's OpenAI-compatible server on each engine (backends/local/openai_server.py)
+    enable_openai_api: bool = Field(
+        False,
+        description="Serve an OpenAI-compatible chat endpoint on each engine (vLLM's own server), for agents written "
+        "against the openai client; the address is in each engine's info and the serve mode's artifact.",
+    )
+    enable_history: bool = Field(
+        False,
+        description="Record the prompt/response token ids and logprobs of every endpoint call under its rollout id "
+        "(base URL .../rollouts/<id>/v1 or header X-Rollout-Id), so agent workflows train on them.",
+    )
+    openai_api_host: str = Field("127.0.0.1", description="Address the endpoint binds (0.0.0.0: every interface).")
+    openai_api_port: int = Field(0, ge=0, le=65535, description="Port of engine 0 (engine i: port + i); 0: any free port.")
+    openai_api_key_secret: str | None = Field(
+        None,
+        description="Where the endpoint's API key is kept, never the key itself: the name of a Prefect Secret block, "
+        "or 'env:VAR' (an environment variable of the worker). Clients send it as the openai client's api_key. "
+        "None: no key, allowed only on a loopback openai_api_host.",
+    )
+    openai_max_concurrent_requests: int = Field(
+        256, ge=1, description="Endpoint requests in flight at once per engine; more are answered 429 (retry later). "
+        "Agent workflows keep up to runner_per_model × repeat_times in flight.",
+    )
+    openai_max_request_bytes: int = Field(4 * 2**20, ge=1024, description="Largest request body (413 above it).")
+    openai_max_tokens: int | None = Field(
+        None, ge=1, description="Most tokens one endpoint request may ask for, and the default when it asks for "
+        "none; None: model.max_response_tokens.",
+    )
+    enable_auto_tool_choice: bool = Field(
+        False, description="Let the model decide to call tools (tool_choice 'auto'); needs tool_call_parser."
+    )
+    tool_call_parser: str | None = Field(None, description="vLLM's tool-call parser for the model's format, e.g. 'hermes'.")
+    reasoning_parser: str | None = Field(None, description="vLLM's reasoning parser (e.g. 'qwen3'), or None.")
 
     def gpus(self) -> int:
         return self.engine_num * self.tensor_parallel_size
@@ -162,23 +167,17 @@ class TinkerSamplerConfig(InferenceBase):
         "engine_num": warned("Tinker's sampler is one service (no engines to count)"),
         "seed": honoured(note="seeds each request's sampling seed"),
         "enable_thinking": honoured(note="passed to the chat template"),
-        **{name: refused(NO_TINKER_ENDPOINT) for name in (
-            "enable_history", "enable_openai_api", "openai_api_host", "openai_api_port", "enable_auto_tool_choice",
-            "tool_call_parser", "reasoning_parser", "openai_api_key_secret", "openai_max_concurrent_requests",
-            "openai_max_request_bytes", "openai_max_tokens")},
     }
+    NOT_HERE: ClassVar[dict[str, str]] = {
+        **InferenceBase.NOT_HERE, **dict.fromkeys(ENDPOINT_SETTINGS, NO_TINKER_ENDPOINT)}
 
     engine_type: Literal["tinker"] = Field("tinker", description="Tinker's sampling client.")
 
     def check(self, r: Resolver[Sections], auxiliary: Sequence[InferenceBase], trainer: TrainedWeights) -> None:
-        """It samples only what the Tinker trainer trains; it has no OpenAI endpoint (mode serve derives one)."""
+        """It samples only what the Tinker trainer trains."""
         if trainer.WEIGHTS != self.WEIGHTS and stage_kind(r.config).trains:
             r.error("explorer.rollout_model.engine_type",
                     f"'tinker' samples only weights trained by trainer_type 'tinker' (got {trainer.trainer_type!r})")
-        if self.enable_openai_api:
-            r.error("explorer.rollout_model.enable_openai_api",
-                    "the endpoint is built for engine_type 'vllm' only (got 'tinker'); the Tinker sampler's is not "
-                    "built yet")
 
 
 class AuxiliaryModelConfig(VllmModelConfig):

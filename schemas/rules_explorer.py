@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from algorithms.needs import needs_teacher
+from schemas.explorer import NO_TINKER_ENDPOINT, VllmModelConfig
 from schemas.resolver import Resolver
 from schemas.secrets import is_loopback
 from schemas.stage_kind import stage_kind
@@ -48,6 +49,10 @@ def _openai_api(r: Resolver[ExperimentFields]) -> None:
     c = r.config
     rollout = c.explorer.rollout_model
     path = "explorer.rollout_model"
+    if not isinstance(rollout, VllmModelConfig):  # no endpoint (its settings are NOT_HERE)
+        if stage_kind(c).flow == "serve":
+            r.error(f"{path}.engine_type", f"mode 'serve' serves the OpenAI endpoint: {NO_TINKER_ENDPOINT}")
+        return
     if stage_kind(c).flow == "serve" and not rollout.enable_openai_api:
         if rollout.is_set("enable_openai_api"):
             r.error(f"{path}.enable_openai_api", "mode 'serve' serves the endpoint: it cannot be false")

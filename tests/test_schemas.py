@@ -311,6 +311,10 @@ MALFORMED = [
     ("other-backends-key", _set(trainer__trainer_config={"a": 1}), "trainer.trainer_config"),
     ("vllm-key-on-tinker", _set(explorer__rollout_model={"engine_type": "tinker", "tensor_parallel_size": 2}),
      "explorer.rollout_model.tensor_parallel_size"),
+    ("endpoint-key-on-tinker", _set(**{**TINKER_OURS, "explorer__rollout_model": {"engine_type": "tinker",
+                                                                                   "enable_openai_api": True}}),
+     "explorer.rollout_model.enable_openai_api"),
+    ("serve-on-tinker", _set(**TINKER_OURS, mode="serve"), "explorer.rollout_model.engine_type"),
     ("unknown-policy-arg", _set(algorithm__policy_loss_fn_args={"clip_rang": 0.1}), "algorithm.policy_loss_fn_args.clip_rang"),
     ("unknown-advantage-arg", _set(algorithm__advantage_fn_args={"epsilonn": 1.0}), "algorithm.advantage_fn_args.epsilonn"),
     # bad enums / names
