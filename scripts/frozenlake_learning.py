@@ -9,10 +9,11 @@ repository root after `rft run frozenlake-learn`:
 It reads the stages' summary.json files (<run>/sft_warmup, <run>/grpo): the `success_rate` and `tasks` of the eval
 taskset (greedy) in their `eval_at_start` and `eval`. Before training is the warm-up's `eval_at_start`; after the
 warm-up is the RL stage's `eval_at_start` (its engines start on the warm-up's weights), the warm-up's own final
-evaluation recorded beside it; after RL is the RL stage's `eval`. `--base-eval` and `--final-eval` add `rft eval`
-JSONs (a fresh engine) of the untrained and the final model on the same maps. A standard error is
-sqrt(p (1 - p) / n); that of RL's gain is sqrt(se_warmup² + se_rl²), the two evaluations taken as independent (the
-same maps both times, so it is conservative). `rl_signal` is true when the gain is more than twice its standard error.
+evaluation recorded beside it (each null where the warm-up does not evaluate); after RL is the RL stage's `eval`.
+`--base-eval` and `--final-eval` add `rft eval` JSONs (a fresh engine) of the untrained and the final model on the
+same maps. A standard error is sqrt(p (1 - p) / n); that of RL's gain is sqrt(se_warmup² + se_rl²), the two
+evaluations taken as independent (the same maps both times, so it is conservative). `rl_signal` is true when the
+gain is more than twice its standard error.
 
 `paired` reads the RL stage's per-map evaluation tables back from its MLflow run (eval/<taskset>/step_NNNNN.json,
 one row per map): held-out success at each evaluated step, and RL's gain as the mean of per-map differences with
@@ -103,7 +104,7 @@ def learning(run: Path, eval_name: str = EVAL) -> dict[str, Any]:
         "eval_taskset": eval_name,
         "before_training": before,
         "after_warmup": after_warmup,
-        "after_warmup_in_warmup_stage": point(warmup["eval"][eval_name]),
+        "after_warmup_in_warmup_stage": point(warmup["eval"][eval_name]) if eval_name in warmup.get("eval", {}) else None,
         "after_rl": after_rl,
         "warmup_steps": warmup.get("steps"),
         "rl_steps": rl.get("steps"),
