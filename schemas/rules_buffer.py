@@ -141,8 +141,8 @@ def _taskset(r: Resolver[ExperimentFields], ts: TasksetConfig, path: str, *, is_
                 f"{ra.max_tokens} exceeds model.max_response_tokens ({c.model.max_response_tokens})")
 
 
-def _generator_args(r: Resolver[ExperimentFields], ts: TasksetConfig, path: str) -> None:
-    """A generated taskset's arguments, checked and completed with the generator's defaults."""
+def _generator_args(r: Resolver[ExperimentFields], ts: TasksetConfig | StorageConfig, path: str) -> None:
+    """Generated rows' arguments (a task set's or a dataset's), checked and completed with the generator's defaults."""
     name = generator_name(ts.path)
     if name is None:
         if ts.generator_args:
