@@ -107,6 +107,7 @@ class EngineSettings:
 
         model = config.model
         max_model_len = model.max_model_len or (model.max_prompt_tokens + model.max_response_tokens)
+        key_source = rollout.openai_api_key_secret  # where the endpoint's key is kept; loaded only with the endpoint on
         return cls(
             model_path=model_path,
             model_id=model_id,
@@ -125,7 +126,7 @@ class EngineSettings:
             enable_history=rollout.enable_history,
             openai_api_host=rollout.openai_api_host,
             openai_api_port=rollout.openai_api_port,
-            openai_api_key=openai_api_key(rollout.openai_api_key_secret) if rollout.enable_openai_api else None,
+            openai_api_key=openai_api_key(key_source) if rollout.enable_openai_api else None,
             openai_max_concurrent_requests=rollout.openai_max_concurrent_requests,
             openai_max_request_bytes=rollout.openai_max_request_bytes,
             openai_max_tokens=int(rollout.openai_max_tokens or model.max_response_tokens),
