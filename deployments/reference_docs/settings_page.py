@@ -279,9 +279,10 @@ INTRO = [
     "turns it into; *a rule of* where its only meaning is a check; *each trainer implements it*: each trainer backend "
     "reads it in its own modules, unless a line *on `<trainer>`* says otherwise; **refused** and **warned** apply to a "
     "value other than the default (in some cases: only where the reason says); *with `x`*: refused or warned with the "
-    "section or variant `x` above it. A table that covers several places (the backends' shared settings, task sets, "
-    "datasets) names the places where that differs. Which trainer runs each preset and function: "
-    "[algorithm-matrix.md](algorithm-matrix.md). Adding a setting, a loss or a backend: "
+    "section or variant `x` above it; *not a setting here*: a key the section does not have (Trinity's, or a sibling "
+    "section's), refused whatever its value with the reason its class gives (`NOT_HERE`). A table that covers several "
+    "places (the backends' shared settings, task sets, datasets) names the places where that differs. Which trainer "
+    "runs each preset and function: [algorithm-matrix.md](algorithm-matrix.md). Adding a setting, a loss or a backend: "
     "[adding-a-loss.md](adding-a-loss.md), [adding-a-backend.md](adding-a-backend.md); Trinity-RFT's names: "
     "[trinity-parity.md](trinity-parity.md).",
 ]
