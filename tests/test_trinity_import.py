@@ -349,7 +349,7 @@ def test_keys_mapped_onto_refused_fields_are_listed_with_the_reason_and_left_out
     assert "model.custom_chat_template" in why["buffer.explorer_input.taskset.format.chat_template"]
     # left out: the imported config runs without them; the auxiliary model is kept (docs/distill.md)
     assert config.algorithm.kl_loss_fn_args["adaptive"] is False
-    assert "sft_warmup_steps" not in type(config.buffer.trainer_input).model_fields
+    assert ExperimentConfig.model_validate(config.user_data()).user_data() == config.user_data()
     assert config.buffer.explorer_input.taskset.workflow_args == {}
     assert [a.model_path for a in config.explorer.auxiliary_models] == ["Qwen/Qwen2.5-7B-Instruct"]
     assert config.explorer.rollout_model.enable_openai_api is True  # the endpoint is built: kept

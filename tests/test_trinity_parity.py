@@ -226,7 +226,8 @@ def test_trinity_mix_imports_on_verl_with_its_expert_rows(tmp_path: Path, monkey
     assert (alg.policy_loss_fn_args["mu"], alg.policy_loss_fn_args["use_token_level_loss_in_sft"]) == (0.1, False)
     expert = config.buffer.trainer_input.auxiliary_buffers["sft_dataset"]
     assert (expert.name, expert.format.prompt_type, expert.format.messages_key) == ("math_sft", "messages", "messages")
-    assert "sft_warmup_dataset" not in config.buffer.trainer_input.model_fields_set
+    assert config.derived["buffer.trainer_input.auxiliary_buffers.sft_dataset"].startswith(
+        "alias: buffer.trainer_input.sft_warmup_dataset")  # moved there, not kept as the old warm-up's dataset
     assert "algorithm.policy_loss_fn_args.ppo_mini_batch_size" in config.derived
     assert ExperimentConfig.model_validate(config.user_data()).user_data() == config.user_data()  # as a recipe
 
