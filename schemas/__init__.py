@@ -2,17 +2,7 @@
 
 from schemas.algorithm import AlgorithmConfig, FilterGroupsConfig, OptimizerConfig
 from schemas.base import ConfigRuleError, Section
-from schemas.buffer import (
-    BufferConfig,
-    DataFormat,
-    ExplorerInput,
-    GenerationConfig,
-    StorageConfig,
-    TaskFormat,
-    TaskSelectorConfig,
-    TasksetConfig,
-    TrainerInput,
-)
+from schemas.buffer import BufferConfig, DataFormat, StorageConfig, TrainerInput
 from schemas.cluster import ClusterConfig
 from schemas.experiment import ExperimentConfig
 from schemas.experiment_fields import StageConfig
@@ -21,6 +11,7 @@ from schemas.model import LoRAConfig, ModelConfig
 from schemas.monitor import GateConfig, MonitorConfig
 from schemas.overrides import UnknownSettingError, parse_set_args
 from schemas.synchronizer import SynchronizerConfig
+from schemas.taskset import ExplorerInput, GenerationConfig, TaskFormat, TaskSelectorConfig, TasksetConfig
 from schemas.trainer import TinkerTrainerConfig, TorchTrainerConfig, TrainerConfig, VerlTrainerConfig
 from schemas.trinity.aliases import TrinityTinkerConfig
 

@@ -1,74 +1,26 @@
-"""`buffer`: task sets the explorer reads, the experience buffer the trainer reads, batch sizes."""
+"""`buffer`: batch sizes and the length of the run, what the explorer reads (schemas/taskset.py) and what the trainer
+reads: a dataset (SFT, DPO), or in an RL mode the experiment's own buffer, beside its auxiliary datasets and held-out
+pairs."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, get_args
+from dataclasses import replace
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from schemas.base import Section
-from schemas.trinity.names import SELECTOR_TYPE_ALIASES, STORAGE_TYPE_ALIASES
-
-StorageType = Literal["file", "queue", "sqlite"]
-
-
-def _storage_alias(data: Any) -> Any:
-    # Trinity spells the SQL storage "sql"; its selector was called data_selector before task_selector.
-    if isinstance(data, dict):
-        data = dict(data)
-        if isinstance(data.get("storage_type"), str):
-            data["storage_type"] = STORAGE_TYPE_ALIASES.get(data["storage_type"].lower(), data["storage_type"].lower())
-        if "data_selector" in data:
-            if "task_selector" in data:
-                raise ValueError("data_selector is Trinity's old name of task_selector; set only one of them")
-            data["task_selector"] = data.pop("data_selector")
-    return data
+from algorithms import is_preference_loss
+from schemas.base import Entry, Section, honoured, refused, validated, warned
+from schemas.dataset import NOT_TASKS, DatasetFields, RowFormat
+from schemas.stage_kind import stage_kind
+from schemas.taskset import ExplorerInput
 
 
-# Why a column setting of one kind of data is not a setting of the other (Section.NOT_HERE)
-NOT_TASKS = "a trainer input is not rolled out as tasks: the setting has no effect"
-ONLY_SFT_DATA = "only a dataset's rows (mode train with algorithm sft or dpo) are read through this format"
-PAIRS_NOT_TASKS = ("preference pairs are read from the trainer's dataset (buffer.trainer_input.experience_buffer, "
-                   "algorithm_type dpo); a task set is rolled out, its answers are sampled")
-NO_TOOLS = ("no workflow reads tools from the data: gsm8k_tool_agent's calculator is in its code "
-            "(workflows/tool_agent.py)")
-NO_REPLY_PREFIX = "no workflow forces the start of the reply"
-
-
-class _Format(Section):
-    """The columns every kind of row has."""
-
-    NOT_HERE: ClassVar[dict[str, str]] = {"tools_key": NO_TOOLS, "reply_prefix": NO_REPLY_PREFIX}
-
-    prompt_key: str = Field("prompt", description="Column holding the user prompt.")
-    response_key: str = Field("response", description="Column holding the reference answer / response.")
-    system_prompt_key: str | None = Field(None, description="Column holding a per-row system prompt.")
-    system_prompt: str | None = Field(None, description="System prompt for every row (after system_prompt_key).")
-
-
-class TaskFormat(_Format):
-    """How a task set's rows map to prompts and answers."""
-
-    NOT_HERE: ClassVar[dict[str, str]] = {
-        **_Format.NOT_HERE,
-        "prompt_type": "math_workflow renders the prompt_key column as a chat; prompt_type applies to SFT data",
-        "messages_key": ONLY_SFT_DATA, "chosen_key": PAIRS_NOT_TASKS, "rejected_key": PAIRS_NOT_TASKS,
-        "chat_template": "rollouts use model.custom_chat_template; set that instead"}
-
-    base_model_prompt: bool = Field(
-        False, description="Prompt a base model: send 'System:' + system prompt + '\\nUser:\\n' + prompt + "
-        "'\\nAssistant:\\n' as plain text, without the chat template (no system prompt: from 'User:'); "
-        "math_workflow only (Trinity's math_boxed_workflow use_base)."
-    )
-    workflow_key: str = Field("", description="Column naming a per-row workflow; '' : none.")
-    reward_fn_key: str = Field("", description="Column naming a per-row reward function; '' : none.")
-
-
-class DataFormat(_Format):
+class DataFormat(RowFormat):
     """How the rows of a dataset the trainer reads (SFT, DPO) map to prompts and responses."""
 
     NOT_HERE: ClassVar[dict[str, str]] = {
-        **_Format.NOT_HERE,
+        **RowFormat.NOT_HERE,
         "base_model_prompt": "SFT and DPO rows are rendered with the chat template (format.chat_template); a "
                              "plain-text prompt is math_workflow's, for rollouts",
         "workflow_key": NOT_TASKS, "reward_fn_key": NOT_TASKS}
@@ -93,143 +45,11 @@ class DataFormat(_Format):
         return [self.messages_key] if self.prompt_type == "messages" else [self.prompt_key, self.response_key]
 
 
-class GenerationConfig(Section):
-    """Sampling settings of a taskset; None fields take the model section's defaults (derived)."""
-
-    temperature: float | None = Field(None, ge=0, description="Sampling temperature (0: greedy).")
-    top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling p.")
-    top_k: int | None = Field(None, ge=-1, description="Top-k (-1: off).")
-    logprobs: int | None = Field(None, ge=0, description="Top logprobs returned per token.")
-    max_tokens: int | None = Field(None, ge=1, description="Longest response; None: model.max_response_tokens.")
-
-
-# Selectors that read a difficulty from each row's feature_keys (buffer/selectors.py).
-FEATURE_SELECTORS = ("offline_easy2hard", "difficulty_based")
-
-
-class DifficultyArgs(Section):
-    """The difficulty_based selector's estimator and sampling (Trinity's task_selector.kwargs, its defaults; its
-    BOTS example sets m 16, lamb 0.1, rho 0.1, target_reward 0.5, tau 0, do_sample true)."""
-
-    m: int = Field(16, ge=1, description="Rollouts one observed pass rate counts as (Trinity's m).")
-    lamb: float = Field(0.2, ge=0, le=1, description="Share of the past estimate forgotten at each update.")
-    rho: float = Field(0.2, ge=0, le=1, description="Weight of the prior from the features against what was observed.")
-    target_reward: float = Field(1.0, ge=0, le=1, description="Pass rate the picked tasks should have (0.5: the "
-                                 "edge of what the model can do).")
-    tau: float = Field(1.0, ge=0, description="Temperature of the pick: 0 takes the tasks closest to target_reward, "
-                       "above 0 samples with softmax(-|target - pass rate| / tau).")
-    do_sample: bool = Field(False, description="Score each task with a pass rate drawn from its Beta estimate "
-                            "(explores the uncertain ones) instead of its mean.")
-    adaptive_rho: bool = Field(False, description="Halve rho whenever the prior misses the observed pass rates by "
-                               "0.25 or more on average.")
-    prior: Literal["interpolate", "rank"] = Field(
-        "interpolate", description="Pass rate of a task not yet seen, from its features. interpolate (Trinity's): two "
-        "feature_keys are two reference models' pass rates, the model's lies between them at a capacity fitted to "
-        "what was observed; rank: the features' rank is a difficulty in [0, 1] (harder_when), the pass rate falls "
-        "along a logistic curve around a fitted capacity (one key or more, any numbers: sizes, path lengths).")
-
-
-SelectorType = Literal["sequential", "shuffle", "random", "offline_easy2hard", "difficulty_based"]
-
-
-class TaskSelectorConfig(Section):
-    """Which tasks each batch reads (Trinity alias: data_selector; buffer/selectors.py)."""
-
-    selector_type: SelectorType = Field(
-        "sequential", description="sequential: file order; shuffle: a seeded permutation per epoch; random: each "
-        "batch drawn anew; offline_easy2hard: easiest first by feature_keys; difficulty_based: tasks whose estimated "
-        "pass rate is nearest kwargs.target_reward, learnt from each step's results (docs/generators.md)."
-    )
-    seed: int = Field(42, description="Seed of shuffle, random and difficulty_based.")
-    feature_keys: list[str] = Field(
-        default_factory=list, validate_default=True, description="Row columns holding a task's difficulty (numbers; 'a.b' reads key b of "
-        "column a, a mapping or JSON text), e.g. frozenlake's shortest_path; offline_easy2hard and difficulty_based.")
-    harder_when: Literal["lower", "higher"] = Field(
-        "lower", description="A feature marks a harder task when lower (Trinity's: reference pass rates) or higher "
-        "(sizes, blanks, path lengths).")
-    kwargs: DifficultyArgs = Field(default_factory=DifficultyArgs, description="difficulty_based's settings.")
-
-    @field_validator("selector_type", mode="before")
-    @classmethod
-    def _selector_type(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = SELECTOR_TYPE_ALIASES.get(value, value)
-            if value not in get_args(SelectorType):
-                raise ValueError(f"{value!r} is not a task selector here (known: {', '.join(get_args(SelectorType))}); "
-                                 "Trinity loads other selectors from its plugins, which do not run here")
-        return value
-
-    @field_validator("feature_keys")
-    @classmethod
-    def _feature_keys(cls, keys: list[str], info: ValidationInfo) -> list[str]:
-        selector = info.data.get("selector_type")
-        if selector in FEATURE_SELECTORS and not keys:
-            raise ValueError(f"{selector} orders tasks by their difficulty: name the row columns that hold it")
-        if len(set(keys)) != len(keys) or not all(k.strip() for k in keys):
-            raise ValueError(f"feature keys must be distinct and non-empty, got {keys}")
-        return keys
-
-    @model_validator(mode="after")
-    def _prior_needs_two_pass_rates(self) -> TaskSelectorConfig:
-        if self.selector_type == "difficulty_based" and self.kwargs.prior == "interpolate" and len(self.feature_keys) != 2:
-            raise ValueError(
-                f"kwargs.prior: 'interpolate' (Trinity's, the default) reads exactly two feature_keys, two reference "
-                f"models' pass rates; got {len(self.feature_keys)} ({', '.join(self.feature_keys)}). For difficulty "
-                "columns (sizes, path lengths) set kwargs.prior: rank and harder_when")
-        return self
-
-
-class _DatasetFields(Section):
-    """Fields shared by task sets and experience storages."""
-
-    name: str = Field("", description="Name used in metrics and storage; '' : derived from the position.")
-    storage_type: StorageType = Field(
-        "file", description="file: a dataset folder/file or HF hub id; queue: in-memory queue; sqlite: database."
-    )
-    path: str | None = Field(
-        None, description="Dataset folder, file, HF id, sqlite:/// URL, or a generator: 'generator:arith' "
-        "(rows made from generator_args)."
-    )
-    subset_name: str | None = Field(None, description="Dataset config/subset name (datasets' `name`).")
-    split: str = Field("train", description="Split, with slicing (e.g. 'test[:64]').")
-    generator_args: dict[str, Any] = Field(
-        default_factory=dict, description="Arguments of generated rows (path 'generator:NAME'), checked and "
-        "completed with the generator's defaults (generators/), e.g. arith's mul_range."
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _aliases(cls, data: Any) -> Any:
-        return _storage_alias(data)
-
-
-class TasksetConfig(_DatasetFields):
-    """A set of tasks the explorer rolls out (training or evaluation)."""
-
-    format: TaskFormat = Field(default_factory=TaskFormat, description="Column mapping.")
-    rollout_args: GenerationConfig = Field(default_factory=GenerationConfig, description="Sampling settings.")
-    workflow_args: dict[str, Any] = Field(default_factory=dict, description="Extra arguments of the workflow.")
-    reward_fn_args: dict[str, Any] = Field(default_factory=dict, description="Extra arguments of the reward fn.")
-    repeat_times: int | None = Field(
-        None, ge=1, description="Rollouts per task; None: algorithm.repeat_times (training) or 1 (evaluation)."
-    )
-    default_workflow_type: str | None = Field(
-        None, description="Workflow that turns a task into experiences (e.g. math_workflow); "
-        "None: buffer.explorer_input.default_workflow_type."
-    )
-    default_reward_fn_type: str | None = Field(
-        None, description="Reward function; None: buffer.explorer_input.default_reward_fn_type or the workflow's."
-    )
-    task_selector: TaskSelectorConfig = Field(
-        default_factory=TaskSelectorConfig, description="Task order (Trinity alias: data_selector)."
-    )
-
-
 # Trinity's storage has a task set's fields too; a dataset the trainer reads is never rolled out here.
 _IN_FILE_ORDER = "SFT rows are read in file order, batch after batch"
 
 
-class StorageConfig(_DatasetFields):
+class StorageConfig(DatasetFields):
     """Where experiences (or SFT/DPO rows) are kept for the trainer: a dataset it reads, or in an RL mode the
     experiment's own buffer."""
 
@@ -243,39 +63,68 @@ class StorageConfig(_DatasetFields):
     max_read_timeout: float = Field(1800, gt=0, description="Seconds a reader waits for data before failing.")
 
 
-class ExplorerInput(Section):
-    """What the explorer reads."""
+def _rl_mode(value: Any, config: Any) -> bool:
+    """The trainer reads experiences (mode both or colocate, or train with an RL algorithm), not a dataset."""
+    return stage_kind(config).rl
 
-    taskset: TasksetConfig | None = Field(None, description="Training tasks (Trinity alias: tasksets, one item).")
-    eval_tasksets: list[TasksetConfig] = Field(default_factory=list, description="Evaluation task sets.")
-    default_workflow_type: str | None = Field(None, description="Workflow for task sets that name none.")
-    default_eval_workflow_type: str | None = Field(
-        None, description="Workflow for eval task sets that name none (before default_workflow_type)."
-    )
-    default_reward_fn_type: str | None = Field(None, description="Reward function for task sets that name none.")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _tasksets_alias(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "tasksets" in data:
-            data = dict(data)
-            tasksets = data.pop("tasksets") or []
-            if not isinstance(tasksets, list):
-                raise ValueError(f"buffer.explorer_input.tasksets: a list of task sets, not {type(tasksets).__name__}")
-            if "taskset" in data and data["taskset"] is not None and tasksets:
-                raise ValueError("buffer.explorer_input: set taskset or tasksets (Trinity alias), not both")
-            if len(tasksets) > 1:
-                raise ValueError(
-                    f"buffer.explorer_input.tasksets: {len(tasksets)} training task sets given; one is supported"
-                )
-            if tasksets:
-                data["taskset"] = tasksets[0]
-        return data
+def _not_preference(value: Any, config: Any) -> bool:
+    return not is_preference_loss(config.algorithm.policy_loss_fn)
+
+
+ONLY_PREFERENCE = "only a preference loss (algorithm_type dpo, policy_loss_fn dpo) reads it"
+RL_BUFFER = ("in an RL mode experiences are kept in the experiment's own SQLite buffer "
+             "(buffer/experiences.db in the experiment folder)")
+NOT_PAIR_RESPONSE = "not read: a preference pair's responses are the columns format.chosen_key and format.rejected_key"
+
+
+def _trainer_input_settings() -> dict[str, Entry]:
+    """What the trainer reads, keyed below buffer.trainer_input: its one StorageConfig class has three roles, a dataset
+    or the RL buffer (experience_buffer), the mix strategy's expert rows (auxiliary_buffers) and held-out pairs
+    (eval_pairs), each reading other columns."""
+    dataset: dict[str, Entry] = {
+        "storage_type": validated(note="'file' cannot stream experiences; queue and sqlite both mean the experiment's "
+                                       "SQLite buffer"),
+        "format.prompt_type[chatpair]": refused("SFT and DPO rows are 'messages' or 'plaintext' (a prompt column and "
+                                                "the response columns), as in Trinity"),
+        "format.response_key": honoured().warn_if(lambda v, c: is_preference_loss(c.algorithm.policy_loss_fn),
+                                                  NOT_PAIR_RESPONSE),
+        "format.chosen_key": honoured().warn_if(_not_preference, ONLY_PREFERENCE),
+        "format.rejected_key": honoured().warn_if(_not_preference, ONLY_PREFERENCE),
+        "generator_args": honoured(note="the rows of SFT data at path generator:NAME"),
+        "capacity": warned("the SQLite buffer has no capacity limit (the schedule bounds how far the explorer runs ahead)"),
+        "max_read_timeout": warned("the trainer waits for the explorer's experiences up to synchronizer.sync_timeout"),
+    }
+    # In an RL mode the trainer reads the experiment's own buffer, not these.
+    experience_buffer = {**dataset, **{key: dataset.get(key, honoured()).warn_if(_rl_mode, f"not used: {RL_BUFFER}")
+                                       for key in ("path", "subset_name", "split", *(f"format.{f}" for f in (
+                                           "prompt_type", "prompt_key", "response_key", "system_prompt_key",
+                                           "system_prompt", "messages_key", "chat_template")))}}
+    # Expert rows (tasks/sft.py) and held-out pairs (tasks/dpo.py, scored at each evaluation) are no RL buffer.
+    auxiliary = {**dataset, "storage_type": warned("an auxiliary buffer is a dataset the trainer reads (its path); the storage type does "
+                                         "not matter"),
+                 **dict.fromkeys(("format.chosen_key", "format.rejected_key"),
+                                 warned("not read: expert rows are a prompt and a response (response_key)"))}
+    pairs = {**dataset, "storage_type": warned("held-out pairs are a dataset (its path); the storage type does not matter"),
+             "format.response_key": warned("not read: a pair's responses are format.chosen_key and format.rejected_key"),
+             **{key: replace(dataset[key], rules=()) for key in ("format.chosen_key", "format.rejected_key")}}
+    return {
+        **{f"experience_buffer.{key}": entry for key, entry in experience_buffer.items()},
+        "auxiliary_buffers": honoured().warn_if(
+            lambda v, c: c.algorithm.sample_strategy != "mix",
+            "read only by algorithm.sample_strategy 'mix' (its expert rows); no other strategy reads it"),
+        **{f"auxiliary_buffers[].{key}": entry for key, entry in auxiliary.items()},
+        "eval_pairs": honoured().warn_if(
+            lambda v, c: v is not None and not stage_kind(c).trains,
+            "scored by the trainer, which only a run that trains holds (mode 'both', 'colocate' or 'train')"),
+        **{f"eval_pairs.{key}": entry for key, entry in pairs.items()},
+    }
 
 
 class TrainerInput(Section):
     """What the trainer reads."""
 
+    SETTINGS: ClassVar[dict[str, Entry]] = _trainer_input_settings()
     NOT_HERE: ClassVar[dict[str, str]] = {
         "sft_warmup_dataset": "Trinity's old warm-up is not run; add a first stage instead (stage_name sft_warmup, mode "
                               "train, algorithm_type sft, this dataset as its buffer.trainer_input.experience_buffer), "

@@ -14,11 +14,12 @@ from algorithms.needs import needs_critic, needs_groups, needs_steps
 from generators import GENERATOR_ARGS, generator_name, same_held_out
 from schemas.algorithm_registry import ALGORITHM_PRESETS
 from schemas.base import set_unmarked
-from schemas.buffer import DataFormat, StorageConfig, TasksetConfig
+from schemas.buffer import DataFormat, StorageConfig
 from schemas.data_processor import DATA_JUICER, OPERATOR_ARGS
 from schemas.resolver import Resolver
 from schemas.rewards import RewardArgsError, dapo_overlong_args, reasoning_gym_answer_format, step_arg
 from schemas.stage_kind import stage_kind
+from schemas.taskset import TasksetConfig
 from schemas.trinity.operators import NOT_BUILT as TRINITY_OPERATORS_NOT_BUILT
 from schemas.trinity.workflows import NOT_BUILT as TRINITY_WORKFLOWS_NOT_BUILT
 

@@ -11,11 +11,18 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
 if TYPE_CHECKING:
     from schemas.algorithm import AlgorithmConfig
-    from schemas.buffer import BufferConfig
     from schemas.cluster import ClusterConfig
     from schemas.model import ModelConfig
+    from schemas.taskset import ExplorerInput
 
 Mode = Literal["both", "explore", "train", "bench", "serve", "colocate"]
+
+
+class BufferInputs(Protocol):
+    """What the rules of other sections read of the buffer: its task sets (the buffer's own rules ask the stage kind,
+    which reads this, so naming BufferConfig here would close an import circle)."""
+
+    explorer_input: ExplorerInput
 
 
 class Sections(Protocol):
@@ -25,7 +32,7 @@ class Sections(Protocol):
     algorithm: AlgorithmConfig
     model: ModelConfig
     cluster: ClusterConfig
-    buffer: BufferConfig
+    buffer: BufferInputs
 
 
 class TrainedWeights(Protocol):

@@ -4,8 +4,7 @@ refusals instead of raising them (`collecting`, `path_prefix`).
 
 A setting without an entry is honoured: the runtime reads it, and the suite's real runs are the evidence
 (schemas/read_trace.py, checked by tests/settings_reads.py). Entries sit beside their fields, in each class's
-`SETTINGS` (the words are schemas/base.py's); the buffer's, which depend on where its shared classes sit, in
-schemas/support_buffer.py; the algorithm functions' in schemas/algorithm_registry.py. Collected, each is keyed by its
+`SETTINGS` (the words are schemas/base.py's); the algorithm functions' in schemas/algorithm_registry.py. Collected, each is keyed by its
 schema path:
 
     buffer.batch_size                             a field
@@ -38,21 +37,20 @@ from schemas.base import KEPT_REASONS, SECTIONS, Entry, Level, Rule, Section
 from schemas.experiment_fields import ExperimentFields
 from schemas.schema_walk import _literals, walk
 from schemas.stage_kind import stage_kind
-from schemas.support_buffer import buffer_entries
 from schemas.trainer import TrainerBase
 
 
 def _collect() -> dict[str, Entry]:
-    """Every class's entries at each place it sits, the buffer's, and (derived) each implemented function and
-    argument without one: honoured in the module that defines it (tests/test_settings_wired.py checks it reads it)."""
+    """Every class's entries at each place it sits. A class's entry for a place below it (`eval_tasksets[].task_selector.
+    seed`) is about that place: it takes the place of the entry the class sitting there has for every place."""
     found: dict[str, Entry] = {}
 
-    def visit(prefix: str, model: type[BaseModel]) -> None:
+    def visit(prefix: str, model: type[BaseModel]) -> None:  # a class is visited before the classes below it
         if issubclass(model, Section):
-            found.update({f"{prefix}{key}": entry for key, entry in model.SETTINGS.items()})
+            for key, entry in model.SETTINGS.items():
+                found.setdefault(f"{prefix}{key}", entry)
 
     walk(ExperimentFields, visit)
-    found |= buffer_entries()
     return found
 
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from buffer.experience import Experience
 from buffer.taskset import Task
-from schemas.buffer import GenerationConfig
+from schemas.taskset import GenerationConfig
 from workflows.runner import RunnerResult
 
 logger = logging.getLogger(__name__)

@@ -60,7 +60,7 @@ _FORMAT_DEFAULTS: dict[str, Any] = {"prompt_type": "messages", "messages_key": "
                                     "reply_prefix": None, "workflow_key": "", "reward_fn_key": ""}
 # Trinity settings without effect in some of their values ({model class name: {trinity key: (no effect?, why)}}).
 NO_EFFECT_WHEN: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
-    "_Format": {key: (lambda v, default=default: v == default, f"Trinity's default ({default!r}), which this kind of "
+    "RowFormat": {key: (lambda v, default=default: v == default, f"Trinity's default ({default!r}), which this kind of "
                       "row does not read") for key, default in _FORMAT_DEFAULTS.items()},
     "TrainerInput": {"sft_warmup_steps": (lambda v: not v, "Trinity's old warm-up, off (0 steps)"),
                      "sft_warmup_dataset": (lambda v: v is None, "Trinity's old warm-up's dataset, none")},
