@@ -28,10 +28,6 @@ DEFAULT_ENGINE_TYPE = "vllm"
 
 NO_TINKER_ENDPOINT = ("the OpenAI endpoint (and its call history) is built on the vLLM engines only; the Tinker "
                       "sampler's is not built yet")
-# The OpenAI endpoint's settings (VllmModelConfig's): what a rollout model without one does not have
-ENDPOINT_SETTINGS = ("enable_openai_api", "enable_history", "openai_api_host", "openai_api_port", "openai_api_key_secret",
-                     "openai_max_concurrent_requests", "openai_max_request_bytes", "openai_max_tokens",
-                     "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser")
 
 
 class InferenceBase(Variant):
@@ -65,40 +61,17 @@ class InferenceBase(Variant):
     enable_thinking: bool = Field(False, description="Chat-template thinking mode (Qwen3).")
 
 
-# On CPU: ~46k tokens of SmolLM2-135M's float32 KV, a whole evaluation batch of the embedded recipes.
-CPU_KV_CACHE_GB = 2.0
+class OpenAIEndpoint(Section):
+    """vLLM's OpenAI-compatible server on each engine (backends/local/openai_server.py): the vLLM engines' settings of
+    it, which a rollout model without one does not have (its NOT_HERE names them)."""
 
-
-class VllmModelConfig(InferenceBase):
-    """vLLM engines, each a Ray actor (GPUs, or vLLM's CPU build)."""
-
-    AUXILIARY: ClassVar[bool] = True
     SETTINGS: ClassVar[dict[str, Entry]] = {
-        "enable_thinking": honoured(note="passed to the chat template"),
         "enable_history": honoured(note="calls recorded per rollout id for agent workflows"),
         "openai_api_key_secret": honoured(note="schemas/secrets.py reads the key"),
         "tool_call_parser": honoured(passthrough=True),
         "reasoning_parser": honoured(passthrough=True),
-        "dtype": honoured(passthrough=True),
     }
 
-    engine_type: Literal["vllm"] = Field("vllm", description="vLLM engines.")
-    tensor_parallel_size: int = Field(1, ge=1, description="GPUs per engine.")
-    gpu_memory_utilization: float = Field(
-        0.9, gt=0, le=1, description="Fraction of GPU memory (on CPU: of host RAM) the engine reserves."
-    )
-    kv_cache_memory_gb: float | None = Field(
-        None,
-        gt=0,
-        description="KV cache size in GiB, instead of sizing it from gpu_memory_utilization. None on CPU "
-        f"(cluster.gpu_per_node 0) with gpu_memory_utilization unset: {CPU_KV_CACHE_GB} (derived), because there "
-        "vLLM would reserve the fraction of the NUMA node's RAM and refuses to start when less is free.",
-    )
-    dtype: Literal["bfloat16", "float16", "float32", "auto"] = Field("bfloat16", description="Weights dtype.")
-    enforce_eager: bool = Field(False, description="Disable graph capture (faster start, needed on CPU).")
-    enable_prefix_caching: bool = Field(True, description="Reuse KV cache of shared prompt prefixes.")
-    enable_chunked_prefill: bool = Field(True, description="Chunk long prefills.")
-    # vLLM's OpenAI-compatible server on each engine (backends/local/openai_server.py)
     enable_openai_api: bool = Field(
         False,
         description="Serve an OpenAI-compatible chat endpoint on each engine (vLLM's own server), for agents written "
@@ -131,6 +104,42 @@ class VllmModelConfig(InferenceBase):
     )
     tool_call_parser: str | None = Field(None, description="vLLM's tool-call parser for the model's format, e.g. 'hermes'.")
     reasoning_parser: str | None = Field(None, description="vLLM's reasoning parser (e.g. 'qwen3'), or None.")
+
+
+# On CPU: ~46k tokens of SmolLM2-135M's float32 KV, a whole evaluation batch of the embedded recipes.
+CPU_KV_CACHE_GB = 2.0
+
+
+class _VllmEngines(InferenceBase):
+    """The engines' own settings (a class of their own so that they come before the endpoint's, as the pages list them)."""
+
+    engine_type: Literal["vllm"] = Field("vllm", description="vLLM engines.")
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs per engine.")
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0, le=1, description="Fraction of GPU memory (on CPU: of host RAM) the engine reserves."
+    )
+    kv_cache_memory_gb: float | None = Field(
+        None,
+        gt=0,
+        description="KV cache size in GiB, instead of sizing it from gpu_memory_utilization. None on CPU "
+        f"(cluster.gpu_per_node 0) with gpu_memory_utilization unset: {CPU_KV_CACHE_GB} (derived), because there "
+        "vLLM would reserve the fraction of the NUMA node's RAM and refuses to start when less is free.",
+    )
+    dtype: Literal["bfloat16", "float16", "float32", "auto"] = Field("bfloat16", description="Weights dtype.")
+    enforce_eager: bool = Field(False, description="Disable graph capture (faster start, needed on CPU).")
+    enable_prefix_caching: bool = Field(True, description="Reuse KV cache of shared prompt prefixes.")
+    enable_chunked_prefill: bool = Field(True, description="Chunk long prefills.")
+
+
+class VllmModelConfig(OpenAIEndpoint, _VllmEngines):
+    """vLLM engines, each a Ray actor (GPUs, or vLLM's CPU build)."""
+
+    AUXILIARY: ClassVar[bool] = True
+    SETTINGS: ClassVar[dict[str, Entry]] = {
+        **OpenAIEndpoint.SETTINGS,
+        "enable_thinking": honoured(note="passed to the chat template"),
+        "dtype": honoured(passthrough=True),
+    }
 
     def gpus(self) -> int:
         return self.engine_num * self.tensor_parallel_size
@@ -169,7 +178,7 @@ class TinkerSamplerConfig(InferenceBase):
         "enable_thinking": honoured(note="passed to the chat template"),
     }
     NOT_HERE: ClassVar[dict[str, str]] = {
-        **InferenceBase.NOT_HERE, **dict.fromkeys(ENDPOINT_SETTINGS, NO_TINKER_ENDPOINT)}
+        **InferenceBase.NOT_HERE, **dict.fromkeys(OpenAIEndpoint.model_fields, NO_TINKER_ENDPOINT)}
 
     engine_type: Literal["tinker"] = Field("tinker", description="Tinker's sampling client.")
 
