@@ -44,7 +44,7 @@ def _trinity_math_reward(value: Any, config: Any) -> bool:
     return value == "math_reward"
 
 
-def refuse_trinity_workflows(entry: Entry) -> Entry:
+def _refuse_trinity_workflows(entry: Entry) -> Entry:
     for name, reason in TRINITY_WORKFLOWS_NOT_BUILT.items():
         entry = entry.refuse_if(lambda v, c, name=name: str(v).lower() == name.lower(), f"Trinity's {name!r}: {reason}")
     return entry.refuse_if(lambda v, c: is_r3l(v), R3L).refuse_if(lambda v, c: is_class_path(v), CLASS_PATH)
@@ -208,7 +208,7 @@ class TasksetConfig(DatasetFields):
         "workflow_args": honoured(note="math_workflow takes none").refuse_if(
             _args_of_math_workflow, "math_workflow takes no workflow_args (q20, gsm8k_tool_agent and llm_judge_workflow do)"),
         "generator_args": honoured(note="checked against its generator's model, rows from generators/"),
-        "default_workflow_type": refuse_trinity_workflows(honoured()),
+        "default_workflow_type": _refuse_trinity_workflows(honoured()),
         "default_reward_fn_type": _reward_fn_type()}
 
     format: TaskFormat = Field(default_factory=TaskFormat, description="Column mapping.")
@@ -240,8 +240,8 @@ class ExplorerInput(Section):
     # The defaults are derived into each task set (derived values are not checked): the same refusals. An entry below
     # eval_tasksets[] takes the place of the task set's own there.
     SETTINGS: ClassVar[dict[str, Entry]] = {
-        "default_workflow_type": refuse_trinity_workflows(honoured()),
-        "default_eval_workflow_type": refuse_trinity_workflows(resolved(
+        "default_workflow_type": _refuse_trinity_workflows(honoured()),
+        "default_eval_workflow_type": _refuse_trinity_workflows(resolved(
             "buffer.explorer_input.eval_tasksets[].default_workflow_type")),
         "default_reward_fn_type": replace(resolved("buffer.explorer_input.taskset.default_reward_fn_type"),
                                           rules=TasksetConfig.SETTINGS["default_reward_fn_type"].rules),

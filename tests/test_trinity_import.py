@@ -542,3 +542,22 @@ def test_max_actor_ckpt_to_keep_becomes_max_checkpoints_to_keep(tmp_path):
         "trainer: {save_interval: 100}", "trainer: {max_checkpoints_to_keep: 1, max_actor_ckpt_to_keep: 2}"))
     with pytest.raises(ConfigRuleError, match="trainer.max_actor_ckpt_to_keep: 2 contradicts trainer.max_checkpoints_to_keep: 1"):
         import_trinity(tmp_path / "both.yaml")
+
+
+def test_the_importers_tables_name_classes_of_the_schema() -> None:
+    """KEY_RENAMES, NO_EFFECT and NO_EFFECT_WHEN are keyed by a settings class's name (or a base's): a class renamed or
+    gone would silently stop its keys' renaming or warning."""
+    from pydantic import BaseModel
+
+    from schemas.schema_walk import walk
+    from schemas.trinity import keys
+
+    names = {"ExperimentConfig"}
+
+    def visit(prefix: str, model: type[BaseModel]) -> None:
+        names.update(cls.__name__ for cls in model.__mro__)
+
+    walk(ExperimentConfig, visit)
+    tables = {"KEY_RENAMES": keys.KEY_RENAMES, "NO_EFFECT": keys.NO_EFFECT, "NO_EFFECT_WHEN": keys.NO_EFFECT_WHEN}
+    unknown = {f"{table}[{name!r}]" for table, by_class in tables.items() for name in by_class if name not in names}
+    assert not unknown, f"not a class of the schema: {sorted(unknown)}"
