@@ -4,7 +4,6 @@ pairs."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -101,13 +100,15 @@ def _trainer_input_settings() -> dict[str, Entry]:
                                            "prompt_type", "prompt_key", "response_key", "system_prompt_key",
                                            "system_prompt", "messages_key", "chat_template")))}}
     # Expert rows (tasks/sft.py) and held-out pairs (tasks/dpo.py, scored at each evaluation) are no RL buffer.
-    auxiliary = {**dataset, "storage_type": warned("an auxiliary buffer is a dataset the trainer reads (its path); the storage type does "
-                                         "not matter"),
+    auxiliary = {**dataset,
+                 "storage_type": warned("an auxiliary buffer is a dataset the trainer reads (its path); the storage "
+                                        "type does not matter"),
                  **dict.fromkeys(("format.chosen_key", "format.rejected_key"),
                                  warned("not read: expert rows are a prompt and a response (response_key)"))}
-    pairs = {**dataset, "storage_type": warned("held-out pairs are a dataset (its path); the storage type does not matter"),
+    pairs = {**dataset,
+             "storage_type": warned("held-out pairs are a dataset (its path); the storage type does not matter"),
              "format.response_key": warned("not read: a pair's responses are format.chosen_key and format.rejected_key"),
-             **{key: replace(dataset[key], rules=()) for key in ("format.chosen_key", "format.rejected_key")}}
+             "format.chosen_key": honoured(), "format.rejected_key": honoured()}
     return {
         **{f"experience_buffer.{key}": entry for key, entry in experience_buffer.items()},
         "auxiliary_buffers": honoured().warn_if(
