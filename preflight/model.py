@@ -60,8 +60,7 @@ def check_chat_template(config: ExperimentConfig) -> list[str]:
 
 def _renders_chats(config: ExperimentConfig) -> bool:
     """Whether any taskset prompts with the chat template (not format.base_model_prompt)."""
-    inputs = config.buffer.explorer_input
-    tasksets = [t for t in [inputs.taskset, *inputs.eval_tasksets] if t is not None]
+    tasksets = config.buffer.explorer_input.tasksets()
     return not tasksets or any(not t.format.base_model_prompt for t in tasksets)
 
 

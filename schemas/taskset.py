@@ -19,21 +19,17 @@ from schemas.trinity.workflows import NOT_BUILT as TRINITY_WORKFLOWS_NOT_BUILT
 MATH_WORKFLOWS = ("math_workflow", "math_calculator_workflow")
 
 
-def _tasksets(config: Any) -> list[TasksetConfig]:
-    ei = config.buffer.explorer_input
-    return [ts for ts in (ei.taskset, *ei.eval_tasksets) if ts is not None]
-
-
 def _args_of_math_workflow(value: Any, config: Any) -> bool:
     """These workflow_args belong to a taskset rolled out by math_workflow, which takes none."""
     return any(ts.workflow_args is value and ts.default_workflow_type in MATH_WORKFLOWS and not ts.format.workflow_key
-               for ts in _tasksets(config))
+               for ts in config.buffer.explorer_input.tasksets())
 
 
 def _base_prompt_outside_math_workflow(value: Any, config: Any) -> bool:
     """A task set asks for a plain-text prompt but a workflow other than math_workflow may run it."""
-    return bool(value) and any(ts.format.base_model_prompt and (ts.default_workflow_type not in MATH_WORKFLOWS
-                                                                or ts.format.workflow_key) for ts in _tasksets(config))
+    return bool(value) and any(
+        ts.format.base_model_prompt and (ts.default_workflow_type not in MATH_WORKFLOWS or ts.format.workflow_key)
+        for ts in config.buffer.explorer_input.tasksets())
 
 
 def _unknown_reward_fn(value: Any, config: Any) -> bool:
@@ -255,6 +251,10 @@ class ExplorerInput(Section):
         None, description="Workflow for eval task sets that name none (before default_workflow_type)."
     )
     default_reward_fn_type: str | None = Field(None, description="Reward function for task sets that name none.")
+
+    def tasksets(self) -> list[TasksetConfig]:
+        """The training task set (where there is one), then the eval task sets."""
+        return [ts for ts in (self.taskset, *self.eval_tasksets) if ts is not None]
 
     @model_validator(mode="before")
     @classmethod
