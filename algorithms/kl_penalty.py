@@ -74,7 +74,7 @@ def kl_controller(algorithm) -> KLController | None:
     name = penalty_name(algorithm)
     if name is None:
         return None
-    args = KL_LOSS_FNS.resolve_args(name, getattr(algorithm, "kl_penalty_fn_args", None))
+    args = KL_LOSS_FNS.resolve_args(name, getattr(algorithm, "kl_penalty_fn_args", None), kind=FIELD)
     if float(args["kl_coef"]) == 0.0:
         return None  # an adaptive coefficient multiplies: from 0 it stays 0
     return KLController(float(args["kl_coef"]), bool(args.get("adaptive")), args.get("target_kl"), args.get("horizon"))

@@ -28,7 +28,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, ClassVar, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -60,6 +60,33 @@ NEED_TEXT: dict[Need, str] = {
 def is_off(name: str | None) -> bool:
     """True when an optional term's function name means "disabled"."""
     return name is None or str(name).strip().lower() in OFF_NAMES
+
+
+class FunctionArgs(dict[str, Any]):
+    """A function's arguments as the runtime reads them: a dict that tells the settings trace
+    (schemas/read_trace.py, which sets `on_read`) each key read, as `<kind>[<name>].<key>`. A copy (`{**args}`,
+    `dict(args)`) is a plain dict, whose reads it does not see."""
+
+    on_read: ClassVar[Callable[[str], None] | None] = None
+
+    def __init__(self, kind: str, name: str, values: Mapping[str, Any]) -> None:
+        super().__init__(values)
+        self.place = f"{kind.removeprefix('algorithm.')}[{name}]"
+
+    def __getitem__(self, key: str) -> Any:
+        if FunctionArgs.on_read is not None:
+            FunctionArgs.on_read(f"{self.place}.{key}")
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if FunctionArgs.on_read is not None:
+            FunctionArgs.on_read(f"{self.place}.{key}")
+        return super().get(key, default)
+
+
+def args_of(algorithm: Any, kind: str) -> FunctionArgs:
+    """`algorithm.<kind>_args` (the schema has filled in each default) for the function `algorithm.<kind>` names."""
+    return FunctionArgs(kind, getattr(algorithm, kind, None) or "", getattr(algorithm, f"{kind}_args", None) or {})
 
 
 class Args(BaseModel):
@@ -124,10 +151,11 @@ class Registry(dict[str, Callable[..., Any]]):
         model = self.args.get(name, NoArgs)
         return {key: info.get_default(call_default_factory=True) for key, info in model.model_fields.items()}
 
-    def resolve_args(self, name: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
+    def resolve_args(self, name: str, given: Mapping[str, Any] | None, kind: str | None = None) -> FunctionArgs:
         """This name's defaults overlaid with the config's ``*_args`` (the schema fills them in already; a
-        config built by hand, as in tests, may leave some out)."""
-        return {**self.defaults(name), **dict(given or {})}
+        config built by hand, as in tests, may leave some out). `kind`: the field they are of, when not this
+        registry's (the reward's KL penalty takes the KL losses' estimators)."""
+        return FunctionArgs(kind or self.field, name, {**self.defaults(name), **dict(given or {})})
 
     def module_path(self, name: str) -> str:
         """The repository path of the module that defines `name` (where its arguments are read)."""

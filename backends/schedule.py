@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from algorithms.registry import args_of
 from schemas.stage_kind import BOTH, Side, stage_kind
 from schemas.synchronizer import takes_turns
 
@@ -56,7 +57,7 @@ class Schedule:
         sync, kind = config.synchronizer, stage_kind(config)
         return cls(style=sync.sync_style, interval=sync.sync_interval, offset=sync.sync_offset, sides=kind.sides,
                    exchanges=kind.exchanges_weights,
-                   max_staleness=(config.algorithm.sample_strategy_args or {}).get("max_staleness"),
+                   max_staleness=args_of(config.algorithm, "sample_strategy").get("max_staleness"),
                    method=sync.sync_method, timeout_s=float(sync.sync_timeout), shares_devices=kind.shares_devices,
                    eval_interval=config.explorer.eval_interval)
 

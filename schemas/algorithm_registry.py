@@ -19,7 +19,7 @@ from pydantic import Field
 
 from algorithms import ADVANTAGE_FNS, ENTROPY_LOSS_FNS, KL_LOSS_FNS, POLICY_LOSS_FNS
 from algorithms.registry import Args, Need, Registry
-from schemas.base import Entry, read_in, refused, validated
+from schemas.base import Entry, honoured, refused, validated
 from schemas.trinity.algorithms import NOT_BUILT_ARGS as TRINITY_NOT_BUILT_ARGS
 from schemas.trinity.algorithms import NOT_BUILT_FUNCTIONS as TRINITY_NOT_BUILT_FUNCTIONS
 
@@ -118,6 +118,7 @@ BUILT: dict[str, Registry] = {
     "policy_loss_fn": POLICY_LOSS_FNS,
     "advantage_fn": ADVANTAGE_FNS,
     "kl_loss_fn": KL_LOSS_FNS,
+    "kl_penalty_fn": KL_LOSS_FNS,  # the reward's KL penalty takes the same estimators
     "entropy_loss_fn": ENTROPY_LOSS_FNS,
 }
 
@@ -218,53 +219,31 @@ ALGORITHM_PRESETS: dict[str, AlgorithmPreset] = {
 
 
 # ----------------------------------------------------------------------------- how the runtime treats them
-# Each function algorithms/ implements is honoured in its own module, and so is each of its arguments
-# (schemas/support_check.py derives that), unless an entry here says otherwise; the names Trinity knows that
-# are not built are refused. Keys are below `algorithm` (AlgorithmConfig.SETTINGS holds them).
+# A function a config names runs, and each of its arguments is read where the function needs it: the suite's whole
+# run records each key read (algorithms/registry.py FunctionArgs) and tests/settings_reads.py fails for one no run
+# read; the entries here say the rest. The names Trinity knows that are not built are refused. Keys are below
+# `algorithm` (AlgorithmConfig.SETTINGS holds them).
 # Trinity adapts the coefficient of the reward's KL penalty only (its kl_loss_fn keeps kl_coef fixed).
 ADAPTIVE_LOSS_KL = ("an adaptive coefficient applies to kl_penalty_fn (KL in the reward), as in Trinity; kl_loss_fn "
                     "takes a fixed kl_coef")
 _FUNCTIONS: dict[str, dict[str, Entry]] = {
     "sample_strategy": {
-        "default": read_in("tasks/train.py"),
-        "warmup": read_in("tasks/train.py", note="the same as default: Trinity's warm-up data is not read here"),
-        "priority": read_in("tasks/train.py"),
-        "staleness_control": read_in("tasks/train.py", note="Trinity's name: default with max_staleness"),
-        "mix": read_in("tasks/train.py", note="the oldest untrained experiences, plus expert rows (tasks/expert.py)"),
+        "warmup": honoured(note="the same as default: Trinity's warm-up data is not read here"),
+        "staleness_control": honoured(note="Trinity's name: default with max_staleness"),
+        "mix": honoured(note="the oldest untrained experiences, plus expert rows (tasks/expert.py)"),
     },
     # Trinity's names not built (schemas/trinity/algorithms.py), each refused with why
     **{fn: {name: refused(why) for name, why in names.items()}
        for fn, names in TRINITY_NOT_BUILT_FUNCTIONS.items() if fn != "entropy_loss_fn"},
-    "kl_loss_fn": {"none": read_in("algorithms/registry.py", note="is_off")},
-    "kl_penalty_fn": {name: read_in("algorithms/kl.py", "algorithms/kl_penalty.py")
-                      for name in KL_FNS if name != "none"},
-    "entropy_loss_fn": {"none": read_in("algorithms/registry.py", note="is_off"),
+    "kl_loss_fn": {"none": honoured(note="no KL term")},
+    "entropy_loss_fn": {"none": honoured(note="no entropy term"),
                         **{name: refused(why)
                            for name, why in TRINITY_NOT_BUILT_FUNCTIONS["entropy_loss_fn"].items()}},
 }
-_CLIPS = ("clip_range", "clip_range_low", "clip_range_high")
-# Arguments read somewhere else than the function's own module.
+# Arguments with more to say than that they are read.
 _ARGS: dict[str, Entry] = {
-    "sample_strategy[*].max_staleness": read_in("tasks/train.py"),
-    "sample_strategy[priority].priority_fn": read_in("tasks/train.py", "buffer/experience_store.py"),
-    "sample_strategy[mix].expert_data_ratio": read_in("tasks/expert.py"),
-    "sample_strategy[mix].sft_dataset_name": read_in("tasks/expert.py"),
-    "policy_loss_fn[*].loss_agg_mode": read_in("algorithms/loss.py", "algorithms/aggregation.py"),
-    **{f"policy_loss_fn[ppo].{arg}": read_in("algorithms/verl_compat.py") for arg in (*_CLIPS, "clip_ratio_c")},
-    **{f"policy_loss_fn[gspo].{arg}": read_in("algorithms/verl_compat.py") for arg in _CLIPS},
-    # the mix losses' PPO part (algorithms/policy_loss/mix.py hands them to the ppo loss)
-    **{f"policy_loss_fn[{mix}].{arg}": read_in("algorithms/verl_compat.py", "algorithms/policy_loss/ppo.py")
-       for mix in ("mix", "mix_chord")
-       for arg in (*_CLIPS, "clip_ratio_c", "enable_sequence_masking", "delta_sequence_masking")},
-    "policy_loss_fn[cispo].clip_range_low": read_in("algorithms/verl_compat.py"),
-    "policy_loss_fn[cispo].clip_range_high": read_in("algorithms/verl_compat.py"),
-    "policy_loss_fn[topk_distill].topk": read_in("algorithms/policy_loss/base.py", "tasks/rollouts.py"),
-    "kl_loss_fn[*].kl_coef": read_in("algorithms/loss.py"),
     "kl_loss_fn[none].kl_coef": validated(note="must be 0 with 'none'"),
     **{f"kl_loss_fn[*].{arg}": refused(ADAPTIVE_LOSS_KL) for arg in ("adaptive", "target_kl", "horizon")},
-    **{f"kl_penalty_fn[*].{arg}": read_in("algorithms/kl_penalty.py")
-       for arg in ("kl_coef", "adaptive", "target_kl", "horizon")},
-    "entropy_loss_fn[*].entropy_coef": read_in("algorithms/loss.py"),
     "advantage_fn[step_wise_grpo].enable_step_norm": refused(
         "a multi-turn episode is one experience here (workflows/multi_turn.py): there are no per-step experiences "
         "to divide among"),

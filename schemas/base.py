@@ -55,7 +55,6 @@ class Rule:
 
 @dataclass(frozen=True)
 class Entry:
-    where: tuple[str, ...] = ()  # a function of a registry and its arguments: the module that defines it (derived)
     resolved_into: tuple[str, ...] = ()  # schema keys validation turns it into
     validated_in: tuple[str, ...] = ()  # schemas/ modules whose rules give the field its whole meaning
     rules: tuple[Rule, ...] = ()
@@ -80,12 +79,6 @@ def honoured(passthrough: bool = False, note: str = "") -> Entry:
     """Read by the runtime (what every setting without an entry is), with a note on how, or `passthrough`: a Literal
     whose values are handed to a library as they are (they are its names, not ours)."""
     return Entry(passthrough=passthrough, note=note)
-
-
-def read_in(*modules: str, note: str = "") -> Entry:
-    """A function's argument read in these modules rather than the function's own: an `*_args` key is a dict's, which
-    the read trace does not see, so the modules are named (tests/test_settings_wired.py checks each reads it)."""
-    return Entry(where=modules, note=note)
 
 
 def per_trainer(note: str = "") -> Entry:

@@ -2,7 +2,8 @@
 outside schemas/ (or through a settings method such code called), not by validation, tests/ or deployments/, is
 written there once per process, as a JSON line
 {"model": module.Class, "field": name, "by": repository path of the reading module}, with "value" for a field whose
-values are named (a Literal: which of them the runs read).
+values are named (a Literal: which of them the runs read). A function's arguments are a dict: each key read through
+algorithms/registry.py's FunctionArgs is a row {"model": "algorithm.*_args", "field": "policy_loss_fn[ppo].clip_range"}.
 
 The test command turns it on for a whole run of the suite (scripts/test.sh), whose real runs (every mode, trainer and
 engine) are then the evidence that each field is honoured: tests/settings_reads.py fails for a field nobody read.
@@ -22,7 +23,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+from algorithms.registry import FunctionArgs
+
 TRACE_ENV = "RFT_TRACE_SETTINGS"
+# The "model" of a read of a function's argument (algorithms/registry.py FunctionArgs): its field is
+# `<kind>[<function>].<argument>`, as below `algorithm` in the schema's keys.
+ARGUMENTS = "algorithm.*_args"
 ROOT = Path(__file__).resolve().parents[1]
 _NOT_RUNTIME = ("schemas/", "tests/", "deployments/")
 _seen: set[tuple[str, str, str, str | None]] = set()
@@ -71,15 +77,14 @@ def _named_values(model: type, field: str) -> bool:
     return literal(model.__pydantic_fields__[field].annotation)
 
 
-def _record(model: type, field: str, by: str, value: Any) -> None:
-    named = value if isinstance(value, str) and _named_values(model, field) else None
-    key = (f"{model.__module__}.{model.__qualname__}", field, by, named)
+def _record(model: str, field: str, by: str, named: str | None = None) -> None:
+    key = (model, field, by, named)
     if key in _seen:
         return
     _seen.add(key)
     folder = Path(os.environ[TRACE_ENV])
     folder.mkdir(parents=True, exist_ok=True)
-    row = {"model": key[0], "field": field, "by": by} | ({"value": named} if named is not None else {})
+    row = {"model": model, "field": field, "by": by} | ({"value": named} if named is not None else {})
     line = json.dumps(row) + "\n"
     with open(folder / f"reads-{os.getpid()}.jsonl", "a", encoding="utf-8") as out:  # one short write: whole lines
         out.write(line)
@@ -97,7 +102,15 @@ def install(base: type) -> None:
         if name in cls.__pydantic_fields__ and not getattr(_validating, "depth", 0):
             by = _reader(sys._getframe(1))
             if by is not None:
-                _record(cls, name, by, value)
+                named = value if isinstance(value, str) and _named_values(cls, name) else None
+                _record(f"{cls.__module__}.{cls.__qualname__}", name, by, named)
         return value
 
+    def argument_read(place: str) -> None:
+        if not getattr(_validating, "depth", 0):
+            by = _reader(sys._getframe(2))  # the code that read the key: this hook <- FunctionArgs' method <- it
+            if by is not None:
+                _record(ARGUMENTS, place, by)
+
     base.__getattribute__ = traced  # type: ignore[method-assign]
+    FunctionArgs.on_read = argument_read

@@ -82,19 +82,6 @@ def entry_for(key: str) -> tuple[str, Entry] | None:
     return None
 
 
-def _derive_function_entries() -> None:
-    for fn, registry in BUILT.items():
-        for name, args_model in registry.args.items():
-            key = f"algorithm.{fn}[{name}]"
-            if entry_for(key) is None:
-                SUPPORT[key] = Entry(where=(registry.module_path(name),))
-            for arg in args_model.model_fields:
-                if entry_for(f"{key}.{arg}") is None:
-                    SUPPORT[f"{key}.{arg}"] = Entry(where=(registry.module_path(name),))
-
-
-_derive_function_entries()
-
 # Function arguments each trainer backend implements itself (its loss); the optimizer's fields are per_trainer().
 TRAINER_FUNCTIONS = ("policy_loss_fn", "kl_loss_fn", "entropy_loss_fn")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from algorithms.registry import args_of
 from buffer.experience import Experience
 from checkpointing.models import resolve_model_path
 from schemas import ExperimentConfig
@@ -14,7 +15,7 @@ from tasks.sft import dataset_key, supervised_examples
 
 def expert_count(config: ExperimentConfig, sampled: int) -> int:
     """Expert rows to add to `sampled` experiences so that they are `expert_data_ratio` of the batch."""
-    ratio = float((config.algorithm.sample_strategy_args or {}).get("expert_data_ratio", 0.5))
+    ratio = float(args_of(config.algorithm, "sample_strategy").get("expert_data_ratio", 0.5))
     return round(ratio / (1.0 - ratio) * sampled)
 
 
@@ -22,7 +23,7 @@ def expert_rows(config: ExperimentConfig, step: int, sampled: int) -> list[Exper
     """The expert rows of train step `step`, for a batch of `sampled` experiences (none without the mix strategy)."""
     if config.algorithm.sample_strategy != "mix":
         return []
-    name = (config.algorithm.sample_strategy_args or {}).get("sft_dataset_name", "sft_dataset")
+    name = args_of(config.algorithm, "sample_strategy").get("sft_dataset_name", "sft_dataset")
     dataset = config.buffer.trainer_input.auxiliary_buffers[name]
     examples = supervised_examples(*dataset_key(config, str(resolve_model_path(config.model.model_path)), dataset))
     count = expert_count(config, sampled)

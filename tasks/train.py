@@ -8,6 +8,7 @@ import time
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from algorithms.registry import args_of
 from backends.policy import policy_for
 from buffer.experience_store import ExperienceStore
 from checkpointing.layout import experiment_dir
@@ -18,7 +19,7 @@ from tasks.usage import SideUsage
 
 def max_staleness(config: ExperimentConfig) -> int | None:
     """Versions an experience may lag the trainer by (algorithm.sample_strategy_args.max_staleness)."""
-    return (config.algorithm.sample_strategy_args or {}).get("max_staleness")
+    return args_of(config.algorithm, "sample_strategy").get("max_staleness")
 
 
 def take_order(config: ExperimentConfig) -> str:
@@ -29,7 +30,7 @@ def take_order(config: ExperimentConfig) -> str:
     if strategy in ("default", "warmup", "staleness_control", "mix"):  # mix: plus expert rows (tasks/expert.py)
         return "oldest"
     if strategy == "priority":
-        return (config.algorithm.sample_strategy_args or {}).get("priority_fn", "newest")
+        return args_of(config.algorithm, "sample_strategy").get("priority_fn", "newest")
     raise ValueError(f"algorithm.sample_strategy {strategy!r} has no buffer order (validation refuses it)")
 
 

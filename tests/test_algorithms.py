@@ -543,6 +543,19 @@ def test_rec_two_side_clip_and_k2_regulariser() -> None:
     assert loss.item() == approx((0.25 + 1.0) / 2)
 
 
+def test_rec_ring_keeps_tokens_far_outside_the_band_on_the_side_their_advantage_points_to() -> None:
+    # ratio e^-1 ≈ 0.37 with A > 0 and e^1.2 ≈ 3.3 with A < 0: outside two-side's [0.8, 1.2], inside ring's outer band
+    # (r ≤ 1 − ε'_low = 0.4, r ≥ 1 + ε'_high = 3.0) until either edge moves past them
+    inputs = ([[-1.0, 1.2]], [[1.0, -1.0]])
+    clipped = {}
+    for name, args in {"two-side": {"clip_mode": "two-side"}, "ring": {"clip_mode": "ring"},
+                       "low edge 0.3": {"clip_mode": "ring", "epsilon_low_prime": 0.7},
+                       "high edge 3.5": {"clip_mode": "ring", "epsilon_high_prime": 2.5}}.items():
+        _, metrics = compute_loss(make_algorithm(policy_loss_fn="rec", policy_loss_fn_args=args), loss_inputs(*inputs))
+        clipped[name] = metrics["pg_clipfrac"]
+    assert clipped == {"two-side": 1.0, "ring": 0.0, "low edge 0.3": 0.5, "high edge 3.5": 0.5}
+
+
 def test_sft_is_and_sft_phi_weight_the_nll() -> None:
     # logp = -0.5 and -1.5: sft_is weights by p, sft_phi by p(1-p)
     p = [math.exp(-0.5), math.exp(-1.5)]

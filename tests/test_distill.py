@@ -11,7 +11,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from algorithms import teacher_advantages
+from algorithms import ADVANTAGE_FNS, teacher_advantages
 from backends.batch import collate
 from buffer.experience import Experience
 from buffer.experience_store import ExperienceStore
@@ -29,12 +29,13 @@ def _exp(eid: str, logprobs: list[float], **fields: object) -> Experience:
 
 def test_distill_advantage_is_the_teacher_log_ratio_per_token() -> None:
     student, teacher = [-0.5, -2.0, -0.1], [-0.2, -3.0, -0.1]
-    assert teacher_advantages("on_policy_distill", student, teacher, {"kl_coef": 2.0}) == pytest.approx([0.6, -2.0, 0.0])
+    args = ADVANTAGE_FNS.resolve_args("on_policy_distill", {"kl_coef": 2.0})  # as the explorer hands them over
+    assert teacher_advantages("on_policy_distill", student, teacher, args) == pytest.approx([0.6, -2.0, 0.0])
 
 
 def test_jsd_advantage_is_zero_where_they_agree_and_negative_elsewhere() -> None:
     student, teacher = [-0.5, -2.0, -0.1], [-0.5, -0.1, -3.0]
-    jsd = teacher_advantages("jsd", student, teacher, {"kl_coef": 1.0, "lambda_coef": 0.5})
+    jsd = teacher_advantages("jsd", student, teacher, ADVANTAGE_FNS.resolve_args("jsd", {"kl_coef": 1.0, "lambda_coef": 0.5}))
     assert jsd[0] == pytest.approx(0.0, abs=1e-9)
     assert jsd[1] < 0 and jsd[2] < 0
     with pytest.raises(ValueError, match="2 teacher"):

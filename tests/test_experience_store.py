@@ -5,11 +5,15 @@ from __future__ import annotations
 import multiprocessing as mp
 import sqlite3
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from buffer.experience import Experience
-from buffer.experience_store import ExperienceStore
+from buffer.experience_store import ORDERS, ExperienceStore
+from schemas.algorithm import AlgorithmConfig
+from schemas.algorithm_registry import SAMPLE_STRATEGIES
+from tasks.train import max_staleness, take_order
 
 
 def make(eid: str, reward: float = 1.0, explore_step: int = 0, group: str = "g") -> Experience:
@@ -221,3 +225,16 @@ def test_take_orders_of_the_sample_strategies(store):
     assert [e.eid for e in store.take(2, order="newest")] == ["e2", "e0"]
     with pytest.raises(ValueError, match="one of"):
         store.take(1, order="random; DROP TABLE experiences")
+
+
+@pytest.mark.parametrize("strategy", list(SAMPLE_STRATEGIES))
+def test_every_sample_strategy_the_schema_accepts_has_a_buffer_order(strategy: str) -> None:
+    """A strategy name accepted and not acted on would train in the default order silently: each one has its order,
+    and the staleness bound every strategy takes is read under it."""
+    args: dict[str, object] = {"priority_fn": "largest_advantage"} if strategy == "priority" else {}
+    if "max_staleness" in SAMPLE_STRATEGIES[strategy].model_fields:
+        args["max_staleness"] = 2
+    config = SimpleNamespace(algorithm=AlgorithmConfig(sample_strategy=strategy, sample_strategy_args=args))
+    assert take_order(config) == ("largest_advantage" if strategy == "priority" else "oldest")
+    assert take_order(config) in ORDERS
+    assert max_staleness(config) == (2 if "max_staleness" in args else None)

@@ -41,11 +41,43 @@ def test_off_by_default_nothing_is_recorded(tmp_path: Path) -> None:
 
 
 def test_a_field_no_run_read_fails_the_check_and_is_named(tmp_path: Path) -> None:
-    rows = [{"model": f"{m.__module__}.{m.__qualname__}", "field": f, "by": "flows/rft.py"} for _, m, f in settings_reads.places()
-            if not (m.__name__ == "MonitorConfig" and f == "experiment_name")]
+    rows = [{"model": m, "field": f, "by": "flows/rft.py"} for _, m, f in settings_reads.places()
+            if not (m.endswith("MonitorConfig") and f == "experiment_name")]
     (tmp_path / "reads-1.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     assert settings_reads.unread(tmp_path) == ["monitor.experiment_name"]
     assert settings_reads.main([str(tmp_path)]) == 1
     (tmp_path / "reads-2.jsonl").write_text(json.dumps(
         {"model": "schemas.monitor.MonitorConfig", "field": "experiment_name", "by": "tracking/mlflow_monitor.py"}) + "\n")
     assert settings_reads.unread(tmp_path) == [] and settings_reads.main([str(tmp_path)]) == 0
+
+
+# A loss computed the way a trainer computes it: its arguments read through FunctionArgs, each key by the module that reads it.
+READ_ARGUMENTS = """
+from algorithms import compute_loss
+from algorithms.inputs import LossInputs
+import torch
+from schemas.algorithm import AlgorithmConfig
+alg = AlgorithmConfig(policy_loss_fn="rec", policy_loss_fn_args={"clip_mode": "ring"}, kl_loss_fn="none", entropy_loss_fn="none")
+lp = torch.zeros(1, 2, requires_grad=True)
+compute_loss(alg, LossInputs(logprobs=lp, old_logprobs=torch.zeros(1, 2), advantages=torch.ones(1, 2),
+                             response_mask=torch.ones(1, 2)))
+"""
+
+
+def test_a_functions_arguments_are_recorded_by_the_module_that_reads_each(tmp_path: Path) -> None:
+    env = os.environ | {"RFT_TRACE_SETTINGS": str(tmp_path / "reads")}
+    subprocess.run([sys.executable, "-c", READ_ARGUMENTS], cwd=ROOT, env=env, check=True, timeout=300)
+    rows = [json.loads(line) for path in (tmp_path / "reads").glob("reads-*.jsonl") for line in path.read_text().splitlines()]
+    arguments = {(row["field"], row["by"]) for row in rows if row["model"] == "algorithm.*_args"}
+    assert {("policy_loss_fn[rec].epsilon_low_prime", "algorithms/policy_loss/rec.py"),
+            ("policy_loss_fn[rec].loss_agg_mode", "algorithms/loss.py")} <= arguments
+
+
+def test_an_argument_no_run_read_fails_the_check_and_functions_sharing_a_model_share_the_evidence(tmp_path: Path) -> None:
+    rows = [{"model": m, "field": f, "by": "algorithms/loss.py"} for key, m, f in settings_reads.places()
+            if key != "algorithm.policy_loss_fn[rec].temp" and not key.startswith("algorithm.kl_penalty_fn[")]
+    # one KL estimator's penalty read: every estimator of the penalty shares its arguments model, and its code
+    rows += [{"model": "algorithm.*_args", "field": f"kl_penalty_fn[k3].{arg}", "by": "algorithms/kl_penalty.py"}
+             for arg in ("kl_coef", "adaptive", "target_kl", "horizon")]
+    (tmp_path / "reads-1.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert settings_reads.unread(tmp_path) == ["algorithm.policy_loss_fn[rec].temp"]

@@ -5,8 +5,8 @@ The schema is walked whole (each tagged-union variant, list item, algorithm pres
 An entry of a class's `SETTINGS` (collected by `schemas/support_check.py`) must name places that exist; a field it
 resolves into must be a place of the schema; a module it says validates a field must read it. Each value of a Literal
 field must appear as a string in the runtime's code (outside schemas/, tests/ and deployments/), unless it has its own
-refused/warned entry or the field's values are a library's own names (`passthrough`). Each function of a registry is
-honoured in the module that defines it, which reads each of its arguments.
+refused/warned entry or the field's values are a library's own names (`passthrough`). A function's arguments are read
+through algorithms/registry.py's FunctionArgs, whose reads the whole run records as it does the fields'.
 
 Per backend: what every trainer implements itself (the optimizer, the arguments of each loss and term it runs) is
 checked for each trainer backend on its own: read in that backend's modules (`TrainerBase.MODULES`), or refused or
@@ -80,13 +80,6 @@ def wiring_problems(nodes: list[schema_walk.Node]) -> list[str]:
         entry_key, entry = found if found is not None else (node.key, base.honoured())
         if entry_key != node.key and not entry_key.endswith("[*]") and "[*]" not in entry_key:
             continue  # below a refused or warned variant/section
-        # a function's argument: read in its function's module (derived from its registry) or those read_in names
-        present = [m for m in entry.where if (ROOT / m).is_file()]
-        for module in sorted(set(entry.where) - set(present)):
-            problems.append(f"{node.key}: read in {module!r}, which is not a module of this repository")
-        if node.kind == "field" and present and not any(_reads(m, node.leaf) for m in present):
-            problems.append(f"{node.key}: read in {', '.join(present)}, which never read{'s' if len(present) == 1 else ''} "
-                            f"{node.leaf!r}")
         if entry.validated_in and not any((ROOT / m).is_file() and _reads(m, node.leaf) for m in entry.validated_in):
             problems.append(f"{node.key}: validated in {', '.join(entry.validated_in)}, which never read "
                             f"{node.leaf!r}")
@@ -98,7 +91,7 @@ def wiring_problems(nodes: list[schema_walk.Node]) -> list[str]:
             continue
         for value in node.literals:
             own = support_check.SUPPORT.get(f"{node.key}[{value}]")
-            if own is not None and (own.covers or own.where):
+            if own is not None and own.covers:
                 continue
             if value not in runtime_strings():
                 problems.append(f"{node.key}: value {value!r} appears nowhere in the runtime's code (handle it, or give "

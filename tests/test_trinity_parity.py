@@ -84,12 +84,11 @@ def test_trinity_presets_have_trinity_s_defaults(algorithm_type: str, expected: 
 @pytest.mark.parametrize(("kind", "name"), [(k, n) for k, names in TRINITY_FUNCTIONS.items() for n in names])
 def test_trinity_function_is_built_or_refused_with_a_reason(kind: str, name: str) -> None:
     assert name in FUNCTION_REGISTRIES[kind], f"{kind} {name!r} is unknown"
-    entry = support_check.entry_for(f"algorithm.{kind}[{name}]")
-    assert entry is not None, name
-    refusal = entry[1].unconditional
+    found = support_check.entry_for(f"algorithm.{kind}[{name}]")
+    refusal = found[1].unconditional if found is not None else None
     if refusal is not None and refusal.level == "refuse":
         assert len(refusal.reason) > 20 and "unknown" not in refusal.reason
-    else:
+    else:  # a sample strategy is built where it has an order (tests/test_experience_store.py)
         assert kind not in BUILT or name in BUILT[kind] or name == "none", f"{kind} {name!r} is neither built nor refused"
 
 

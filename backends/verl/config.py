@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from algorithms import POLICY_LOSS_FNS, has_kl_term, needs_critic
-from algorithms.registry import is_off
+from algorithms.registry import FunctionArgs, args_of, is_off
 from algorithms.verl_compat import clip_ranges
 from backends.trainer import scoring_temperature
 from backends.verl.losses import loss_mode as adapted_mode
@@ -211,10 +211,10 @@ def actor_overrides(algorithm: Any) -> dict[str, Any]:
         raise ValueError(f"algorithm.policy_loss_fn: {name!r} has no veRL policy loss for ppo_loss; "
                          f"supported: {sorted(VerlTrainerConfig.policy_losses())}")
     # a loss without clip ranges (topr, opmd, ...: ours, as the loss mode) leaves ppo's defaults, which veRL never reads
-    args = {**PPO_DEFAULTS, **POLICY_LOSS_FNS.resolve_args(name, algorithm.policy_loss_fn_args)}
+    args = FunctionArgs("policy_loss_fn", name, {**PPO_DEFAULTS, **POLICY_LOSS_FNS.resolve_args(name, algorithm.policy_loss_fn_args)})
     low, high = clip_ranges(args)
-    kl_args = dict(getattr(algorithm, "kl_loss_fn_args", None) or {})
-    ent_args = dict(getattr(algorithm, "entropy_loss_fn_args", None) or {})
+    kl_args = args_of(algorithm, "kl_loss_fn")
+    ent_args = args_of(algorithm, "entropy_loss_fn")
     kl_on = has_kl_term(algorithm)  # a zero kl_coef turns the term off (no reference model)
     return {
         "policy_loss": {"loss_mode": loss_mode},
@@ -237,7 +237,7 @@ def _sft_overrides(algorithm: Any) -> dict[str, Any]:
         "clip_ratio_low": PPO_DEFAULTS["clip_range"],
         "clip_ratio_high": PPO_DEFAULTS["clip_range"],
         "clip_ratio_c": PPO_DEFAULTS["clip_ratio_c"],
-        "loss_agg_mode": (algorithm.policy_loss_fn_args or {}).get("loss_agg_mode", "token-mean"),
+        "loss_agg_mode": args_of(algorithm, "policy_loss_fn").get("loss_agg_mode", "token-mean"),
         "use_kl_loss": False,
         "kl_loss_type": "low_var_kl",
         "kl_loss_coef": 0.0,

@@ -47,6 +47,7 @@ def algorithm_loss(config: Any, model_output: Any, data: Any, dp_group: Any = No
 def _adapter(name: str, args: dict[str, Any]) -> Any:
     """veRL's policy-loss signature around our loss `name` with its resolved `args`."""
     from algorithms import POLICY_LOSS_FNS, LossInputs
+    from algorithms.registry import FunctionArgs
 
     fn = POLICY_LOSS_FNS.lookup(name)
 
@@ -58,8 +59,8 @@ def _adapter(name: str, args: dict[str, Any]) -> Any:
             response_mask=response_mask.to(log_prob.dtype), global_num_tokens=info.get("batch_num_tokens"),
             global_num_seqs=info.get("global_batch_size"), dp_size=int(info.get("dp_size") or 1),
         )
-        loss, metrics = fn(inputs, {**args, "loss_agg_mode": loss_agg_mode,
-                                    "loss_scale_factor": info.get("loss_scale_factor")})
+        loss, metrics = fn(inputs, FunctionArgs("policy_loss_fn", name, {
+            **args, "loss_agg_mode": loss_agg_mode, "loss_scale_factor": info.get("loss_scale_factor")}))
         return loss, {f"actor/{k}": v for k, v in metrics.items() if k != "pg_loss"}
 
     return policy_loss

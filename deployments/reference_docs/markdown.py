@@ -133,9 +133,7 @@ def _rule(rule: Rule) -> str:
 def describe(entry: Entry) -> str:
     """One `SETTINGS` entry in words: what reads the setting, what it becomes, its refusals and warnings."""
     parts = []
-    if entry.where:  # a function's argument: its function's module, or those read_in names
-        parts.append("read in " + ", ".join(code(m) for m in entry.where))
-    elif not (entry.resolved_into or entry.validated_in or entry.per_trainer or entry.covers):
+    if not (entry.resolved_into or entry.validated_in or entry.per_trainer or entry.covers):
         parts.append("read by the runtime" + (" (handed on as written)" if entry.passthrough else ""))
     if entry.resolved_into:
         parts.append("becomes " + ", ".join(code(k) for k in entry.resolved_into))

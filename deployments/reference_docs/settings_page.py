@@ -274,8 +274,8 @@ INTRO = [
     "runs, in every process, and fails for one no run read (`tests/settings_reads.py`). A value the schema fills in "
     "itself (a preset's function, a derived batch size) is listed under `derived` by `rft validate` ([cli.md](cli.md)).",
     "",
-    "How to read the last column: *read in* names the modules that read a function's argument (a key of `*_args`, "
-    "checked in the code by `tests/test_settings_wired.py`); *becomes* a setting validation "
+    "How to read the last column: *built in* names the module of a function (a function's arguments are read by the "
+    "runtime as the other settings are, each key of `*_args` recorded by the same whole run); *becomes* a setting validation "
     "turns it into; *a rule of* where its only meaning is a check; *each trainer implements it*: each trainer backend "
     "reads it in its own modules, unless a line *on `<trainer>`* says otherwise; **refused** and **warned** apply to a "
     "value other than the default (in some cases: only where the reason says); *with `x`*: refused or warned with the "
@@ -335,6 +335,14 @@ def _function_doc(kind: str, name: str) -> str:
     return "" if args is NoArgs else first_paragraph(args.__doc__)
 
 
+def _function_verdict(kind: str, name: str) -> str:
+    """What happens with a function a config names: a built one with nothing more to say is its module."""
+    key, registry = f"algorithm.{kind}[{name}]", BUILT.get(kind)
+    if support_check.entry_for(key) is None and registry is not None and name in registry:
+        return f"built in {code(registry.module_path(name))}"
+    return verdict(key)
+
+
 def functions_section() -> list[str]:
     """Each function registry: its functions (grouped where they share arguments and verdicts) and their arguments."""
     out = [f"### {FUNCTIONS_TITLE}", "",
@@ -348,7 +356,8 @@ def functions_section() -> list[str]:
             key = f"algorithm.{kind}[{name}]"
             arg_verdicts = tuple(
                 "<br>".join([verdict(f"{key}.{a}"), *trainer_departures(f"{key}.{a}")]) for a in args.model_fields)
-            sig = (args, _function_doc(kind, name), "<br>".join([verdict(key), *trainer_departures(key)]), arg_verdicts,
+            sig = (args, _function_doc(kind, name), "<br>".join([_function_verdict(kind, name), *trainer_departures(key)]),
+                   arg_verdicts,
                    tuple(needs(kind, name)))
             groups.setdefault(sig, []).append(name)
         rows = []
