@@ -176,10 +176,8 @@ def scan(config: ExperimentFields) -> list[Finding]:
     for place in _places(config):
         if place.path in derived or any(place.path.startswith(p + ".") for p in derived):
             continue
-        found = entry_for(place.key)
-        if found is None:
-            continue
-        entry_key, entry = found
+        # no entry: nothing to say in general, but the chosen trainer may refuse or warn it (a loss's argument)
+        entry_key, entry = entry_for(place.key) or (place.key, Entry())
         covered = entry_key != place.key and not entry_key.endswith("[*]") and "[*]" not in entry_key
         if covered:  # a place below a refused/warned variant or section: reported there
             continue
