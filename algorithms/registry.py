@@ -158,7 +158,7 @@ class Registry(dict[str, Callable[..., Any]]):
         return FunctionArgs(kind or self.field, name, {**self.defaults(name), **dict(given or {})})
 
     def module_path(self, name: str) -> str:
-        """The repository path of the module that defines `name` (where its arguments are read)."""
+        """The repository path of the module that defines `name`."""
         module = sys.modules[self[name].__module__]
         return Path(module.__file__ or "").resolve().relative_to(ROOT).as_posix()
 
