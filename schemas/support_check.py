@@ -4,8 +4,8 @@ refusals instead of raising them (`collecting`, `path_prefix`).
 
 A setting without an entry is honoured: the runtime reads it, and the suite's real runs are the evidence
 (schemas/read_trace.py, checked by tests/settings_reads.py). Entries sit beside their fields, in each class's
-`SETTINGS` (the words are schemas/base.py's); the algorithm functions' in schemas/algorithm_registry.py. Collected, each is keyed by its
-schema path:
+`SETTINGS` (the words are schemas/base.py's); the algorithm functions' in schemas/algorithm_registry.py. Collected,
+each is keyed by its schema path:
 
     buffer.batch_size                             a field
     buffer.explorer_input.eval_tasksets[].split   a field of every list item

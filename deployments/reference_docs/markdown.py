@@ -194,6 +194,12 @@ def merged(places: list[tuple[str, str]], rel: str, extra: Callable[[str], list[
     return "<br>".join(f"{', '.join(code(lb) for lb in labels)}: {text}" for text, labels in groups.items())
 
 
+def built_module(kind: str, name: str) -> str | None:
+    """The module that defines function `name` of registry `kind`, where it is built here."""
+    registry = BUILT.get(kind)
+    return registry.module_path(name) if registry is not None and name in registry else None
+
+
 def needs(kind: str, name: str | None) -> list[str]:
     """What a built function declares it needs beyond an ordinary batch (its registry's `needs_of`, where the
     registry declares needs), sorted."""

@@ -8,9 +8,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from deployments.reference_docs.markdown import ROOT, cell, code, describe, needs, preset_needs, table
+from deployments.reference_docs.markdown import ROOT, built_module, cell, code, describe, needs, preset_needs, table
 from schemas import support_check
-from schemas.algorithm_registry import ALGORITHM_PRESETS, BUILT, FUNCTION_REGISTRIES
+from schemas.algorithm_registry import ALGORITHM_PRESETS, FUNCTION_REGISTRIES
 from schemas.data_processor import DATA_JUICER, OPERATOR_ARGS
 from schemas.rewards import MATH_WORKFLOW_REWARD_FNS
 from schemas.trinity import aliases, names, operators, workflows
@@ -81,8 +81,8 @@ def parity_functions() -> list[str]:
         for name in registry:
             if name in refused:
                 what = f"**refused**: {cell(refused[name])}"
-            elif kind in BUILT and name in BUILT[kind]:
-                what = f"built: {code(BUILT[kind].module_path(name))}"
+            elif module := built_module(kind, name):
+                what = f"built: {code(module)}"
             else:
                 found = support_check.entry_for(f"algorithm.{kind}[{name}]")
                 what = describe(found[1]) if found else "—"

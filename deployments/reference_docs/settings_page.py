@@ -16,6 +16,7 @@ from algorithms.registry import NoArgs
 from deployments.reference_docs.markdown import (
     COMMAND,
     ROOT,
+    built_module,
     cell,
     code,
     default_text,
@@ -337,9 +338,9 @@ def _function_doc(kind: str, name: str) -> str:
 
 def _function_verdict(kind: str, name: str) -> str:
     """What happens with a function a config names: a built one with nothing more to say is its module."""
-    key, registry = f"algorithm.{kind}[{name}]", BUILT.get(kind)
-    if support_check.entry_for(key) is None and registry is not None and name in registry:
-        return f"built in {code(registry.module_path(name))}"
+    key = f"algorithm.{kind}[{name}]"
+    if support_check.entry_for(key) is None and (module := built_module(kind, name)):
+        return f"built in {code(module)}"
     return verdict(key)
 
 
@@ -356,9 +357,8 @@ def functions_section() -> list[str]:
             key = f"algorithm.{kind}[{name}]"
             arg_verdicts = tuple(
                 "<br>".join([verdict(f"{key}.{a}"), *trainer_departures(f"{key}.{a}")]) for a in args.model_fields)
-            sig = (args, _function_doc(kind, name), "<br>".join([_function_verdict(kind, name), *trainer_departures(key)]),
-                   arg_verdicts,
-                   tuple(needs(kind, name)))
+            what = "<br>".join([_function_verdict(kind, name), *trainer_departures(key)])
+            sig = (args, _function_doc(kind, name), what, arg_verdicts, tuple(needs(kind, name)))
             groups.setdefault(sig, []).append(name)
         rows = []
         for (args, doc, what, arg_verdicts, declared), members in groups.items():
